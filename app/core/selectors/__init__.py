@@ -1,0 +1,27 @@
+"""Selector registry: name -> class. One file per selector; all share :class:`Selector`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.core.selectors.base import Chosen, Selector
+from app.core.selectors.random import RandomSelector
+
+SELECTORS: dict[str, type[Selector]] = {
+    cls.name: cls
+    for cls in (
+        RandomSelector,
+    )
+}
+
+
+def make_selector(name: str, **params: Any) -> Selector:
+    """Instantiate a registered selector by name (``ValueError`` naming ``method`` otherwise)."""
+    try:
+        cls = SELECTORS[name]
+    except KeyError:
+        raise ValueError(f"method: unknown selector {name!r}; choose from {sorted(SELECTORS)}") from None
+    return cls(**params)
+
+
+__all__ = ["SELECTORS", "Chosen", "Selector", "make_selector"]
