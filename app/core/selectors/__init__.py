@@ -5,12 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from app.core.selectors.base import Chosen, Selector
+from app.core.selectors.confidence_stratified import ConfidenceStratifiedSelector
+from app.core.selectors.dpp import DPPSelector
 from app.core.selectors.random import RandomSelector
+from app.core.selectors.subtask_stratified import SubtaskStratifiedSelector
 
 SELECTORS: dict[str, type[Selector]] = {
     cls.name: cls
     for cls in (
         RandomSelector,
+        SubtaskStratifiedSelector,
+        ConfidenceStratifiedSelector,
+        DPPSelector,
     )
 }
 
