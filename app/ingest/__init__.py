@@ -1,0 +1,32 @@
+"""Parsers for result uploads: lm-eval sample logs, Open LLM Leaderboard details, CSV, JSON.
+
+Pure Python + numpy: no database, no web framework. Every parser returns one ``ParsedResults``
+or raises ``IngestError`` whose ``errors`` name the line and field at fault.
+"""
+
+from app.ingest.lm_eval import (
+    LEADERBOARD_METRICS,
+    gold_indices,
+    leaderboard_metric,
+    parse_leaderboard_details,
+    parse_lm_eval_samples,
+    task_from_filename,
+)
+from app.ingest.tabular import parse_columnar, parse_csv, parse_keyed
+from app.ingest.types import AmbiguousChoiceError, IngestError, LineError, ParsedResults
+
+__all__ = [
+    "LEADERBOARD_METRICS",
+    "AmbiguousChoiceError",
+    "IngestError",
+    "LineError",
+    "ParsedResults",
+    "gold_indices",
+    "leaderboard_metric",
+    "parse_columnar",
+    "parse_csv",
+    "parse_keyed",
+    "parse_leaderboard_details",
+    "parse_lm_eval_samples",
+    "task_from_filename",
+]

@@ -1,0 +1,569 @@
+"""lm-evaluation-harness ``--log_samples`` JSONL and Open LLM Leaderboard v2 details rows.
+
+One record per (doc, filter): ``doc_id``, ``doc``, ``target``, ``arguments``, ``resps``,
+``filtered_resps``, ``doc_hash``, ``prompt_hash``, ``target_hash``, one key per metric
+(``acc``, ``acc_norm``, ``exact_match`` …) and, in newer versions, ``filter`` and ``metrics``.
+The Open LLM Leaderboard exports the same fields (string-encoded in places) as JSONL or parquet.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from app.ingest.types import (
+    AmbiguousChoiceError,
+    IngestError,
+    LineError,
+    ParsedResults,
+    finalize_values,
+)
+
+RESERVED_KEYS = frozenset(
+    {
+        "doc_id",
+        "doc",
+        "target",
+        "arguments",
+        "resps",
+        "filtered_resps",
+        "doc_hash",
+        "prompt_hash",
+        "target_hash",
+        "filter",
+        "metrics",
+        "task",
+        "task_name",
+    }
+)
+SUBJECT_FIELDS = ("subject", "category")
+# Open LLM Leaderboard v2: the metric its scores use, by task-name fragment (first match wins).
+LEADERBOARD_METRICS: tuple[tuple[str, str], ...] = (
+    ("mmlu_pro", "acc"),
+    ("bbh", "acc_norm"),
+    ("gpqa", "acc_norm"),
+    ("musr", "acc_norm"),
+    ("math", "exact_match"),
+)
+_SAMPLES_NAME = re.compile(
+    r"^samples_(?P<task>.+?)_(?P<ts>\d{4}-\d{2}-\d{2}T[\d\-:.]+)\.(jsonl|parquet)$"
+)
+_LL_CHOICES_MIN = 2
+
+
+def task_from_filename(filename: str | None) -> str | None:
+    """``samples_leaderboard_bbh_navigate_2024-06-26T12-00-00.123.jsonl`` → task name."""
+    if not filename:
+        return None
+    base = filename.replace("\\", "/").rsplit("/", 1)[-1]
+    m = _SAMPLES_NAME.match(base)
+    return m.group("task") if m else None
+
+
+def leaderboard_metric(task: str | None) -> str | None:
+    """The Open LLM Leaderboard v2 metric for ``task`` (``None`` when not a leaderboard task)."""
+    if not task:
+        return None
+    low = task.lower()
+    for fragment, metric in LEADERBOARD_METRICS:
+        if fragment in low:
+            return metric
+    return None
+
+
+def _maybe_decode(value: Any) -> Any:
+    """Undo string encoding of JSON/Python literals (``"[['-1.2', 'False']]"``, ``"{...}"``)."""
+    if isinstance(value, str) and value[:1] in "[({":
+        try:
+            return json.loads(value)
+        except ValueError:
+            try:
+                return ast.literal_eval(value)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                return value
+    return value
+
+
+def _as_float(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _loglikelihoods(filtered_resps: Any) -> list[float] | None:
+    """Per-choice log-likelihoods from ``filtered_resps`` (``[[ll, is_greedy], …]``), else None."""
+    resps = _maybe_decode(filtered_resps)
+    if not isinstance(resps, list | tuple) or len(resps) < _LL_CHOICES_MIN:
+        return None
+    out = []
+    for r in resps:
+        r = _maybe_decode(r)
+        if isinstance(r, list | tuple) and len(r) == 2 and isinstance(r[1], bool | str):
+            if isinstance(r[1], str) and r[1] not in ("True", "False", "true", "false"):
+                return None
+            ll = _as_float(r[0])
+        else:
+            return None
+        if ll is None or math.isnan(ll):
+            return None
+        out.append(ll)
+    return out
+
+
+def _continuations(arguments: Any) -> list[str] | None:
+    args = _maybe_decode(arguments)
+    if isinstance(args, Mapping):
+
+        def order(key: str) -> int:
+            digits = re.sub(r"\D", "", key)
+            return int(digits) if digits else 0
+
+        items = [args[k] for k in sorted(args, key=order)]
+        conts = []
+        for a in items:
+            a = _maybe_decode(a)
+            if isinstance(a, Mapping) and "arg_1" in a:
+                conts.append(str(a["arg_1"]))
+            elif isinstance(a, list | tuple) and len(a) >= 2:
+                conts.append(str(a[1]))
+            else:
+                return None
+        return conts
+    if isinstance(args, list | tuple):
+        conts = []
+        for a in args:
+            a = _maybe_decode(a)
+            if isinstance(a, list | tuple) and len(a) >= 2:
+                conts.append(str(a[1]))
+            else:
+                return None
+        return conts
+    return None
+
+
+def _match_text(target: str, options: Sequence[str]) -> int | None:
+    for key in (lambda s: s, lambda s: s.strip()):
+        t = key(target)
+        hits = [i for i, o in enumerate(options) if key(str(o)) == t]
+        if len(hits) == 1:
+            return hits[0]
+    return None
+
+
+def gold_indices(target: Any, doc: Any, arguments: Any, n_choices: int) -> list[int] | None:
+    """Gold choice index(es): ``target`` as an index, else the choice whose text matches it.
+
+    Choice texts come from ``doc["choices"]`` / ``doc["options"]``, then from the continuations
+    in ``arguments``. Returns ``None`` when no unique gold can be found.
+    """
+    target = _maybe_decode(target)
+    if isinstance(target, list | tuple):
+        idx = [t for t in (_as_index(x, n_choices) for x in target) if t is not None]
+        return idx if idx and len(idx) == len(target) else None
+    idx = _as_index(target, n_choices)
+    if idx is not None:
+        return [idx]
+    if not isinstance(target, str):
+        return None
+    sources: list[Sequence[str]] = []
+    if isinstance(doc, Mapping):
+        for key in ("choices", "options"):
+            opts = _maybe_decode(doc.get(key))
+            if (
+                isinstance(opts, Mapping) and "text" in opts
+            ):  # ARC-style {"text": [...], "label": [...]}
+                opts = opts["text"]
+            if isinstance(opts, list) and len(opts) == n_choices:
+                sources.append(opts)
+    conts = _continuations(arguments)
+    if conts is not None and len(conts) == n_choices:
+        sources.append(conts)
+    for opts in sources:
+        hit = _match_text(target, opts)
+        if hit is not None:
+            return [hit]
+    return None
+
+
+def _as_index(value: Any, n_choices: int) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if 0 <= value < n_choices else None
+    if isinstance(value, str) and value.strip().isdigit():
+        v = int(value.strip())
+        return v if 0 <= v < n_choices else None
+    return None
+
+
+def _metric_keys(rec: Mapping[str, Any]) -> list[str]:
+    declared = rec.get("metrics")
+    if isinstance(declared, list) and all(isinstance(m, str) for m in declared):
+        return [m for m in declared if m in rec]
+    return [
+        k for k, v in rec.items() if k not in RESERVED_KEYS and isinstance(v, int | float | bool)
+    ]
+
+
+def _ordered_union(seqs: Iterable[Iterable[str]]) -> tuple[str, ...]:
+    seen: dict[str, None] = {}
+    for s in seqs:
+        for x in s:
+            seen.setdefault(x, None)
+    return tuple(seen)
+
+
+@dataclass
+class _Row:
+    line: int
+    rec: dict[str, Any]
+    filter: str | None
+
+
+def iter_jsonl(data: bytes | str) -> tuple[list[tuple[int, Any]], list[LineError]]:
+    """Split JSON Lines into ``(line_number, value)``; blank lines skipped, bad JSON reported."""
+    if isinstance(data, str):
+        data = data.encode()
+    out: list[tuple[int, Any]] = []
+    errors: list[LineError] = []
+    loads = json.loads
+    for n, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            out.append((n, loads(raw)))
+        except ValueError as exc:
+            msg = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+            col = f" at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
+            errors.append(LineError(f"malformed JSON: {msg}{col}", line=n))
+    return out, errors
+
+
+def read_parquet_records(data: bytes) -> list[tuple[int, Any]]:
+    """Rows of a details parquet file as ``(row_number, dict)`` (1-based, like lines)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(io.BytesIO(data))
+    except (pa.ArrowException, OSError) as exc:
+        raise IngestError.single(f"unreadable parquet file: {exc}") from None
+    return list(enumerate(table.to_pylist(), start=1))
+
+
+def parse_lm_eval_samples(
+    data: bytes | str | Sequence[tuple[int, Any]],
+    *,
+    metric: str | None = None,
+    filter: str | None = None,
+    task: str | None = None,
+    filename: str | None = None,
+    item_key: str = "doc_hash",
+    subject_field: str | None = None,
+    strict: bool = True,
+    source_format: str = "lm-eval",
+) -> ParsedResults:
+    """Parse an lm-eval ``--log_samples`` file (or leaderboard details rows) for one task.
+
+    Parameters
+    ----------
+    data : bytes, str or sequence of (line, record)
+        JSON Lines text, or records already decoded (e.g. parquet rows).
+    metric, filter : str, optional
+        Which per-metric key gives correctness and which filter's records to use. Required when
+        the file holds several; otherwise the only one present is used. For Open LLM Leaderboard
+        tasks the leaderboard's metric is the default.
+    task : str, optional
+        Task name; defaults to the one in ``filename`` (``samples_<task>_<timestamp>.jsonl``).
+    item_key : {"doc_hash", "doc_id"}
+        Which field identifies an item.
+    subject_field : str, optional
+        The ``doc`` field giving each item's subject; by default ``subject`` or ``category`` when
+        present.
+    strict : bool
+        Raise ``IngestError`` on any bad record (default); otherwise skip it and report it in
+        ``errors``.
+
+    Returns
+    -------
+    ParsedResults
+        Items sorted by ``doc_id``; confidence is the softmax of the per-choice log-likelihoods in
+        ``filtered_resps`` at the gold index, when every record has them.
+    """
+    if item_key not in ("doc_hash", "doc_id"):
+        raise IngestError.single("must be 'doc_hash' or 'doc_id'", field="item_key")
+    if isinstance(data, bytes | str):
+        records, errors = iter_jsonl(data)
+    else:
+        records, errors = list(data), []
+    task = task or task_from_filename(filename)
+
+    rows: list[_Row] = []
+    metric_sets: list[list[str]] = []
+    for line, rec in records:
+        if not isinstance(rec, dict):
+            errors.append(LineError("expected a JSON object", line=line))
+            continue
+        flt = rec.get("filter")
+        if flt is not None and not isinstance(flt, str):
+            errors.append(LineError("expected a string", line=line, field="filter"))
+            continue
+        rows.append(_Row(line, rec, flt))
+        metric_sets.append(_metric_keys(rec))
+        if task is None:
+            t = rec.get("task") or rec.get("task_name")
+            task = t if isinstance(t, str) else None
+    if strict and errors:
+        raise IngestError(errors)
+    if not rows:
+        raise IngestError(errors or [LineError("empty upload: no records")])
+
+    filters_seen = _ordered_union([[r.filter] for r in rows if r.filter is not None])
+    metrics_seen = _ordered_union(metric_sets)
+    ambiguous: dict[str, tuple[str, ...]] = {}
+    if filter is None and len(filters_seen) > 1:
+        ambiguous["filter"] = filters_seen
+    elif filter is not None and filter not in filters_seen:
+        raise IngestError.single(
+            f"unknown filter {filter!r}; present: {', '.join(filters_seen) or '(none)'}",
+            field="filter",
+        )
+    chosen_filter = filter if filter is not None else (filters_seen[0] if filters_seen else None)
+    if metric is None:
+        default = leaderboard_metric(task)
+        if len(metrics_seen) == 1:
+            metric = metrics_seen[0]
+        elif default in metrics_seen:
+            metric = default
+        else:
+            ambiguous["metric"] = metrics_seen
+    elif metric not in metrics_seen:
+        raise IngestError.single(
+            f"unknown metric {metric!r}; present: {', '.join(metrics_seen) or '(none)'}",
+            field="metric",
+        )
+    if ambiguous:
+        raise AmbiguousChoiceError(ambiguous)
+    if metric is None:
+        raise IngestError.single("no per-item metric found in the records", field="metric")
+
+    rows = [r for r in rows if r.filter == chosen_filter]
+    n = len(rows)
+    ids: list[str] = []
+    doc_ids = np.empty(n, dtype=np.int64)
+    have_doc_ids = True
+    correct = np.empty(n, dtype=np.float64)
+    keep = np.ones(n, dtype=bool)
+    subjects: list[str | None] = []
+    flat_ll: list[float] = []
+    lengths = np.zeros(n, dtype=np.int64)
+    gold_rows: list[int] = []
+    gold_cols: list[int] = []
+    no_conf = 0
+    no_gold = 0
+    seen: dict[str, int] = {}
+    subj_key = subject_field
+    for k, r in enumerate(rows):
+        rec, line = r.rec, r.line
+        bad = False
+        did = rec.get("doc_id")
+        if isinstance(did, int) and not isinstance(did, bool):
+            doc_ids[k] = did
+        else:
+            have_doc_ids = False
+        if item_key == "doc_hash":
+            key = rec.get("doc_hash")
+            if not isinstance(key, str) or not key:
+                errors.append(LineError("missing or empty", line=line, field="doc_hash"))
+                bad = True
+        else:
+            key = str(did) if did is not None else None
+            if key is None:
+                errors.append(LineError("missing", line=line, field="doc_id"))
+                bad = True
+        if not bad:
+            if key in seen:
+                errors.append(
+                    LineError(
+                        f"duplicate item {key!r} (first on line {seen[key]})",
+                        line=line,
+                        field=item_key,
+                    )
+                )
+                bad = True
+            else:
+                seen[key] = line
+        raw = rec.get(metric)
+        v = _as_float(raw) if not isinstance(raw, str) else None
+        if isinstance(raw, bool):
+            v = float(raw)
+        if raw is None:
+            errors.append(LineError("missing", line=line, field=metric))
+            bad = True
+        elif v is None:
+            errors.append(LineError(f"not a per-item score: {raw!r}", line=line, field=metric))
+            bad = True
+        elif not math.isfinite(v):
+            errors.append(LineError("NaN or infinite", line=line, field=metric))
+            bad = True
+        elif not 0.0 <= v <= 1.0:
+            errors.append(LineError(f"value {v!r} is outside [0, 1]", line=line, field=metric))
+            bad = True
+        if bad:
+            keep[k] = False
+            ids.append("")
+            subjects.append(None)
+            continue
+        correct[k] = v
+        ids.append(key)
+        doc = _maybe_decode(rec.get("doc"))
+        if subj_key is None and isinstance(doc, Mapping):
+            subj_key = next((f for f in SUBJECT_FIELDS if isinstance(doc.get(f), str)), None)
+        s = doc.get(subj_key) if (subj_key and isinstance(doc, Mapping)) else None
+        subjects.append(s if isinstance(s, str) else None)
+        lls = _loglikelihoods(rec.get("filtered_resps"))
+        if lls is None:
+            no_conf += 1
+            continue
+        gold = gold_indices(rec.get("target"), doc, rec.get("arguments"), len(lls))
+        if gold is None:
+            no_gold += 1
+            continue
+        lengths[k] = len(lls)
+        flat_ll.extend(lls)
+        gold_rows.extend([k] * len(gold))
+        gold_cols.extend(gold)
+
+    if errors and strict:
+        raise IngestError(errors)
+    notes: list[str] = []
+    confidence = None
+    n_kept = int(keep.sum())
+    if no_conf == 0 and no_gold == 0 and n_kept:
+        confidence = _softmax_at_gold(flat_ll, lengths, gold_rows, gold_cols)
+    if 0 < no_conf < n_kept:
+        notes.append(f"{no_conf} record(s) lack per-choice log-likelihoods: no confidence")
+    if no_gold:
+        notes.append(f"gold choice not found for {no_gold} record(s): no confidence")
+    idx = np.flatnonzero(keep)
+    if have_doc_ids:
+        idx = idx[np.argsort(doc_ids[idx], kind="stable")]
+    if idx.size == 0:
+        raise IngestError(errors or [LineError("empty upload: no usable records")])
+    c, cf = finalize_values(
+        correct[idx], None if confidence is None else confidence[idx], correct_field=metric
+    )
+    id_arr = np.array(ids, dtype=object)[idx].astype(str)
+    subj = None
+    if subj_key and all(subjects[i] is not None for i in idx):
+        subj = np.array([subjects[i] for i in idx], dtype=str)
+    return ParsedResults(
+        item_ids=id_arr,
+        correct=c,
+        confidence=cf,
+        source_format=source_format,
+        metric=metric,
+        filter=chosen_filter,
+        metrics_seen=metrics_seen,
+        filters_seen=filters_seen,
+        task=task,
+        subjects=subj,
+        doc_ids=doc_ids[idx] if have_doc_ids else None,
+        errors=tuple(errors),
+        notes=tuple(notes),
+    )
+
+
+def _softmax_at_gold(
+    flat_ll: list[float], lengths: np.ndarray, gold_rows: list[int], gold_cols: list[int]
+) -> np.ndarray:
+    """Softmax over each record's choices, summed over its gold choice(s), vectorised.
+
+    ``p_gold = sum_{g in gold} exp(ll_g - logsumexp(ll))``; rows without choices get 0.
+    """
+    n, width = lengths.shape[0], max(int(lengths.max(initial=0)), 1)
+    ll = np.full((n, width), -np.inf)
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    rows = np.repeat(np.arange(n), lengths)
+    cols = np.arange(int(lengths.sum())) - np.repeat(starts, lengths)
+    ll[rows, cols] = np.asarray(flat_ll, dtype=np.float64)
+    m = ll.max(axis=1, keepdims=True)
+    m[~np.isfinite(m)] = 0.0
+    with np.errstate(invalid="ignore"):
+        p = np.exp(ll - m)
+    p /= np.maximum(p.sum(axis=1, keepdims=True), np.finfo(float).tiny)
+    gold = np.zeros((n, width), dtype=bool)
+    gold[np.asarray(gold_rows, dtype=np.int64), np.asarray(gold_cols, dtype=np.int64)] = True
+    return np.clip((p * gold).sum(axis=1), 0.0, 1.0)
+
+
+def parse_leaderboard_details(
+    data: bytes | str,
+    *,
+    fmt: str = "jsonl",
+    metric: str | None = None,
+    filter: str | None = None,
+    task: str | None = None,
+    filename: str | None = None,
+    item_key: str = "doc_hash",
+    subject_field: str | None = None,
+) -> ParsedResults:
+    """Open LLM Leaderboard v2 details rows (JSONL or parquet); the metric defaults by task.
+
+    ``acc`` for MMLU-Pro, ``acc_norm`` for BBH/GPQA/MuSR, ``exact_match`` for MATH.
+    """
+    task = task or task_from_filename(filename)
+    if metric is None:
+        metric_default = leaderboard_metric(task)
+    else:
+        metric_default = metric
+    if fmt == "parquet":
+        if isinstance(data, str):
+            raise IngestError.single("parquet data must be bytes")
+        records: bytes | str | list[tuple[int, Any]] = read_parquet_records(data)
+    elif fmt == "jsonl":
+        records = data
+    else:
+        raise IngestError.single(f"unknown format {fmt!r}", field="format")
+    try:
+        return parse_lm_eval_samples(
+            records,
+            metric=metric_default,
+            filter=filter,
+            task=task,
+            item_key=item_key,
+            subject_field=subject_field,
+            source_format=f"leaderboard-{fmt}",
+        )
+    except IngestError as exc:
+        # the leaderboard default may be absent from an unusual file: fall back to explicit choice
+        if (
+            metric is None
+            and metric_default is not None
+            and any(e.field == "metric" and "unknown metric" in e.message for e in exc.errors)
+        ):
+            return parse_lm_eval_samples(
+                records,
+                metric=None,
+                filter=filter,
+                task=task,
+                item_key=item_key,
+                subject_field=subject_field,
+                source_format=f"leaderboard-{fmt}",
+            )
+        raise

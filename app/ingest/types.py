@@ -1,0 +1,145 @@
+"""The one typed result every parser returns, and the typed errors they raise."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+MAX_REPORTED_ERRORS = 50
+
+
+@dataclass(frozen=True)
+class LineError:
+    """One problem in an upload: where (1-based line or record, field) and what."""
+
+    message: str
+    line: int | None = None
+    field: str | None = None
+
+    def __str__(self) -> str:
+        where = []
+        if self.line is not None:
+            where.append(f"line {self.line}")
+        if self.field is not None:
+            where.append(f"field {self.field!r}")
+        return f"{', '.join(where)}: {self.message}" if where else self.message
+
+    def as_dict(self) -> dict[str, object]:
+        return {"line": self.line, "field": self.field, "message": self.message}
+
+
+class IngestError(ValueError):
+    """An upload could not be parsed; ``errors`` lists every problem found (capped)."""
+
+    def __init__(self, errors: Sequence[LineError]) -> None:
+        self.errors: tuple[LineError, ...] = tuple(errors[:MAX_REPORTED_ERRORS])
+        self.truncated = len(errors) > MAX_REPORTED_ERRORS
+        first = str(self.errors[0]) if self.errors else "invalid upload"
+        more = len(errors) - 1
+        super().__init__(first + (f" (and {more} more)" if more > 0 else ""))
+
+    @classmethod
+    def single(cls, message: str, *, line: int | None = None, field: str | None = None):
+        return cls([LineError(message, line=line, field=field)])
+
+
+class AmbiguousChoiceError(IngestError):
+    """The file holds several metrics and/or filters and none was chosen."""
+
+    def __init__(self, choices: Mapping[str, Sequence[str]]) -> None:
+        self.choices = {k: list(v) for k, v in choices.items()}
+        errors = [
+            LineError(f"several {name}s present, choose one of: {', '.join(opts)}", field=name)
+            for name, opts in self.choices.items()
+        ]
+        super().__init__(errors)
+
+
+@dataclass(frozen=True)
+class ParsedResults:
+    """One model's per-item results, as parsed from any supported upload format.
+
+    Attributes
+    ----------
+    item_ids : ndarray of str, shape (n,), or None
+        External item ids (lm-eval ``doc_hash`` …). ``None`` means the values are aligned to the
+        benchmark's item order (columnar upload without ids).
+    correct : ndarray, shape (n,)
+        ``uint8`` 0/1 when every value is 0 or 1, else ``float32`` scores in [0, 1].
+    confidence : ndarray of float32, shape (n,), or None
+        Probability on the gold answer, in [0, 1].
+    metric, filter : str or None
+        The metric and lm-eval filter the values were taken from.
+    metrics_seen, filters_seen : tuple of str
+        Every metric / filter present in the file.
+    task : str or None
+        lm-eval task name (from the argument, the file name, or the records).
+    subjects : ndarray of str, shape (n,), or None
+        The doc's subject field per item (``subject`` / ``category``), when present.
+    doc_ids : ndarray of int64, shape (n,), or None
+        lm-eval ``doc_id`` per item (items are sorted by it).
+    errors : tuple of LineError
+        Problems in lines that were skipped (only non-empty with ``strict=False``).
+    notes : tuple of str
+        Non-fatal remarks (e.g. why no confidence could be derived).
+    """
+
+    item_ids: np.ndarray | None
+    correct: np.ndarray
+    confidence: np.ndarray | None = None
+    source_format: str = "json"
+    metric: str | None = None
+    filter: str | None = None
+    metrics_seen: tuple[str, ...] = ()
+    filters_seen: tuple[str, ...] = ()
+    task: str | None = None
+    subjects: np.ndarray | None = None
+    doc_ids: np.ndarray | None = None
+    errors: tuple[LineError, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def n_items(self) -> int:
+        return int(self.correct.shape[0])
+
+    @property
+    def binary(self) -> bool:
+        return self.correct.dtype == np.uint8
+
+
+def finalize_values(
+    correct: np.ndarray,
+    confidence: np.ndarray | None,
+    *,
+    correct_field: str = "correct",
+    confidence_field: str = "confidence",
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Validate float vectors (finite, in [0, 1]) and narrow ``correct`` to uint8 when 0/1.
+
+    Raises ``IngestError`` naming the field and the first offending position (0-based index).
+    """
+    out_conf = None
+    errors: list[LineError] = []
+    for name, arr in ((correct_field, correct), (confidence_field, confidence)):
+        if arr is None:
+            continue
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            errors.append(LineError(f"{name}[{i}] is NaN or infinite", field=name))
+            continue
+        out = (arr < 0.0) | (arr > 1.0)
+        if out.any():
+            i = int(np.flatnonzero(out)[0])
+            errors.append(LineError(f"{name}[{i}] = {arr[i]!r} is outside [0, 1]", field=name))
+    if errors:
+        raise IngestError(errors)
+    if np.all((correct == 0.0) | (correct == 1.0)):
+        out_correct = correct.astype(np.uint8)
+    else:
+        out_correct = correct.astype(np.float32)
+    if confidence is not None:
+        out_conf = confidence.astype(np.float32)
+    return out_correct, out_conf
