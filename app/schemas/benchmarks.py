@@ -1,0 +1,100 @@
+"""Benchmarks (versioned, immutable item lists): request and response models."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ItemId = Field(min_length=1, max_length=512, description="External item id, e.g. lm-eval doc_hash")
+
+
+class ItemCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = ItemId
+    subtask: str | None = Field(default=None, max_length=256)
+    text: str | None = Field(default=None, description="Question text (optional)")
+    metadata: dict[str, Any] | None = None
+
+
+class BenchmarkCreate(BaseModel):
+    """A named benchmark and its ordered item list; the same list again returns its version."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "gpqa_main",
+                    "items": [
+                        {"id": "a3f1…", "subtask": "physics"},
+                        {"id": "9bc0…", "subtask": "chemistry"},
+                    ],
+                }
+            ]
+        },
+    )
+
+    name: str = Field(min_length=1, max_length=200, pattern=r"^[^\s/][^/]*$")
+    description: str | None = Field(default=None, max_length=2000)
+    items: list[ItemCreate] = Field(min_length=1)
+
+
+class SubtaskCount(BaseModel):
+    name: str
+    n_items: int
+
+
+class AccuracySummary(BaseModel):
+    """Accuracy over covered items, across the models with results."""
+
+    mean: float
+    min: float
+    median: float
+    max: float
+
+
+class BenchmarkPublic(BaseModel):
+    """One benchmark version (``id`` is the version id used by every ``/v1/benchmarks/{id}`` path)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    benchmark_id: uuid.UUID
+    name: str
+    version: int = Field(description="1 for the first item list of this name, then 2, 3, …")
+    content_hash: str = Field(description="sha256 of the ordered item list")
+    n_items: int
+    n_models: int
+    subtasks: list[SubtaskCount]
+    description: str | None = None
+    created_at: datetime
+
+
+class ModelSummary(BaseModel):
+    name: str
+    accuracy: float
+    coverage: float
+
+
+class BenchmarkDetail(BenchmarkPublic):
+    models: list[ModelSummary]
+    accuracy: AccuracySummary | None = None
+
+
+class BenchmarkPage(BaseModel):
+    items: list[BenchmarkPublic]
+    next_cursor: str | None = Field(
+        default=None, description="Pass as ?cursor= for the next page; null on the last page"
+    )
+
+
+class BenchmarkItemsPublic(BaseModel):
+    item_ids: list[str]
+    subtasks: list[str]
+
+
+SubtaskSource = Literal["task", "subject"]

@@ -1,0 +1,105 @@
+"""Model results: one model's per-item correctness (and confidence) on one benchmark version."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class ModelCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=300)
+    params_b: float | None = Field(default=None, ge=0, description="Parameters, billions")
+    family: str | None = Field(default=None, max_length=200)
+    tags: list[str] | None = None
+
+
+class ModelPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    name: str
+    params_b: float | None
+    family: str | None
+    tags: list[str]
+
+
+class ItemResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    correct: float
+    confidence: float | None = None
+
+
+class ResultsCreate(BaseModel):
+    """One model's results, keyed by item id (``results``) or as arrays (``correct`` …).
+
+    Arrays without ``item_ids`` follow the benchmark's item order. Leaving items out is
+    allowed and recorded as partial coverage.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"model": "org/model-7b", "results": {"a3f1…": 1, "9bc0…": 0}},
+                {
+                    "model": {"name": "org/model-7b", "params_b": 7.2, "family": "llama"},
+                    "correct": [1, 0, 1],
+                    "confidence": [0.91, 0.12, 0.66],
+                },
+            ]
+        },
+    )
+
+    model: str | ModelCreate
+    results: dict[str, float | ItemResult] | None = Field(
+        default=None, description="{item_id: correct} or {item_id: {correct, confidence}}"
+    )
+    correct: list[float] | None = Field(default=None, description="0/1 or a score in [0, 1]")
+    confidence: list[float] | None = Field(default=None, description="Probability on gold")
+    item_ids: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _one_layout(self) -> ResultsCreate:
+        if (self.results is None) == (self.correct is None):
+            raise ValueError("give either 'results' (keyed) or 'correct' (columnar)")
+        if self.results is not None and (self.confidence is not None or self.item_ids is not None):
+            raise ValueError("'confidence'/'item_ids' arrays go with 'correct', not 'results'")
+        return self
+
+    @property
+    def model_ref(self) -> ModelCreate:
+        return self.model if isinstance(self.model, ModelCreate) else ModelCreate(name=self.model)
+
+
+WriteStatus = Literal["created", "unchanged", "replaced"]
+
+
+class ModelResultPublic(BaseModel):
+    """A model's stored results on one benchmark version (summary, not the vectors)."""
+
+    benchmark_id: uuid.UUID
+    model: ModelPublic
+    n_items: int = Field(description="Items with a result")
+    coverage: float = Field(description="n_items / benchmark items")
+    accuracy: float = Field(description="Mean correctness over covered items")
+    binary: bool = Field(description="Correctness is 0/1 (else scores in [0, 1])")
+    has_confidence: bool
+    source_format: str | None = None
+    metric: str | None = None
+    content_hash: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class ResultsWritten(ModelResultPublic):
+    status: WriteStatus
+
+
+class ModelResultList(BaseModel):
+    items: list[ModelResultPublic]
