@@ -155,7 +155,13 @@ class ProtocolResult:
 
     def __post_init__(self) -> None:
         for name in (
-            "targets", "sources", "seen", "acc_seen", "acc_unseen", "acc_full", "estimates",
+            "targets",
+            "sources",
+            "seen",
+            "acc_seen",
+            "acc_unseen",
+            "acc_full",
+            "estimates",
             "subset_sizes",
         ):
             object.__setattr__(self, name, _freeze(getattr(self, name)))
@@ -163,7 +169,9 @@ class ProtocolResult:
         object.__setattr__(
             self,
             "selector_params",
-            MappingProxyType({k: MappingProxyType(dict(v)) for k, v in self.selector_params.items()}),
+            MappingProxyType(
+                {k: MappingProxyType(dict(v)) for k, v in self.selector_params.items()}
+            ),
         )
 
     def cell(self, method: str, n: int) -> np.ndarray:
@@ -243,7 +251,9 @@ class AgreementCurve:
 
     def __post_init__(self) -> None:
         for name in ("gaps", "gap_upper", "n_pairs", "p_same", "p_tie", "p_reversed"):
-            object.__setattr__(self, name, _freeze(np.asarray(getattr(self, name), dtype=np.float64)))
+            object.__setattr__(
+                self, name, _freeze(np.asarray(getattr(self, name), dtype=np.float64))
+            )
         for name in ("fitted", "band_low", "band_high"):
             object.__setattr__(self, name, _freeze_opt(getattr(self, name)))
 
