@@ -1,0 +1,135 @@
+"""RFC 9457 problem+json for every error: domain errors, HTTP errors, validation, and a last resort."""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.errors import DomainError
+
+log = logging.getLogger(__name__)
+
+PROBLEM_JSON = "application/problem+json"
+TYPE_BASE = "https://benchslice.dev/problems/"
+
+
+class FieldError(BaseModel):
+    loc: list[str | int] = Field(description="path to the offending field, e.g. ['body', 'kind']")
+    field: str = Field(description="the path joined with dots")
+    message: str
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem details object."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str | None = None
+    instance: str | None = None
+    errors: list[FieldError] | None = None
+
+
+def problem_response(
+    request: Request,
+    status: int,
+    *,
+    title: str | None = None,
+    detail: str | None = None,
+    type_slug: str | None = None,
+    errors: list[dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body: dict[str, Any] = {
+        "type": TYPE_BASE + type_slug if type_slug else "about:blank",
+        "title": title or HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+        "instance": request.url.path,
+    }
+    if errors is not None:
+        body["errors"] = [_field_error(e) for e in errors]
+    return JSONResponse(body, status_code=status, headers=headers, media_type=PROBLEM_JSON)
+
+
+def _field_error(error: dict[str, Any]) -> dict[str, Any]:
+    loc = [p if isinstance(p, int) else str(p) for p in error.get("loc", ())]
+    return {
+        "loc": loc,
+        "field": ".".join(str(p) for p in loc),
+        "message": str(error.get("message") or error.get("msg") or "invalid"),
+    }
+
+
+async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, DomainError)
+    return problem_response(
+        request,
+        exc.status_code,
+        title=exc.title,
+        detail=exc.detail,
+        type_slug=exc.type_slug,
+        errors=exc.errors,
+        headers=exc.headers,
+    )
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    return problem_response(
+        request, exc.status_code, detail=str(exc.detail), headers=getattr(exc, "headers", None)
+    )
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        {"loc": list(e.get("loc", ())), "message": e.get("msg", "invalid")} for e in exc.errors()
+    ]
+    return problem_response(
+        request,
+        422,
+        title="Invalid input",
+        type_slug="invalid-input",
+        detail=f"{len(errors)} invalid field(s)",
+        errors=errors,
+    )
+
+
+async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return problem_response(
+        request,
+        500,
+        title="Internal Server Error",
+        type_slug="internal",
+        detail="an unexpected error occurred; it has been logged",
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(DomainError, _domain_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(Exception, _unhandled)
+
+
+def problem(description: str) -> dict[str, Any]:
+    return {
+        "model": Problem,
+        "description": description,
+        "content": {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+    }
+
+
+NOT_FOUND = {404: problem("Not found")}
+CONFLICT = {409: problem("Conflict with the current state")}
+INVALID = {422: problem("Invalid input (fields listed in `errors`)")}
+UNAVAILABLE = {503: problem("A dependency is unavailable; see Retry-After")}

@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+import uuid
+
+from fastapi import APIRouter, Response, status
+
+from app.api.deps import CeleryDep, SessionDep
+from app.api.errors import CONFLICT, INVALID, NOT_FOUND, UNAVAILABLE
+from app.schemas.jobs import JobCreate, JobPublic
+from app.services import jobs as job_service
+from worker.enqueue import enqueue_job_after_commit
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=JobPublic,
+    responses={**INVALID, **UNAVAILABLE},
+    name="create_job",
+)
+def create_job(
+    body: JobCreate, session: SessionDep, celery: CeleryDep, response: Response
+) -> JobPublic:
+    """Queue a job (built-in kind: `ping`). Poll the URL in `Location` for its status.
+
+    If the broker is down, the job is marked `failed` and the answer is 503 with Retry-After.
+    """
+    job = job_service.create_job(session, body.kind, body.params, body.seed)
+    enqueue_job_after_commit(session, celery, job.id)
+    response.headers["Location"] = f"/v1/jobs/{job.id}"
+    return JobPublic.from_job(job)
+
+
+@router.get("/{job_id}", response_model=JobPublic, responses={**NOT_FOUND}, name="get_job")
+def get_job(job_id: uuid.UUID, session: SessionDep) -> JobPublic:
+    return JobPublic.from_job(job_service.get_job(session, job_id))
+
+
+@router.post(
+    "/{job_id}/cancel",
+    response_model=JobPublic,
+    responses={**NOT_FOUND, **CONFLICT},
+    name="cancel_job",
+)
+def cancel_job(job_id: uuid.UUID, session: SessionDep) -> JobPublic:
+    """Cancel a queued job at once, or ask a running one to stop at its next progress report."""
+    return JobPublic.from_job(job_service.cancel_job(session, job_id))

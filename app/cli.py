@@ -1,0 +1,86 @@
+"""benchslice command line: serve, worker, migrate, run (API + worker together)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+app = typer.Typer(
+    help="benchslice: micro-benchmark selection and reliability service",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.command()
+def serve(host: str | None = None, port: int | None = None, reload: bool = False) -> None:
+    """Start the HTTP API (uvicorn)."""
+    import uvicorn
+
+    from app.settings import get_settings
+
+    settings = get_settings()
+    uvicorn.run(
+        "app.main:create_app",
+        factory=True,
+        host=host or settings.host,
+        port=port or settings.port,
+        reload=reload,
+    )
+
+
+@app.command()
+def worker(
+    pool: str = "prefork", concurrency: int | None = None, loglevel: str | None = None
+) -> None:
+    """Start one Celery worker process on the configured queue."""
+    from app.settings import get_settings
+
+    settings = get_settings()
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "worker.celery_app",
+        "worker",
+        "--pool",
+        pool,
+        "--concurrency",
+        str(concurrency or settings.worker_concurrency),
+        "--queues",
+        settings.celery_queue,
+        "--loglevel",
+        loglevel or settings.log_level,
+        "--without-mingle",
+        "--without-gossip",
+    ]
+    os.execv(sys.executable, argv)
+
+
+@app.command()
+def migrate(revision: str = typer.Argument("head")) -> None:
+    """Apply database migrations (alembic upgrade)."""
+    from app.db.migrate import upgrade
+
+    upgrade(revision=revision)
+
+
+@app.command()
+def run(migrate_first: bool = typer.Option(True, "--migrate/--no-migrate")) -> None:
+    """Apply migrations, then run the API and one worker together until Ctrl-C."""
+    from app.launcher import main
+
+    raise typer.Exit(main(migrate=migrate_first))
+
+
+# Other packages add their commands below, one line each.
+from app.cli_offline import mdad  # noqa: E402
+
+app.command("mdad")(mdad)
+
+
+if __name__ == "__main__":
+    app()

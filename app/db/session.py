@@ -1,0 +1,45 @@
+"""Engine and session factory; an after-commit hook list for work that must follow a commit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.settings import Settings
+
+AFTER_COMMIT_KEY = "benchslice.after_commit"
+
+
+def make_engine(settings: Settings) -> Engine:
+    url = settings.database_url
+    kwargs: dict[str, Any] = {"echo": settings.database_echo, "pool_pre_ping": True}
+    if url.startswith("sqlite"):
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+    engine = create_engine(url, **kwargs)
+    if url.startswith("sqlite"):
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")  # API and worker processes share the file
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(bind=engine, expire_on_commit=False, autoflush=False)
+
+
+def after_commit(session: Session, callback: Callable[[], None]) -> None:
+    """Run ``callback`` once the request's transaction has committed (dropped on rollback)."""
+    session.info.setdefault(AFTER_COMMIT_KEY, []).append(callback)
+
+
+def pop_after_commit(session: Session) -> list[Callable[[], None]]:
+    return session.info.pop(AFTER_COMMIT_KEY, [])

@@ -1,0 +1,52 @@
+"""create_app(): settings, engine, routers under /v1, problem+json errors, stable operationIds."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+
+from app.api.errors import install_error_handlers
+from app.api.routes import health, jobs
+from app.db.session import make_engine, make_sessionmaker
+from app.services.jobs import load_job_kinds
+from app.settings import Settings, get_settings
+from worker.celery_app import make_celery
+
+API_PREFIX = "/v1"
+
+
+def operation_id(route: APIRoute) -> str:
+    return f"{route.tags[0]}-{route.name}" if route.tags else route.name
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    settings.ensure_local_dirs()
+    engine = make_engine(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        app.state.celery.close()
+        engine.dispose()
+
+    app = FastAPI(
+        title="benchslice",
+        version="0.1.0",
+        summary="Micro-benchmark selection and reliability (MDAD) for LLM evaluation",
+        generate_unique_id_function=operation_id,
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.sessionmaker = make_sessionmaker(engine)
+    app.state.celery = make_celery(settings)
+    install_error_handlers(app)
+    load_job_kinds()
+
+    app.include_router(health.router)
+    app.include_router(jobs.router, prefix=API_PREFIX)
+    return app

@@ -1,0 +1,86 @@
+"""One validated settings object; every knob has an env var and an embedded default."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _normalise_database_url(url: str) -> str:
+    """Pin Postgres URLs to the psycopg (v3) driver; leave every other URL untouched."""
+    for prefix in ("postgres://", "postgresql://", "postgresql+psycopg2://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+class Settings(BaseSettings):
+    """Service configuration, read from the environment (and an optional ``.env`` file)."""
+
+    model_config = SettingsConfigDict(env_file=".env", env_ignore_empty=True, extra="ignore")
+
+    environment: Literal["local", "test", "production"] = "local"
+    database_url: str = "sqlite:///var/benchslice.sqlite3"
+    database_echo: bool = False
+    broker_url: str = "sqla+sqlite:///var/celery-broker.sqlite3"
+    celery_queue: str = "benchslice"
+    celery_key_prefix: str = Field(
+        default="", description="Redis key prefix, isolates several deployments on one Redis"
+    )
+    broker_publish_timeout: float = Field(default=3.0, gt=0)
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    auth_enabled: bool = False
+    max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    job_soft_time_limit: int = Field(default=1800, gt=0, description="seconds")
+    job_hard_time_limit: int = Field(default=1860, gt=0, description="seconds")
+    worker_concurrency: int = Field(default=1, ge=1)
+    log_level: str = "INFO"
+    shared_data_dir: Path = Field(
+        default=REPO_ROOT.parent / "shared" / "data",
+        validation_alias="BENCHSLICE_SHARED_DATA",
+    )
+
+    @field_validator("database_url")
+    @classmethod
+    def _driver(cls, value: str) -> str:
+        return _normalise_database_url(value)
+
+    @model_validator(mode="after")
+    def _limits(self) -> Settings:
+        if self.job_hard_time_limit <= self.job_soft_time_limit:
+            raise ValueError("JOB_HARD_TIME_LIMIT must exceed JOB_SOFT_TIME_LIMIT")
+        return self
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    @property
+    def broker_is_redis(self) -> bool:
+        return self.broker_url.startswith(("redis://", "rediss://"))
+
+    @property
+    def visibility_timeout(self) -> int:
+        """Redis redelivers unacked tasks after this long: keep it above the hard limit."""
+        return self.job_hard_time_limit + 600
+
+    def ensure_local_dirs(self) -> None:
+        """Create the parent folder of file-based SQLite URLs (database and embedded broker)."""
+        for url in (self.database_url, self.broker_url):
+            for prefix in ("sqlite:///", "sqla+sqlite:///"):
+                if url.startswith(prefix) and not url.startswith(prefix + ":memory:"):
+                    Path(url[len(prefix) :]).parent.mkdir(parents=True, exist_ok=True)
+
+
+@lru_cache
+def get_settings() -> Settings:
+    settings = Settings()
+    settings.ensure_local_dirs()
+    return settings
