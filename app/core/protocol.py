@@ -27,6 +27,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from app.core._validation import validate_results
 from app.core.results import ProtocolResult
@@ -105,6 +106,14 @@ def _init_state(payload: dict[str, Any]) -> None:
 
 
 def _run_chunk(run_ids: Sequence[int]) -> dict[str, Any]:
+    limit = _STATE["blas_threads"]
+    if limit is None:
+        return _run_chunk_body(run_ids)
+    with threadpool_limits(limits=limit, user_api="blas"):
+        return _run_chunk_body(run_ids)
+
+
+def _run_chunk_body(run_ids: Sequence[int]) -> dict[str, Any]:
     s = _STATE
     correct: np.ndarray = s["correct"]
     confidence: np.ndarray | None = s["confidence"]
@@ -186,6 +195,7 @@ def run_protocol(
     workers: int = 1,
     selector_params: Mapping[str, Mapping[str, Any]] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    blas_threads: int | None = 1,
 ) -> ProtocolResult:
     """Run the paper's micro-benchmarking protocol (methods spec §1.3).
 
@@ -211,6 +221,10 @@ def run_protocol(
         Extra constructor parameters per method name.
     progress : callable, optional
         Called as ``progress(done_runs, runs)`` as chunks of runs finish.
+    blas_threads : int or None
+        BLAS threads per process while the runs execute (scoped with ``threadpoolctl``;
+        ``None`` leaves the pool as is). The per-run linear algebra is small (e.g. a 224 x 200
+        QR), so one thread per process is fastest, and avoids oversubscription when ``workers > 1``.
 
     Returns
     -------
@@ -267,6 +281,7 @@ def run_protocol(
         "n_targets": int(n_targets),
         "n_sources": int(n_sources),
         "seed": int(seed),
+        "blas_threads": blas_threads,
     }
     workers = min(int(workers), int(runs))
     n_chunks = 1 if workers == 1 else min(int(runs), 4 * workers)
