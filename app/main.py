@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
-from app.api.errors import install_error_handlers
+from app.api.errors import install_error_handlers, install_problem_openapi
 from app.api.routes import health, jobs
 from app.db.session import make_engine, make_sessionmaker
 from app.services.jobs import load_job_kinds
@@ -49,4 +49,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(health.router)
     app.include_router(jobs.router, prefix=API_PREFIX)
+    install_problem_openapi(app)
     return app

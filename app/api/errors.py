@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from http import HTTPStatus
 from typing import Any
@@ -133,3 +134,38 @@ NOT_FOUND = {404: problem("Not found")}
 CONFLICT = {409: problem("Conflict with the current state")}
 INVALID = {422: problem("Invalid input (fields listed in `errors`)")}
 UNAVAILABLE = {503: problem("A dependency is unavailable; see Retry-After")}
+
+
+def install_problem_openapi(app: FastAPI) -> None:
+    """Make the spec say what the handlers do: every 4xx/5xx body is problem+json."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        spec = build()
+        problem_ref = {"schema": {"$ref": "#/components/schemas/Problem"}}
+        used_problem = False
+        for path in spec.get("paths", {}).values():
+            for operation in path.values():
+                for code, response in operation.get("responses", {}).items():
+                    if code[0] not in "45":
+                        continue
+                    response["content"] = {PROBLEM_JSON: problem_ref}
+                    if code == "422" and response.get("description") == "Validation Error":
+                        response["description"] = "Invalid input (fields listed in `errors`)"
+                    used_problem = True
+        schemas = spec.setdefault("components", {}).setdefault("schemas", {})
+        if used_problem and "Problem" not in schemas:
+            schemas["Problem"] = Problem.model_json_schema(
+                ref_template="#/components/schemas/{model}"
+            )
+            schemas.setdefault("FieldError", FieldError.model_json_schema())
+            schemas["Problem"].pop("$defs", None)
+        for unused in ("HTTPValidationError", "ValidationError"):
+            if f'"#/components/schemas/{unused}"' not in json.dumps(spec):
+                schemas.pop(unused, None)
+        app.openapi_schema = spec
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]
