@@ -1,6 +1,20 @@
 """All ORM models; import each new model module here so Alembic sees its table."""
 
 from app.db.base import Base
+from app.db.models.access import ApiKey, IdempotencyKey
+from app.db.models.benchmark import Benchmark, BenchmarkVersion
 from app.db.models.job import TERMINAL_STATUSES, Job, JobStatus
+from app.db.models.model_result import LanguageModel, ModelResult
 
-__all__ = ["TERMINAL_STATUSES", "Base", "Job", "JobStatus"]
+__all__ = [
+    "TERMINAL_STATUSES",
+    "ApiKey",
+    "Base",
+    "Benchmark",
+    "BenchmarkVersion",
+    "IdempotencyKey",
+    "Job",
+    "JobStatus",
+    "LanguageModel",
+    "ModelResult",
+]

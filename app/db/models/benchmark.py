@@ -1,0 +1,62 @@
+"""Benchmarks and their immutable, content-hashed item lists (versions)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+    func,
+)
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from app.db.base import Base, Timestamps, UUIDPrimaryKey, utcnow
+
+
+class Benchmark(UUIDPrimaryKey, Timestamps, Base):
+    __tablename__ = "benchmarks"
+
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    description: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+    versions: Mapped[list[BenchmarkVersion]] = relationship(
+        back_populates="benchmark", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class BenchmarkVersion(UUIDPrimaryKey, Base):
+    """One ordered item list. Never updated: a changed list is a new version.
+
+    Items are stored packed: ``item_ids`` and ``subtask_names`` as JSON lists, the per-item
+    subtask as little-endian int32 codes into ``subtask_names``; optional text/metadata per
+    item in ``items_extra``.
+    """
+
+    __tablename__ = "benchmark_versions"
+    __table_args__ = (
+        UniqueConstraint("benchmark_id", "content_hash", name="uq_benchmark_versions_hash"),
+        UniqueConstraint("benchmark_id", "version", name="uq_benchmark_versions_version"),
+    )
+
+    benchmark_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("benchmarks.id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    n_items: Mapped[int] = mapped_column(Integer)
+    item_ids: Mapped[list[str]] = mapped_column(JSON)
+    subtask_names: Mapped[list[str]] = mapped_column(JSON)
+    subtask_codes: Mapped[bytes] = mapped_column(LargeBinary)
+    items_extra: Mapped[list[dict[str, Any] | None] | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, default=utcnow, server_default=func.now()
+    )
+
+    benchmark: Mapped[Benchmark] = relationship(back_populates="versions", lazy="joined")

@@ -1,0 +1,62 @@
+"""Evaluated models and their results: ONE row per (benchmark version, model), packed vectors."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Float,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    String,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from app.db.base import Base, Timestamps, UUIDPrimaryKey
+
+
+class LanguageModel(UUIDPrimaryKey, Timestamps, Base):
+    """An evaluated model (``models`` table): a unique name plus grouping metadata."""
+
+    __tablename__ = "models"
+
+    name: Mapped[str] = mapped_column(String(300), unique=True)
+    params_b: Mapped[float | None] = mapped_column(Float, nullable=True)
+    family: Mapped[str | None] = mapped_column(String(200), nullable=True, index=True)
+    tags: Mapped[list[str]] = mapped_column(JSON, default=list)
+
+
+class ModelResult(UUIDPrimaryKey, Timestamps, Base):
+    """One model's per-item results on one benchmark version, aligned to the item order.
+
+    ``correct``: ``np.packbits`` of the 0/1 vector when ``binary`` else float32 little-endian
+    bytes. ``confidence``: float32 bytes or NULL. ``coverage``: packbits mask of the items with a
+    result, NULL when every item has one (uncovered items hold 0 in the vectors).
+    """
+
+    __tablename__ = "model_results"
+    __table_args__ = (
+        UniqueConstraint("benchmark_version_id", "model_id", name="uq_model_results_version_model"),
+    )
+
+    benchmark_version_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("benchmark_versions.id", ondelete="CASCADE")
+    )
+    model_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("models.id", ondelete="CASCADE"), index=True
+    )
+    binary: Mapped[bool] = mapped_column(Boolean)
+    correct: Mapped[bytes] = mapped_column(LargeBinary)
+    confidence: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    coverage: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    n_items: Mapped[int] = mapped_column(Integer)
+    accuracy: Mapped[float] = mapped_column(Float)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    source_format: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    metric: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+    model: Mapped[LanguageModel] = relationship(lazy="joined")

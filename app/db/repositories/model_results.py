@@ -1,0 +1,84 @@
+"""SQL for evaluated models and their packed per-version results."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Row, delete, func, select
+from sqlalchemy.orm import defer
+
+from app.db.models.model_result import LanguageModel, ModelResult
+from app.db.repositories.base import Repository
+
+_VECTORS = (ModelResult.correct, ModelResult.confidence, ModelResult.coverage)
+
+
+class LanguageModelRepository(Repository[LanguageModel]):
+    model = LanguageModel
+
+    def get_by_name(self, name: str) -> LanguageModel | None:
+        return self.session.scalars(select(LanguageModel).where(LanguageModel.name == name)).first()
+
+    def get_by_names(self, names: Sequence[str]) -> Sequence[LanguageModel]:
+        stmt = select(LanguageModel).where(LanguageModel.name.in_(list(names)))
+        return self.session.scalars(stmt).all()
+
+
+class ModelResultRepository(Repository[ModelResult]):
+    model = ModelResult
+
+    def get_for(
+        self, version_id: uuid.UUID, model_id: uuid.UUID, *, with_vectors: bool = False
+    ) -> ModelResult | None:
+        stmt = select(ModelResult).where(
+            ModelResult.benchmark_version_id == version_id, ModelResult.model_id == model_id
+        )
+        if not with_vectors:
+            stmt = stmt.options(*(defer(c) for c in _VECTORS))
+        return self.session.scalars(stmt).first()
+
+    def summaries(self, version_id: uuid.UUID) -> Sequence[ModelResult]:
+        """Every model's row on a version, without the vectors, by model name."""
+        stmt = (
+            select(ModelResult)
+            .join(ModelResult.model)
+            .where(ModelResult.benchmark_version_id == version_id)
+            .options(*(defer(c) for c in _VECTORS))
+            .order_by(LanguageModel.name)
+        )
+        return self.session.scalars(stmt).unique().all()
+
+    def count_for_version(self, version_id: uuid.UUID) -> int:
+        stmt = select(func.count()).where(ModelResult.benchmark_version_id == version_id)
+        return int(self.session.scalar(stmt) or 0)
+
+    def vectors(
+        self, version_id: uuid.UUID, model_names: Sequence[str] | None = None
+    ) -> Sequence[Row[Any]]:
+        """``(name, params_b, binary, correct, confidence, coverage)`` rows, by model name."""
+        stmt = (
+            select(
+                LanguageModel.name,
+                LanguageModel.params_b,
+                ModelResult.binary,
+                ModelResult.correct,
+                ModelResult.confidence,
+                ModelResult.coverage,
+            )
+            .join(LanguageModel, LanguageModel.id == ModelResult.model_id)
+            .where(ModelResult.benchmark_version_id == version_id)
+            .order_by(LanguageModel.name)
+        )
+        if model_names is not None:
+            stmt = stmt.where(LanguageModel.name.in_(list(model_names)))
+        return self.session.execute(stmt).all()
+
+    def delete_for(self, version_id: uuid.UUID, model_id: uuid.UUID) -> int:
+        stmt = delete(ModelResult).where(
+            ModelResult.benchmark_version_id == version_id, ModelResult.model_id == model_id
+        )
+        n = self.session.execute(stmt).rowcount
+        self.session.flush()
+        return int(n or 0)
