@@ -77,6 +77,7 @@ def run(migrate_first: bool = typer.Option(True, "--migrate/--no-migrate")) -> N
 
 
 # Other packages add their commands below, one line each.
+app.add_typer(__import__("app.cli_keys", fromlist=["app"]).app, name="keys")
 from app.cli_offline import mdad  # noqa: E402
 
 app.command("mdad")(mdad)

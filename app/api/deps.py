@@ -3,14 +3,16 @@ commit on success (then run after-commit hooks such as enqueueing), rollback on 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Annotated
 
 from celery import Celery
 from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from app.db.session import pop_after_commit
+from app.services.keys import ANONYMOUS, Principal, authenticate, require
 from app.settings import Settings
 
 
@@ -48,3 +50,37 @@ def get_session(session: Annotated[Session, Depends(open_session)]) -> Iterator[
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 CeleryDep = Annotated[Celery, Depends(get_celery)]
+
+
+# --- authentication: API keys with scopes read < write < admin (issue 5) -----------------------
+
+_bearer = HTTPBearer(auto_error=False, description="API key: `Authorization: Bearer bsk_…`")
+
+
+def get_principal(
+    request: Request,
+    session: SessionDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    """The caller. With ``AUTH_ENABLED=false`` (the local default) everyone is allowed."""
+    if not request.app.state.settings.auth_enabled:
+        return ANONYMOUS
+    return authenticate(session, credentials.credentials if credentials else None)
+
+
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
+
+
+def require_scope(scope: str) -> Callable[[Principal], Principal]:
+    """Dependency factory: 401 without a valid key, 403 when the key lacks ``scope``."""
+
+    def dependency(principal: PrincipalDep) -> Principal:
+        return require(principal, scope)
+
+    dependency.__name__ = f"require_{scope}"
+    return dependency
+
+
+ReadPrincipal = Annotated[Principal, Depends(require_scope("read"))]
+WritePrincipal = Annotated[Principal, Depends(require_scope("write"))]
+AdminPrincipal = Annotated[Principal, Depends(require_scope("admin"))]

@@ -1,0 +1,130 @@
+"""Benchmarks: create (from an item list or from lm-eval sample logs), list, describe."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, Response, status
+
+from app.api.deps import ReadPrincipal, SessionDep, WritePrincipal
+from app.api.errors import INVALID, NOT_FOUND, problem
+from app.api.uploads import FILE_SCHEMA, MULTIPART_SCHEMA, UploadDep, request_body
+from app.schemas.benchmarks import (
+    BenchmarkCreate,
+    BenchmarkDetail,
+    BenchmarkPage,
+    BenchmarkPublic,
+)
+from app.services import benchmarks as service
+from app.services.uploads import ParseOptions, parse_sample_logs
+
+router = APIRouter(prefix="/benchmarks", tags=["benchmarks"])
+
+EXISTING = {
+    200: {
+        "model": BenchmarkPublic,
+        "description": "This exact item list already exists: its version is returned",
+    }
+}
+AUTH = {401: problem("Missing or invalid API key"), 403: problem("The API key lacks the scope")}
+UNSUPPORTED = {
+    413: problem("Body over the configured size limit"),
+    415: problem("Unsupported content type"),
+}
+
+
+def _created(response: Response, version_id: uuid.UUID, created: bool) -> None:
+    response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+    response.headers["Location"] = f"/v1/benchmarks/{version_id}"
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=BenchmarkPublic,
+    responses={**EXISTING, **INVALID, **AUTH},
+    name="create_benchmark",
+)
+def create_benchmark(
+    body: BenchmarkCreate, session: SessionDep, response: Response, _: WritePrincipal
+) -> BenchmarkPublic:
+    """Create a benchmark version from an ordered item list.
+
+    The list's content hash identifies the version: posting the same items again returns the
+    existing version (200); a changed list under the same name creates the next version (201).
+    """
+    version, created = service.create_benchmark(session, body)
+    _created(response, version.id, created)
+    return service.public(session, version)
+
+
+@router.post(
+    "/from-samples",
+    status_code=status.HTTP_201_CREATED,
+    response_model=BenchmarkPublic,
+    responses={**EXISTING, **INVALID, **AUTH, **UNSUPPORTED},
+    name="create_benchmark_from_samples",
+    openapi_extra=request_body(
+        "lm-evaluation-harness `--log_samples` JSONL (or Open LLM Leaderboard details as "
+        "JSONL/parquet); several files (one per task) as multipart `file` parts.",
+        {
+            "application/x-ndjson": {"schema": {"type": "string"}},
+            "application/vnd.apache.parquet": {"schema": FILE_SCHEMA},
+            "multipart/form-data": MULTIPART_SCHEMA,
+        },
+    ),
+)
+def create_benchmark_from_samples(
+    upload: UploadDep,
+    session: SessionDep,
+    response: Response,
+    _: WritePrincipal,
+    name: Annotated[str, Query(min_length=1, max_length=200, pattern=r"^[^\s/][^/]*$")],
+    subtask: Annotated[
+        Literal["task", "subject"],
+        Query(description="Subtask per item: the task name, or the doc's subject field"),
+    ] = "task",
+    task: Annotated[
+        str | None, Query(description="Task name when the body has no file name")
+    ] = None,
+    item_key: Annotated[Literal["doc_hash", "doc_id"], Query()] = "doc_hash",
+    subject_field: Annotated[
+        str | None,
+        Query(description="doc field used by subtask=subject (default subject/category)"),
+    ] = None,
+    description: Annotated[str | None, Query(max_length=2000)] = None,
+) -> BenchmarkPublic:
+    """Create a benchmark whose items are a sample log's `doc_hash`es (in `doc_id` order)."""
+    opts = ParseOptions(task=task, item_key=item_key, subject_field=subject_field)
+    parsed = parse_sample_logs(upload, opts)
+    version, created = service.create_from_samples(
+        session, name, parsed, subtask=subtask, description=description
+    )
+    _created(response, version.id, created)
+    return service.public(session, version)
+
+
+@router.get("", response_model=BenchmarkPage, responses={**INVALID, **AUTH}, name="list_benchmarks")
+def list_benchmarks(
+    session: SessionDep,
+    _: ReadPrincipal,
+    limit: Annotated[int, Query(ge=1, le=service.MAX_PAGE)] = 50,
+    cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
+    name: Annotated[str | None, Query(description="only versions of this benchmark")] = None,
+) -> BenchmarkPage:
+    """Benchmark versions, newest first (cursor pagination)."""
+    return service.list_benchmarks(session, limit=limit, cursor=cursor, name=name)
+
+
+@router.get(
+    "/{benchmark_id}",
+    response_model=BenchmarkDetail,
+    responses={**NOT_FOUND, **AUTH},
+    name="get_benchmark",
+)
+def get_benchmark(
+    benchmark_id: uuid.UUID, session: SessionDep, _: ReadPrincipal
+) -> BenchmarkDetail:
+    """Counts, subtasks, the models with results and their accuracy summary."""
+    return service.describe(session, benchmark_id)

@@ -1,0 +1,169 @@
+"""Model results on a benchmark version: upload, list, delete, export the matrix."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Header, Query, Request, Response, status
+from fastapi.responses import JSONResponse
+
+from app.api.deps import ReadPrincipal, SessionDep, WritePrincipal
+from app.api.errors import CONFLICT, INVALID, NOT_FOUND
+from app.api.routes.benchmarks import AUTH, UNSUPPORTED
+from app.api.uploads import FILE_SCHEMA, MULTIPART_SCHEMA, UploadDep, inline_schema, request_body
+from app.schemas.results import ModelCreate, ModelResultList, ResultsCreate, ResultsWritten
+from app.services import idempotency
+from app.services import results as service
+from app.services.uploads import ParseOptions, parse_results_upload
+
+router = APIRouter(prefix="/benchmarks", tags=["results"])
+
+UPLOAD_BODY = request_body(
+    "One model's per-item results. JSON keyed by item id or columnar (see schema); an "
+    "lm-evaluation-harness `--log_samples` JSONL or Open LLM Leaderboard details file "
+    "(JSONL/parquet) with `?model=`; CSV `item_id,correct[,confidence]` with `?model=`; or any "
+    "of these as multipart `file` parts (several sample logs are concatenated).",
+    {
+        "application/json": {"schema": inline_schema(ResultsCreate)},
+        "application/x-ndjson": {"schema": {"type": "string"}},
+        "text/csv": {"schema": {"type": "string"}},
+        "application/vnd.apache.parquet": {"schema": FILE_SCHEMA},
+        "multipart/form-data": MULTIPART_SCHEMA,
+    },
+)
+
+
+@router.post(
+    "/{benchmark_id}/results",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ResultsWritten,
+    responses={
+        200: {
+            "model": ResultsWritten,
+            "description": "Identical results already stored (no-op) or replaced",
+        },
+        **NOT_FOUND,
+        **CONFLICT,
+        **INVALID,
+        **AUTH,
+        **UNSUPPORTED,
+    },
+    name="upload_results",
+    openapi_extra=UPLOAD_BODY,
+)
+def upload_results(
+    benchmark_id: uuid.UUID,
+    request: Request,
+    upload: UploadDep,
+    session: SessionDep,
+    principal: WritePrincipal,
+    model: Annotated[
+        str | None, Query(min_length=1, max_length=300, description="Model name (non-JSON uploads)")
+    ] = None,
+    params_b: Annotated[float | None, Query(ge=0, description="Parameters, billions")] = None,
+    family: Annotated[str | None, Query(max_length=200)] = None,
+    metric: Annotated[
+        str | None,
+        Query(
+            description="lm-eval metric giving correctness (e.g. acc_norm); required when the "
+            "file has several"
+        ),
+    ] = None,
+    filter: Annotated[
+        str | None,
+        Query(description="lm-eval filter (e.g. strict-match); required when the file has several"),
+    ] = None,
+    task: Annotated[
+        str | None, Query(description="lm-eval task name (picks the Open LLM Leaderboard metric)")
+    ] = None,
+    item_key: Annotated[Literal["doc_hash", "doc_id"], Query()] = "doc_hash",
+    replace: Annotated[bool, Query(description="Overwrite different existing results")] = False,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+) -> Response | ResultsWritten:
+    """Store one model's results (full or partial coverage) as one packed row.
+
+    Identical results again: 200, nothing changes. Different results for the same model: 409
+    unless `?replace=true`. A repeated `Idempotency-Key` returns the first response.
+    """
+    req_hash = None
+    if idempotency_key is not None:
+        req_hash = idempotency.request_hash(
+            [request.method, request.url.path, str(request.url.query)]
+            + [x for p in upload for x in (p.media_type, p.filename or "", p.data)]
+        )
+        stored = idempotency.lookup(session, principal.id, idempotency_key, req_hash)
+        if stored is not None:
+            return JSONResponse(
+                stored[1], status_code=stored[0], headers={"Idempotency-Replayed": "true"}
+            )
+    query_model = (
+        ModelCreate(name=model, params_b=params_b, family=family) if model is not None else None
+    )
+    parsed, ref = parse_results_upload(
+        upload,
+        ParseOptions(metric=metric, filter=filter, task=task, item_key=item_key),
+        model=query_model,
+    )
+    row, outcome = service.store_results(session, benchmark_id, ref, parsed, replace=replace)
+    code = status.HTTP_201_CREATED if outcome == "created" else status.HTTP_200_OK
+    body = ResultsWritten(**service.to_public_for(session, row).model_dump(), status=outcome)
+    if idempotency_key is not None and req_hash is not None:
+        idempotency.store(
+            session, principal.id, idempotency_key, req_hash, code, body.model_dump(mode="json")
+        )
+    return JSONResponse(body.model_dump(mode="json"), status_code=code)
+
+
+@router.get(
+    "/{benchmark_id}/models",
+    response_model=ModelResultList,
+    responses={**NOT_FOUND, **AUTH},
+    name="list_models",
+)
+def list_models(benchmark_id: uuid.UUID, session: SessionDep, _: ReadPrincipal) -> ModelResultList:
+    """Models with results on this benchmark: accuracy, coverage, when uploaded."""
+    return ModelResultList(items=service.list_results(session, benchmark_id))
+
+
+@router.delete(
+    "/{benchmark_id}/models/{model:path}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses={**NOT_FOUND, **AUTH},
+    name="delete_model_results",
+)
+def delete_model_results(
+    benchmark_id: uuid.UUID, model: str, session: SessionDep, _: WritePrincipal
+) -> Response:
+    """Delete one model's results on this benchmark (by model name or id)."""
+    service.delete_results(session, benchmark_id, model)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get(
+    "/{benchmark_id}/matrix",
+    response_class=Response,
+    name="get_matrix",
+    responses={
+        200: {
+            "content": {"application/octet-stream": {"schema": FILE_SCHEMA}},
+            "description": "numpy .npz: correct (models x items), coverage, "
+            "confidence (when every model has it), item_ids, subtasks, "
+            "models, params_b",
+        },
+        **NOT_FOUND,
+        **AUTH,
+    },
+)
+def get_matrix(benchmark_id: uuid.UUID, session: SessionDep, _: ReadPrincipal) -> Response:
+    """The results matrix as `.npz` (the layout `benchslice mdad` reads).
+
+    `correct` is uint8 0/1 when every model is binary with full coverage, else float32 with
+    NaN where `coverage` is 0.
+    """
+    data, filename = service.export_npz(session, benchmark_id)
+    return Response(
+        data,
+        media_type="application/octet-stream",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )

@@ -1,0 +1,230 @@
+"""Turn an uploaded body (JSON, lm-eval JSONL, CSV, parquet, or multipart files) into parsed results.
+
+The route hands in the raw parts; this picks the parser by media type (or file extension),
+maps parser errors to 422 problems naming the line and field, and merges several files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import ValidationError
+
+from app.errors import DomainError, InvalidInput
+from app.ingest import (
+    IngestError,
+    ParsedResults,
+    parse_columnar,
+    parse_csv,
+    parse_keyed,
+    parse_leaderboard_details,
+    parse_lm_eval_samples,
+)
+from app.schemas.results import ModelCreate, ResultsCreate
+from app.services.benchmarks import ingest_error
+
+JSON_TYPES = frozenset({"application/json"})
+NDJSON_TYPES = frozenset(
+    {
+        "application/x-ndjson",
+        "application/jsonl",
+        "application/json-lines",
+        "application/jsonlines",
+        "application/x-jsonlines",
+    }
+)
+CSV_TYPES = frozenset({"text/csv", "application/csv"})
+PARQUET_TYPES = frozenset(
+    {"application/vnd.apache.parquet", "application/x-parquet", "application/parquet"}
+)
+MULTIPART = "multipart/form-data"
+RESULT_TYPES = JSON_TYPES | NDJSON_TYPES | CSV_TYPES | PARQUET_TYPES | {MULTIPART}
+SAMPLE_TYPES = NDJSON_TYPES | PARQUET_TYPES | {MULTIPART}
+_EXTENSIONS = {
+    ".json": "application/json",
+    ".jsonl": "application/x-ndjson",
+    ".ndjson": "application/x-ndjson",
+    ".csv": "text/csv",
+    ".parquet": "application/vnd.apache.parquet",
+}
+
+
+class UnsupportedMediaType(DomainError):
+    status_code = 415
+    title = "Unsupported media type"
+    type_slug = "unsupported-media-type"
+
+
+@dataclass(frozen=True)
+class UploadPart:
+    """One uploaded file (or the whole body): its media type, bytes and file name."""
+
+    media_type: str
+    data: bytes
+    filename: str | None = None
+
+
+@dataclass(frozen=True)
+class ParseOptions:
+    metric: str | None = None
+    filter: str | None = None
+    task: str | None = None
+    item_key: str = "doc_hash"
+    subject_field: str | None = None
+
+
+def media_type(header: str | None) -> str:
+    return (header or "").split(";", 1)[0].strip().lower()
+
+
+def resolve_media_type(part: UploadPart, allowed: frozenset[str]) -> str:
+    mt = part.media_type
+    if (
+        mt in ("", "application/octet-stream", "text/plain") or mt not in allowed
+    ) and part.filename:
+        for ext, guessed in _EXTENSIONS.items():
+            if part.filename.lower().endswith(ext):
+                mt = guessed
+                break
+    if mt not in allowed:
+        raise UnsupportedMediaType(
+            f"unsupported content type {part.media_type or '(none)'!r}"
+            + (f" for file {part.filename!r}" if part.filename else "")
+            + f"; use one of: {', '.join(sorted(allowed))}"
+        )
+    return mt
+
+
+def _json_results(data: bytes) -> tuple[ParsedResults, ModelCreate]:
+    try:
+        body = ResultsCreate.model_validate_json(data)
+    except ValidationError as exc:
+        errors = [{"loc": ["body", *e["loc"]], "message": e["msg"]} for e in exc.errors()[:50]]
+        raise InvalidInput(f"{exc.error_count()} invalid field(s)", errors=errors) from None
+    if body.results is not None:
+        plain = {
+            k: (v if isinstance(v, float) else v.model_dump()) for k, v in body.results.items()
+        }
+        parsed = parse_keyed(plain)
+    else:
+        parsed = parse_columnar(body.correct, body.confidence, body.item_ids)
+    return parsed, body.model_ref
+
+
+def parse_samples_part(part: UploadPart, mt: str, opts: ParseOptions) -> ParsedResults:
+    if mt in PARQUET_TYPES:
+        return parse_leaderboard_details(
+            part.data,
+            fmt="parquet",
+            metric=opts.metric,
+            filter=opts.filter,
+            task=opts.task,
+            filename=part.filename,
+            item_key=opts.item_key,
+            subject_field=opts.subject_field,
+        )
+    return parse_lm_eval_samples(
+        part.data,
+        metric=opts.metric,
+        filter=opts.filter,
+        task=opts.task,
+        filename=part.filename,
+        item_key=opts.item_key,
+        subject_field=opts.subject_field,
+    )
+
+
+def _parse_part(part: UploadPart, opts: ParseOptions) -> tuple[ParsedResults, ModelCreate | None]:
+    mt = resolve_media_type(part, RESULT_TYPES - {MULTIPART})
+    if not part.data.strip():
+        raise InvalidInput("empty upload", errors=[{"loc": ["body"], "message": "no content"}])
+    if mt in JSON_TYPES:
+        return _json_results(part.data)
+    if mt in CSV_TYPES:
+        return parse_csv(part.data), None
+    return parse_samples_part(part, mt, opts), None
+
+
+def merge(parsed: Sequence[ParsedResults]) -> ParsedResults:
+    """Concatenate several files' results (e.g. one lm-eval sample log per subtask)."""
+    if len(parsed) == 1:
+        return parsed[0]
+    if any(p.item_ids is None for p in parsed):
+        raise InvalidInput(
+            "several files must each name their items",
+            errors=[{"loc": ["body", "item_ids"], "message": "required"}],
+        )
+    ids = np.concatenate([p.item_ids for p in parsed])
+    uniq, counts = np.unique(ids, return_counts=True)
+    if (counts > 1).any():
+        raise InvalidInput(
+            f"item {str(uniq[counts > 1][0])!r} appears in several files",
+            errors=[{"loc": ["body", "item_ids"], "message": "duplicate item id"}],
+        )
+    binary = all(p.binary for p in parsed)
+    correct = np.concatenate([p.correct.astype(np.uint8 if binary else np.float32) for p in parsed])
+    conf = None
+    if all(p.confidence is not None for p in parsed):
+        conf = np.concatenate([p.confidence for p in parsed])
+    metrics = sorted({p.metric for p in parsed if p.metric})
+    return ParsedResults(
+        item_ids=ids,
+        correct=correct,
+        confidence=conf,
+        source_format=parsed[0].source_format,
+        metric=",".join(metrics) or None,
+    )
+
+
+def parse_results_upload(
+    parts: Sequence[UploadPart], opts: ParseOptions, *, model: ModelCreate | None
+) -> tuple[ParsedResults, ModelCreate]:
+    """Parse one model's results from the uploaded parts; the model comes from the JSON body
+    or from ``model`` (query/form)."""
+    if not parts:
+        raise InvalidInput("empty upload", errors=[{"loc": ["body"], "message": "no file"}])
+    results: list[ParsedResults] = []
+    body_model: ModelCreate | None = None
+    for k, part in enumerate(parts, start=1):
+        try:
+            parsed, ref = _parse_part(part, opts)
+        except IngestError as exc:
+            raise ingest_error(exc, file=k if len(parts) > 1 else None) from None
+        results.append(parsed)
+        body_model = body_model or ref
+    ref = body_model or model
+    if ref is None:
+        raise InvalidInput(
+            "which model are these results for?",
+            errors=[{"loc": ["query", "model"], "message": "required for non-JSON uploads"}],
+        )
+    return merge(results), ref
+
+
+def parse_sample_logs(parts: Sequence[UploadPart], opts: ParseOptions) -> list[ParsedResults]:
+    """Parse sample logs for benchmark creation: the metric/filter choice does not matter for
+    the items, so an ambiguous file uses its first metric and filter."""
+    from app.ingest import AmbiguousChoiceError
+
+    if not parts:
+        raise InvalidInput("empty upload", errors=[{"loc": ["body"], "message": "no file"}])
+    out = []
+    for k, part in enumerate(parts, start=1):
+        mt = resolve_media_type(part, SAMPLE_TYPES - {MULTIPART})
+        try:
+            try:
+                out.append(parse_samples_part(part, mt, opts))
+            except AmbiguousChoiceError as amb:
+                first = ParseOptions(
+                    metric=opts.metric or amb.choices.get("metric", [None])[0],
+                    filter=opts.filter or amb.choices.get("filter", [None])[0],
+                    task=opts.task,
+                    item_key=opts.item_key,
+                    subject_field=opts.subject_field,
+                )
+                out.append(parse_samples_part(part, mt, first))
+        except IngestError as exc:
+            raise ingest_error(exc, file=k if len(parts) > 1 else None) from None
+    return out
