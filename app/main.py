@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from app.api.errors import install_error_handlers, install_problem_openapi
-from app.api.routes import health, jobs
+from app.api.routes import benchmarks, health, jobs, results
 from app.db.session import make_engine, make_sessionmaker
 from app.services.jobs import load_job_kinds
 from app.settings import Settings, get_settings
@@ -49,5 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(health.router)
     app.include_router(jobs.router, prefix=API_PREFIX)
+    app.include_router(benchmarks.router, prefix=API_PREFIX)
+    app.include_router(results.router, prefix=API_PREFIX)
     install_problem_openapi(app)
     return app

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Integer, String, UniqueConstraint, func
+from sqlalchemy import JSON, Boolean, Integer, String, UniqueConstraint, func
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db.base import Base, UUIDPrimaryKey, utcnow
+from app.db.base import Base, UTCDateTime, UUIDPrimaryKey, utcnow
 
 
 class ApiKey(UUIDPrimaryKey, Base):
@@ -22,9 +22,9 @@ class ApiKey(UUIDPrimaryKey, Base):
     scopes: Mapped[list[str]] = mapped_column(JSON)
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), nullable=False, default=utcnow, server_default=func.now()
+        UTCDateTime(), nullable=False, default=utcnow, server_default=func.now()
     )
-    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 
 class IdempotencyKey(UUIDPrimaryKey, Base):
@@ -41,7 +41,7 @@ class IdempotencyKey(UUIDPrimaryKey, Base):
     status_code: Mapped[int] = mapped_column(Integer)
     response: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True),
+        UTCDateTime(),
         nullable=False,
         default=utcnow,
         server_default=func.now(),

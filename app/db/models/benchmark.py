@@ -8,7 +8,6 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
-    DateTime,
     ForeignKey,
     Integer,
     LargeBinary,
@@ -19,7 +18,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from app.db.base import Base, Timestamps, UUIDPrimaryKey, utcnow
+from app.db.base import Base, Timestamps, UTCDateTime, UUIDPrimaryKey, utcnow
 
 
 class Benchmark(UUIDPrimaryKey, Timestamps, Base):
@@ -56,7 +55,7 @@ class BenchmarkVersion(UUIDPrimaryKey, Base):
     subtask_codes: Mapped[bytes] = mapped_column(LargeBinary)
     items_extra: Mapped[list[dict[str, Any] | None] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), nullable=False, default=utcnow, server_default=func.now()
+        UTCDateTime(), nullable=False, default=utcnow, server_default=func.now()
     )
 
     benchmark: Mapped[Benchmark] = relationship(back_populates="versions", lazy="joined")
