@@ -5,6 +5,7 @@ from app.db.models.access import ApiKey, IdempotencyKey
 from app.db.models.benchmark import Benchmark, BenchmarkVersion
 from app.db.models.job import TERMINAL_STATUSES, Job, JobStatus
 from app.db.models.model_result import LanguageModel, ModelResult
+from app.db.models.subset import Subset, SubsetScore
 
 __all__ = [
     "TERMINAL_STATUSES",
@@ -17,4 +18,6 @@ __all__ = [
     "JobStatus",
     "LanguageModel",
     "ModelResult",
+    "Subset",
+    "SubsetScore",
 ]
