@@ -59,6 +59,11 @@ def _order_probabilities_unique(
     n10: np.ndarray, n01: np.ndarray, n_items: int, n: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     lf = _log_factorials(n_items)
+    # Complement trick: for n > N/2 work with the N - n left-out items, whose counts X', Y' satisfy
+    # X > Y  <=>  X' - Y' < n10 - n01 (smaller windows, and n = N is deterministic).
+    flip = n > n_items - n
+    n = np.where(flip, n_items - n, n)
+    delta = np.where(flip, n10 - n01, 0)
     out = np.zeros((3, n10.shape[0]))
     xl, xh = _window(lf, n_items, n10, n)
     yl, yh = _window(lf, n_items, n01, n)
@@ -81,9 +86,11 @@ def _order_probabilities_unique(
             - _log_comb(lf, np.full_like(m, n_items), m)
         )
         p = np.exp(logp)
-        out[0, idx] = np.where(gx > gy, p, 0.0).sum(axis=(1, 2))
-        out[1, idx] = np.where(gx == gy, p, 0.0).sum(axis=(1, 2))
-        out[2, idx] = np.where(gx < gy, p, 0.0).sum(axis=(1, 2))
+        f = flip[idx, None, None]
+        diff = np.where(f, delta[idx, None, None] - (gx - gy), gx - gy)
+        out[0, idx] = np.where(diff > 0, p, 0.0).sum(axis=(1, 2))
+        out[1, idx] = np.where(diff == 0, p, 0.0).sum(axis=(1, 2))
+        out[2, idx] = np.where(diff < 0, p, 0.0).sum(axis=(1, 2))
     return out[0], out[1], out[2]
 
 
@@ -123,7 +130,7 @@ def order_probabilities(n10, n01, n_items: int, n) -> OrderProbabilities:
         raise ValueError("n_items: must be positive")
     if (n10_a < 0).any() or (n01_a < 0).any() or ((n10_a + n01_a) > n_items).any():
         raise ValueError("n10: counts must satisfy 0 <= n10, n01 and n10 + n01 <= n_items")
-    if (n_a < 1).any() or (n_a > n_items).any():
+    if (n_a < 0).any() or (n_a > n_items).any():
         raise ValueError(f"n: subset sizes must lie in [1, {n_items}]")
     shape = n10_a.shape
     triples = np.stack([n10_a.ravel(), n01_a.ravel(), n_a.ravel()], axis=1)

@@ -1,0 +1,288 @@
+"""Scoring statistics: Wilson intervals with finite-population correction, exact McNemar, paired
+bootstrap, cluster-robust standard errors, and the probability that a new model beats a baseline.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats as _st
+
+from app.core._validation import SeedLike, normalize_rng
+from app.core.results import Estimate, PairedComparison
+
+
+def _z(confidence: float) -> float:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence: expected a level in (0, 1), got {confidence}")
+    return float(_st.norm.ppf(0.5 + confidence / 2.0))
+
+
+def fpc(n: int, n_population: int | None) -> float:
+    """Finite-population correction ``(N - n) / (N - 1)`` of a variance (1 when ``N`` is None)."""
+    if n_population is None:
+        return 1.0
+    if n_population < n:
+        raise ValueError(f"n_population: {n_population} is smaller than the sample size {n}")
+    if n_population <= 1:
+        return 0.0
+    return (n_population - n) / (n_population - 1)
+
+
+def wilson_interval(
+    successes: int, n: int, *, n_population: int | None = None, confidence: float = 0.95
+) -> Estimate:
+    """Wilson score interval for a proportion, with an optional finite-population correction.
+
+    Parameters
+    ----------
+    successes, n : int
+        Correct items and items scored (``0 <= successes <= n``, ``n >= 1``).
+    n_population : int, optional
+        ``N``, the benchmark's size when the ``n`` items are a simple random sample of it.
+    confidence : float
+
+    Returns
+    -------
+    Estimate
+        ``value = successes / n``; ``method = "wilson_fpc"`` (``"wilson"`` without ``N``).
+
+    Notes
+    -----
+    With ``p = k / n`` and the effective sample size ``n_eff = n / f``, ``f = (N - n) / (N - 1)``
+    (the variance of a without-replacement mean is ``f p (1 - p) / n``):
+
+    ``center = (p + z^2 / (2 n_eff)) / (1 + z^2 / n_eff)``,
+    ``half = z / (1 + z^2 / n_eff) * sqrt(p (1 - p) / n_eff + z^2 / (4 n_eff^2))``.
+
+    Without ``N`` this is Wilson (1927); with ``n = N`` the interval collapses to ``p``.
+    ``se`` is ``sqrt(f p (1 - p) / n)``.
+    """
+    if isinstance(n, bool) or n < 1:
+        raise ValueError(f"n: expected a positive count, got {n}")
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes: expected 0 <= successes <= n, got {successes}")
+    z = _z(confidence)
+    f = fpc(n, n_population)
+    p = successes / n
+    se = float(np.sqrt(f * p * (1.0 - p) / n))
+    if f == 0.0:
+        lo = hi = p
+    else:
+        n_eff = n / f
+        denom = 1.0 + z * z / n_eff
+        center = (p + z * z / (2.0 * n_eff)) / denom
+        half = z / denom * np.sqrt(p * (1.0 - p) / n_eff + z * z / (4.0 * n_eff * n_eff))
+        lo, hi = max(0.0, center - half), min(1.0, center + half)
+    return Estimate(
+        value=p,
+        ci_low=float(lo),
+        ci_high=float(hi),
+        se=se,
+        n=int(n),
+        n_population=n_population,
+        method="wilson" if n_population is None else "wilson_fpc",
+        confidence=confidence,
+    )
+
+
+def mcnemar_exact(correct_a, correct_b) -> tuple[float, int, int]:
+    """Two-sided exact McNemar test on paired 0/1 results.
+
+    Parameters
+    ----------
+    correct_a, correct_b : array_like of {0, 1}, shape (n_items,)
+
+    Returns
+    -------
+    p_value : float
+        ``scipy.stats.binomtest(n10, n10 + n01, 0.5).pvalue`` (1.0 when there are no discordant
+        items).
+    n10, n01 : int
+        Items only A / only B gets right.
+    """
+    a = np.asarray(correct_a)
+    b = np.asarray(correct_b)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError("correct_b: expected a 1-d array aligned with correct_a")
+    n10 = int(np.sum((a == 1) & (b == 0)))
+    n01 = int(np.sum((a == 0) & (b == 1)))
+    if n10 + n01 == 0:
+        return 1.0, n10, n01
+    return float(_st.binomtest(n10, n10 + n01, 0.5).pvalue), n10, n01
+
+
+def paired_bootstrap(
+    values_a,
+    values_b,
+    *,
+    n_boot: int = 2000,
+    confidence: float = 0.95,
+    rng: SeedLike = None,
+) -> Estimate:
+    """Percentile bootstrap CI of the mean paired difference ``mean(a - b)`` over items.
+
+    Parameters
+    ----------
+    values_a, values_b : array_like, shape (n_items,)
+        Per-item scores of two models on the same items.
+    n_boot : int
+    confidence : float
+    rng : int, Generator or None
+
+    Returns
+    -------
+    Estimate
+        ``method = "paired_bootstrap"``; ``se`` is the bootstrap standard deviation.
+
+    Notes
+    -----
+    Item resampling with replacement is drawn as multinomial counts ``W`` (``B x n``), so all
+    resampled means are ``W @ d / n`` in one product (in row chunks to bound memory).
+    """
+    a = np.asarray(values_a, dtype=np.float64)
+    b = np.asarray(values_b, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 1 or a.size == 0:
+        raise ValueError("values_b: expected a non-empty 1-d array aligned with values_a")
+    generator, _ = normalize_rng(rng)
+    d = a - b
+    n = d.shape[0]
+    step = max(1, 2_000_000 // n)
+    means = np.concatenate(
+        [
+            generator.multinomial(n, np.full(n, 1.0 / n), size=min(step, n_boot - s)) @ d / n
+            for s in range(0, n_boot, step)  # memory chunks of resamples
+        ]
+    )
+    alpha = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
+    return Estimate(
+        value=float(d.mean()),
+        ci_low=float(lo),
+        ci_high=float(hi),
+        se=float(means.std(ddof=1)),
+        n=n,
+        n_population=None,
+        method="paired_bootstrap",
+        confidence=confidence,
+    )
+
+
+def clustered_se(values, clusters) -> float:
+    """Cluster-robust standard error of a mean (clusters = subtasks), Miller (2024).
+
+    Parameters
+    ----------
+    values : array_like, shape (n,)
+        Per-item scores.
+    clusters : array_like, shape (n,)
+        Cluster label per item.
+
+    Returns
+    -------
+    float
+        ``SE_C = sqrt(sum_c (sum_{i in c} (x_i - x̄))^2) / n``.
+
+    Notes
+    -----
+    Miller, "Adding Error Bars to Evals" (2024), eq. for clustered SE:
+    ``SE_C^2 = SE_CLT^2 + (1/n^2) sum_c sum_{i in c} sum_{j in c, j != i} (x_i - x̄)(x_j - x̄)``
+    with ``SE_CLT^2 = (1/n^2) sum_i (x_i - x̄)^2``; the two sums combine into the sandwich form
+    above. With one item per cluster it reduces to ``SE_CLT``.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    c = np.asarray(clusters)
+    if x.ndim != 1 or c.shape != x.shape or x.size == 0:
+        raise ValueError("clusters: expected a label per value")
+    _, codes = np.unique(c, return_inverse=True)
+    resid = np.bincount(codes.ravel(), weights=x - x.mean())
+    return float(np.sqrt(np.sum(resid**2)) / x.shape[0])
+
+
+def score_subset(correct_subset, n_population: int, *, confidence: float = 0.95) -> Estimate:
+    """Estimated full-benchmark accuracy of a model scored on a uniform random subset.
+
+    Parameters
+    ----------
+    correct_subset : array_like of {0, 1}, shape (n,)
+    n_population : int
+        Benchmark size ``N``.
+    confidence : float
+
+    Returns
+    -------
+    Estimate
+        Wilson interval with finite-population correction (:func:`wilson_interval`).
+    """
+    y = np.asarray(correct_subset, dtype=np.float64)
+    if y.ndim != 1 or y.size == 0 or not np.isin(y, (0.0, 1.0)).all():
+        raise ValueError("correct_subset: expected a non-empty 1-d array of 0/1")
+    return wilson_interval(
+        int(y.sum()), int(y.size), n_population=n_population, confidence=confidence
+    )
+
+
+def compare_to_baseline(new_correct, baseline_correct_full, indices) -> PairedComparison:
+    """P(a new model known on a subset beats a baseline known on every item, on the full benchmark).
+
+    Parameters
+    ----------
+    new_correct : array_like of {0, 1}, shape (n,)
+        The new model's results on ``indices``.
+    baseline_correct_full : array_like of {0, 1}, shape (N,)
+        The baseline's results on every item.
+    indices : array_like of int, shape (n,)
+        Item positions the new model was scored on (a uniform random subset).
+
+    Returns
+    -------
+    PairedComparison
+
+    Notes
+    -----
+    Model: with paired differences ``d_i = y_new,i - y_base,i`` on the ``n`` shared items, the
+    full-benchmark difference ``Δ = mean_{all N} d`` is estimated by ``d̄`` with standard error
+    ``s_d / sqrt(n) * sqrt((N - n) / (N - 1))`` (simple random sampling without replacement,
+    ``s_d`` the sample standard deviation). ``P(Δ > 0) = Φ(d̄ / SE)`` under the normal
+    approximation (1, 0 or 0.5 when ``SE = 0``: the sign of ``d̄``). The exact McNemar test on
+    the discordant shared items is reported alongside.
+    """
+    y = np.asarray(new_correct, dtype=np.float64)
+    base = np.asarray(baseline_correct_full, dtype=np.float64)
+    idx = np.asarray(indices, dtype=np.int64)
+    if y.ndim != 1 or idx.shape != y.shape or y.size == 0:
+        raise ValueError("indices: expected one item position per result of the new model")
+    if base.ndim != 1 or idx.min() < 0 or idx.max() >= base.shape[0]:
+        raise ValueError("indices: positions must lie within the baseline's items")
+    if np.unique(idx).shape[0] != idx.shape[0]:
+        raise ValueError("indices: positions must be distinct")
+    n, n_pop = y.shape[0], base.shape[0]
+    d = y - base[idx]
+    mean = float(d.mean())
+    sd = float(d.std(ddof=1)) if n > 1 else 0.0
+    se = sd / np.sqrt(n) * np.sqrt(fpc(n, n_pop))
+    if se > 0:
+        p = float(_st.norm.cdf(mean / se))
+    else:
+        p = 1.0 if mean > 0 else (0.0 if mean < 0 else 0.5)
+    p_val, n10, n01 = mcnemar_exact(y, base[idx])
+    return PairedComparison(
+        p_better=p,
+        mean_diff=mean,
+        se=float(se),
+        n_shared=n,
+        n_population=n_pop,
+        n_new_only=n10,
+        n_baseline_only=n01,
+        mcnemar_p=p_val,
+    )
+
+
+__all__ = [
+    "clustered_se",
+    "compare_to_baseline",
+    "fpc",
+    "mcnemar_exact",
+    "paired_bootstrap",
+    "score_subset",
+    "wilson_interval",
+]
