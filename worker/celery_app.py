@@ -11,7 +11,9 @@ from app.settings import Settings, get_settings
 
 
 def make_celery(settings: Settings) -> Celery:
-    app = Celery("benchslice", broker=settings.broker_url, include=["worker.tasks"])
+    app = Celery(
+        "benchslice", broker=settings.broker_url, include=["worker.tasks", "worker.analysis"]
+    )
     transport_options: dict[str, Any] = {}
     if settings.broker_is_redis:
         transport_options["visibility_timeout"] = settings.visibility_timeout

@@ -64,7 +64,7 @@ JOB_HANDLERS: dict[str, JobHandler] = {}
 JOB_PARAM_VALIDATORS: dict[str, ParamsValidator] = {}
 
 # Modules that call ``register_job_kind`` at import; the API and the worker both load them.
-JOB_KIND_MODULES: list[str] = []
+JOB_KIND_MODULES: list[str] = ["app.services.analyses"]
 
 
 def load_job_kinds() -> None:

@@ -2,6 +2,7 @@
 
 from app.db.base import Base
 from app.db.models.access import ApiKey, IdempotencyKey
+from app.db.models.analysis import Analysis, AnalysisChunk
 from app.db.models.benchmark import Benchmark, BenchmarkVersion
 from app.db.models.job import TERMINAL_STATUSES, Job, JobStatus
 from app.db.models.model_result import LanguageModel, ModelResult
@@ -9,6 +10,8 @@ from app.db.models.subset import Subset, SubsetScore
 
 __all__ = [
     "TERMINAL_STATUSES",
+    "Analysis",
+    "AnalysisChunk",
     "ApiKey",
     "Base",
     "Benchmark",
