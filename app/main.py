@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from app.api.errors import install_error_handlers, install_problem_openapi
+from app.api.middleware import BodySizeLimit
 from app.api.routes import benchmarks, health, jobs, results
 from app.db.session import make_engine, make_sessionmaker
 from app.services.jobs import load_job_kinds
@@ -45,6 +46,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sessionmaker = make_sessionmaker(engine)
     app.state.celery = make_celery(settings)
     install_error_handlers(app)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     load_job_kinds()
 
     app.include_router(health.router)

@@ -55,3 +55,16 @@ def test_wrong_method_is_a_405_problem(client: TestClient) -> None:
     response = client.delete("/healthz")
     assert response.status_code == 405
     assert response.headers["content-type"] == "application/problem+json"
+
+
+def test_declared_body_over_the_limit_is_a_413_problem(settings: Settings) -> None:
+    app = create_app(settings.model_copy(update={"max_body_bytes": 100}))
+    with TestClient(app) as client:
+        too_big = client.post(
+            "/v1/jobs", content=b"x" * 101, headers={"content-type": "application/json"}
+        )
+        small = client.post("/v1/jobs", content=b"{}", headers={"content-type": "application/json"})
+    assert too_big.status_code == 413
+    assert too_big.headers["content-type"] == "application/problem+json"
+    assert "100 bytes" in too_big.json()["detail"]
+    assert small.status_code == 422  # reached the route: the limit only stops oversized bodies
