@@ -11,6 +11,7 @@ app = typer.Typer(
     help="benchslice: micro-benchmark selection and reliability service",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode="markdown",
 )
 
 
@@ -81,6 +82,14 @@ app.add_typer(__import__("app.cli_keys", fromlist=["app"]).app, name="keys")
 from app.cli_offline import mdad  # noqa: E402
 
 app.command("mdad")(mdad)
+
+# Client-side commands (talk to a running service through app.client).
+from app.cli_benchmarks import benchmarks_app, jobs_app  # noqa: E402
+from app.cli_push import push  # noqa: E402
+
+app.command("push")(push)
+app.add_typer(benchmarks_app, name="benchmarks")
+app.add_typer(jobs_app, name="jobs")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,132 @@
+"""``benchslice benchmarks list|show`` and ``benchslice jobs get|wait|cancel``."""
+
+from __future__ import annotations
+
+import fnmatch
+
+import typer
+
+from app.cli_common import (
+    ApiKeyOpt,
+    JsonOpt,
+    UrlOpt,
+    api,
+    benchmark_by_name,
+    pct,
+    print_json,
+    print_table,
+    wait_job,
+)
+
+benchmarks_app = typer.Typer(
+    help="List benchmarks and show one (items, subtasks, models and their accuracy).",
+    no_args_is_help=True,
+)
+jobs_app = typer.Typer(help="Inspect, wait for and cancel jobs.", no_args_is_help=True)
+
+
+@benchmarks_app.command("list")
+def list_(
+    name: str | None = typer.Option(None, "--name", help="Only versions of this benchmark"),
+    url: str | None = UrlOpt,
+    api_key: str | None = ApiKeyOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Benchmark versions, newest first.
+
+    Example:  benchslice benchmarks list
+    """
+    with api(url, api_key) as client:
+        versions = list(client.iter_benchmarks(name=name))
+    if as_json:
+        print_json({"items": versions})
+        return
+    print_table(
+        ["name", "version", "items", "models", "subtasks", "id"],
+        [[v.name, v.version, v.n_items, v.n_models, len(v.subtasks), str(v.id)] for v in versions],
+    )
+
+
+@benchmarks_app.command("show")
+def show(
+    benchmark: str = typer.Argument(..., help="Benchmark name (latest version) or version id"),
+    models: bool = typer.Option(False, "--models", help="List every model with its accuracy"),
+    match: str | None = typer.Option(
+        None, "--match", help="Only models whose name matches this glob (implies --models)"
+    ),
+    url: str | None = UrlOpt,
+    api_key: str | None = ApiKeyOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """One benchmark: items, subtasks, models with results, accuracy summary.
+
+    Example:  benchslice benchmarks show gpqa --match 'meta-llama/*'
+    """
+    with api(url, api_key) as client:
+        detail = client.get_benchmark(benchmark_by_name(client, benchmark).id)
+    rows = sorted(detail.models, key=lambda m: (-m.accuracy, m.name))
+    if match:
+        rows = [m for m in rows if fnmatch.fnmatchcase(m.name, match)]
+    if as_json:
+        print_json(detail.model_copy(update={"models": rows}))
+        return
+    acc = detail.accuracy
+    summary = (
+        f"accuracy mean {pct(acc.mean)}, min {pct(acc.min)}, median {pct(acc.median)}, "
+        f"max {pct(acc.max)}"
+        if acc
+        else "no results yet"
+    )
+    typer.echo(
+        f"{detail.name} v{detail.version}  id {detail.id}\n"
+        f"{detail.n_items} items, {len(detail.subtasks)} subtask(s), "
+        f"{detail.n_models} models; {summary}"
+    )
+    if models or match:
+        print_table(
+            ["model", "accuracy", "coverage"],
+            [[m.name, pct(m.accuracy), pct(m.coverage)] for m in rows],
+        )
+
+
+@jobs_app.command("get")
+def job_get(
+    job_id: str = typer.Argument(...),
+    url: str | None = UrlOpt,
+    api_key: str | None = ApiKeyOpt,
+) -> None:
+    """A job's status, progress, result or error (JSON).
+
+    Example:  benchslice jobs get 5f0c…
+    """
+    with api(url, api_key) as client:
+        print_json(client.get_job(job_id))
+
+
+@jobs_app.command("wait")
+def job_wait(
+    job_id: str = typer.Argument(...),
+    timeout: float | None = typer.Option(None, "--timeout", help="Seconds before giving up"),
+    url: str | None = UrlOpt,
+    api_key: str | None = ApiKeyOpt,
+) -> None:
+    """Wait for a job with a progress bar; print the finished job (exit 2 if it failed).
+
+    Example:  benchslice jobs wait 5f0c… --timeout 600
+    """
+    with api(url, api_key) as client:
+        print_json(wait_job(client, job_id, f"job {job_id[:8]}", timeout))
+
+
+@jobs_app.command("cancel")
+def job_cancel(
+    job_id: str = typer.Argument(...),
+    url: str | None = UrlOpt,
+    api_key: str | None = ApiKeyOpt,
+) -> None:
+    """Cancel a queued job, or ask a running one to stop.
+
+    Example:  benchslice jobs cancel 5f0c…
+    """
+    with api(url, api_key) as client:
+        print_json(client.cancel_job(job_id))

@@ -1,0 +1,237 @@
+"""Shared pieces of the client-side CLI commands: options, error handling, tables, progress.
+
+Conventions: results go to stdout (a compact table for people, exactly one JSON document with
+``--json``); progress and messages go to stderr; any API or connection error prints the problem
+and exits with code 2 (``verdict`` uses 0/1 for its answer).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from app.client import Client
+    from app.schemas.benchmarks import BenchmarkPublic
+    from app.schemas.jobs import JobPublic
+
+EXIT_ERROR = 2
+
+UrlOpt = typer.Option(
+    None,
+    "--url",
+    envvar="BENCHSLICE_URL",
+    help="Service URL [env BENCHSLICE_URL; default http://127.0.0.1:8000]",
+    show_default=False,
+)
+ApiKeyOpt = typer.Option(
+    None,
+    "--api-key",
+    envvar="BENCHSLICE_API_KEY",
+    help="API key [env BENCHSLICE_API_KEY]",
+    show_default=False,
+)
+JsonOpt = typer.Option(False, "--json", help="Print one JSON document on stdout (for machines)")
+
+
+def err(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+def fail(message: str, code: int = EXIT_ERROR) -> typer.Exit:
+    """Print ``error: message`` on stderr and return the Exit to raise."""
+    err(f"error: {message}")
+    return typer.Exit(code)
+
+
+@contextmanager
+def api(url: str | None, api_key: str | None) -> Iterator[Client]:
+    """A client for the command; any BenchsliceError becomes ``error: …`` and exit code 2."""
+    from app.client import BenchsliceError, Client
+
+    try:
+        with Client(url, api_key) as client:
+            yield client
+    except BenchsliceError as exc:
+        err(f"error: {exc}")
+        raise typer.Exit(EXIT_ERROR) from None
+
+
+def benchmark_by_name(client: Client, name: str) -> BenchmarkPublic:
+    """Resolve a benchmark name (or a version id) to its latest version."""
+    import uuid
+
+    try:
+        version_id = uuid.UUID(name)
+    except ValueError:
+        return client.find_benchmark(name)
+    return client.get_benchmark(version_id)
+
+
+def print_json(obj: Any) -> None:
+    typer.echo(json.dumps(_plain(obj), indent=2, default=str))
+
+
+def _plain(obj: Any) -> Any:
+    from pydantic import BaseModel
+
+    if isinstance(obj, BaseModel):
+        return obj.model_dump(mode="json")
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    """Numbers for tables: floats with ``digits`` decimals, None as ``-``."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return "-" if not math.isfinite(value) else f"{value:.{digits}f}"
+    return str(value)
+
+
+def pct(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{100 * value:.{digits}f}%"
+
+
+def print_table(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str | None = None
+) -> None:
+    """A compact table: rich on a terminal, plain aligned columns otherwise (CI logs, pipes)."""
+    cells = [[fmt(c) for c in row] for row in rows]
+    if sys.stdout.isatty():
+        from rich import box
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(*headers, title=title, box=box.SIMPLE_HEAD, title_justify="left")
+        for row in cells:
+            table.add_row(*row)
+        Console().print(table)
+        return
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    numeric = [all(_numeric(r[i]) for r in cells) and bool(cells) for i in range(len(headers))]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(
+            v.rjust(w) if num else v.ljust(w)
+            for v, w, num in zip(values, widths, numeric, strict=True)
+        ).rstrip()
+
+    if title:
+        typer.echo(title)
+    typer.echo(line(list(headers)))
+    typer.echo(line(["-" * w for w in widths]))
+    for row in cells:
+        typer.echo(line(row))
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text.rstrip("%"))
+    except ValueError:
+        return text == "-"
+    return True
+
+
+class JobProgress:
+    """``progress`` callback for :meth:`Client.wait`: a rich bar on a terminal, otherwise a
+    line on stderr whenever the status changes or another tenth of the work is done."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self._bar: Any = None
+        self._task: Any = None
+        self._last: tuple[str, int] | None = None
+        self._start = time.monotonic()
+
+    def __enter__(self) -> JobProgress:
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            self._bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task(self.label, total=None)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def __call__(self, job: JobPublic) -> None:
+        done, total = job.progress.done, job.progress.total
+        if self._bar is not None:
+            self._bar.update(
+                self._task, completed=done, total=total, description=f"{self.label} ({job.status})"
+            )
+            return
+        tenth = int(10 * done / total) if total else 0
+        key = (str(job.status), tenth)
+        if key != self._last:
+            self._last = key
+            of = f" {done}/{total}" if total else ""
+            elapsed = time.monotonic() - self._start
+            err(f"{self.label}: {job.status}{of} ({elapsed:.1f}s)")
+
+
+def wait_job(client: Client, job_id: Any, label: str, timeout: float | None) -> JobPublic:
+    with JobProgress(label) as progress:
+        return client.wait(job_id, progress=progress, timeout=timeout)
+
+
+def split_list(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    return [v.strip() for v in text.split(",") if v.strip()]
+
+
+def int_list(text: str | None, name: str) -> list[int] | None:
+    values = split_list(text)
+    if values is None:
+        return None
+    try:
+        return [int(v) for v in values]
+    except ValueError:
+        raise typer.BadParameter(
+            f"expected comma-separated integers, got {text!r}", param_hint=name
+        ) from None
+
+
+def parse_params(values: Sequence[str] | None) -> dict[str, Any]:
+    """``k=v`` pairs; values parsed as JSON when they are (numbers, true, lists), else strings."""
+    out: dict[str, Any] = {}
+    for item in values or ():
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"expected key=value, got {item!r}", param_hint="--param")
+        try:
+            out[key.strip()] = json.loads(raw)
+        except ValueError:
+            out[key.strip()] = raw
+    return out

@@ -1,0 +1,434 @@
+"""``benchslice push``: upload results from lm-eval output, leaderboard details, CSV or an .npz."""
+
+from __future__ import annotations
+
+import csv
+import fnmatch
+import io
+import json
+import re
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from app.cli_common import (
+    ApiKeyOpt,
+    JsonOpt,
+    UrlOpt,
+    api,
+    err,
+    fail,
+    pct,
+    print_json,
+    print_table,
+    split_list,
+)
+
+if TYPE_CHECKING:
+    from app.client import Client, UploadReply
+    from app.schemas.benchmarks import BenchmarkPublic
+
+SAMPLE_GLOBS = ("samples_*.jsonl", "*.parquet", "details_*.jsonl")
+_CHOICES = re.compile(r"choose one of: (.+)$")
+_TIMESTAMP = re.compile(r"_(\d{4}-\d{2}-\d{2}T[\d\-.]+)\.(jsonl|parquet)$")
+
+
+@dataclass(frozen=True)
+class Source:
+    """What PATH holds: ``kind`` is samples | csv | json | npz; ``files`` the files to send."""
+
+    kind: str
+    files: list[Path]
+    model_hint: str | None = None
+
+
+def find_source(path: Path) -> Source:
+    """Classify PATH; for a directory, the newest sample file of every task (lm-eval layout)."""
+    if path.is_dir():
+        for pattern in SAMPLE_GLOBS:
+            found = sorted(p for p in path.rglob(pattern) if p.is_file())
+            if found:
+                return Source("samples", _newest_per_task(found), _model_from_results(path))
+        raise fail(
+            f"no sample files in {path} (looked for {', '.join(SAMPLE_GLOBS)}; run lm_eval "
+            "with --log_samples)"
+        )
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson", ".parquet"):
+        return Source("samples", [path], _model_from_results(path.parent))
+    if suffix in (".csv", ".json", ".npz"):
+        return Source(suffix[1:], [path])
+    raise fail(f"cannot tell the format of {path.name}: use .jsonl, .parquet, .csv, .json or .npz")
+
+
+def _newest_per_task(files: list[Path]) -> list[Path]:
+    """lm-eval writes ``samples_<task>_<timestamp>.jsonl`` per run: keep the latest per task."""
+    latest: dict[tuple[Path, str], Path] = {}
+    for f in files:
+        m = _TIMESTAMP.search(f.name)
+        task = f.name[: m.start()] if m else f.name
+        key = (f.parent, task)
+        if key not in latest or f.name > latest[key].name:
+            latest[key] = f
+    return sorted(latest.values())
+
+
+def _model_from_results(folder: Path) -> str | None:
+    """The model name lm-eval recorded in ``results_*.json`` next to the samples, if any."""
+    for results in sorted(folder.glob("results_*.json"), reverse=True):
+        try:
+            data = json.loads(results.read_text())
+        except (OSError, ValueError):
+            continue
+        name = data.get("model_name")
+        if isinstance(name, str) and name:
+            return name
+        args = str((data.get("config") or {}).get("model_args") or "")
+        m = re.search(r"pretrained=([^,]+)", args)
+        if m:
+            return m.group(1)
+    return None
+
+
+def _ensure_benchmark(
+    client: Client, name: str, create: bool, source: Source, create_items: Any
+) -> tuple[BenchmarkPublic, bool]:
+    from app.client import BenchsliceError
+
+    try:
+        return client.find_benchmark(name), False
+    except BenchsliceError as exc:
+        if exc.status != 404 or not create:
+            raise
+    if source.kind == "samples":
+        return client.create_benchmark_from_samples(name, source.files), True
+    return client.create_benchmark(name, create_items()), True
+
+
+def _csv_items(path: Path) -> list[str]:
+    rows = list(csv.reader(io.StringIO(path.read_text())))
+    if rows and rows[0] and rows[0][0].strip().lower() in ("item_id", "id", "item"):
+        rows = rows[1:]
+    return [r[0].strip() for r in rows if r and r[0].strip()]
+
+
+def _json_items(path: Path) -> list[str]:
+    body = json.loads(path.read_text())
+    if isinstance(body.get("results"), dict):
+        return list(body["results"])
+    if isinstance(body.get("item_ids"), list):
+        return [str(i) for i in body["item_ids"]]
+    raise fail(
+        f"{path.name} has no item ids ('results' keys or 'item_ids'): cannot --create from it"
+    )
+
+
+def _choices(exc: Any, name: str) -> list[str] | None:
+    """The alternatives the server listed for an ambiguous ``metric``/``filter``."""
+    for e, f in zip(exc.errors, exc.fields, strict=False):
+        if f in (f"query.{name}", name):
+            m = _CHOICES.search(str(e.get("message", "")))
+            if m:
+                return [c.strip() for c in m.group(1).split(",")]
+    return None
+
+
+def _upload_samples(
+    client: Client,
+    version_id: uuid.UUID,
+    source: Source,
+    model: str,
+    opts: dict[str, Any],
+    interactive: bool,
+) -> UploadReply:
+    """Upload; when the file holds several metrics (or filters) and none was given, ask on a
+    terminal, otherwise fail with exit code 2 listing the choices."""
+    from app.client import BenchsliceError
+
+    while True:
+        try:
+            return client.upload_results_file(version_id, source.files, model=model, **opts)
+        except BenchsliceError as exc:
+            if exc.status != 422:
+                raise
+            for name in ("metric", "filter"):
+                choices = _choices(exc, name)
+                if choices and opts.get(name) is None:
+                    break
+            else:
+                raise
+            if not interactive:
+                raise fail(
+                    f"the results hold several {name}s; pass --{name} with one of: "
+                    + ", ".join(choices)
+                ) from None
+            opts[name] = typer.prompt(
+                f"Several {name}s in the results; which one gives correctness?",
+                type=typer.Choice(choices),
+                default=choices[0],
+                err=True,
+            )
+
+
+def _npz_rows(path: Path, include: list[str] | None, exclude: list[str] | None) -> Any:
+    import numpy as np
+
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: np.asarray(data[k]) for k in data.files}
+    except (OSError, ValueError) as exc:
+        raise fail(f"cannot read {path}: {exc}") from None
+    if "correct" not in arrays:
+        raise fail(f"{path.name} has no 'correct' array (models x items)")
+    correct = arrays["correct"]
+    n_models, n_items = correct.shape
+    names = [str(m) for m in arrays.get("models", [f"model_{k}" for k in range(n_models)])]
+    keep = [
+        k
+        for k, name in enumerate(names)
+        if (include is None or any(fnmatch.fnmatchcase(name, p) for p in include))
+        and not any(fnmatch.fnmatchcase(name, p) for p in exclude or ())
+    ]
+    if not keep:
+        raise fail("--models/--exclude leave no model to push")
+    ids = [str(i) for i in arrays.get("item_ids", range(n_items))]
+    subtasks = arrays.get("subtasks")
+    items = [
+        {"id": i} if subtasks is None else {"id": i, "subtask": str(s)}
+        for i, s in zip(ids, subtasks if subtasks is not None else ids, strict=True)
+    ]
+    return arrays, names, keep, items
+
+
+def _push_npz(
+    client: Client,
+    name: str,
+    create: bool,
+    source: Source,
+    include: list[str] | None,
+    exclude: list[str] | None,
+    replace: bool,
+) -> tuple[BenchmarkPublic, bool, list[UploadReply]]:
+    import numpy as np
+
+    arrays, names, keep, items = _npz_rows(source.files[0], include, exclude)
+    bench, created = _ensure_benchmark(client, name, create, source, lambda: items)
+    correct = arrays["correct"]
+    confidence = arrays.get("confidence")
+    params_b = arrays.get("params_b")
+    covered = ~np.isnan(correct) if correct.dtype.kind == "f" else None
+    replies: list[UploadReply] = []
+    with _Bar(f"pushing {len(keep)} models", len(keep)) as bar:
+        for k in keep:
+            model: dict[str, Any] = {"name": names[k]}
+            if params_b is not None and np.isfinite(params_b[k]):
+                model["params_b"] = float(params_b[k])
+            if covered is not None and not covered[k].all():
+                mask = covered[k]
+                results = {
+                    items[j]["id"]: float(correct[k, j]) for j in np.flatnonzero(mask).tolist()
+                }
+                reply = client.upload_results(bench.id, model, results=results, replace=replace)
+            else:
+                reply = client.upload_results(
+                    bench.id,
+                    model,
+                    correct=correct[k].tolist(),
+                    confidence=None if confidence is None else confidence[k].tolist(),
+                    replace=replace,
+                )
+            replies.append(reply)
+            bar.advance()
+    return bench, created, _repush_missing(client, bench, replies, correct, confidence, names, keep)
+
+
+def _repush_missing(client, bench, replies, correct, confidence, names, keep):
+    """A replayed Idempotency-Key whose model is gone (results deleted since) is uploaded again
+    under a fresh key: the replay alone would report success while nothing is stored."""
+    if not any(r.replayed for r in replies):
+        return replies
+    present = {m.model.name for m in client.list_models(bench.id).items}
+    out = []
+    for reply, k in zip(replies, keep, strict=True):
+        if reply.replayed and reply.model.name not in present:
+            reply = client.upload_results(
+                bench.id,
+                {"name": names[k]},
+                correct=correct[k].tolist(),
+                confidence=None if confidence is None else confidence[k].tolist(),
+                idempotency_key=f"bs-{uuid.uuid4().hex}",
+            )
+        out.append(reply)
+    return out
+
+
+class _Bar:
+    def __init__(self, label: str, total: int) -> None:
+        self.label, self.total, self.done = label, total, 0
+        self._bar: Any = None
+
+    def __enter__(self) -> _Bar:
+        if sys.stderr.isatty() and self.total > 1:
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self._bar = Progress(console=Console(stderr=True), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task(self.label, total=self.total)
+        return self
+
+    def advance(self) -> None:
+        self.done += 1
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.done)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def push(
+    path: Path = typer.Argument(
+        ...,
+        exists=True,
+        help="lm-eval output dir or samples_*.jsonl, leaderboard details (.jsonl/.parquet), "
+        "CSV item_id,correct[,confidence], results .json, or an .npz matrix",
+        show_default=False,
+    ),
+    benchmark: str = typer.Option(..., "--benchmark", "-b", help="Benchmark name"),
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        "-m",
+        help="Model name (not for .npz/.json; read from lm-eval's results_*.json when omitted)",
+    ),
+    create: bool = typer.Option(
+        False, "--create", help="Create the benchmark from PATH's items when it does not exist"
+    ),
+    metric: str | None = typer.Option(
+        None, "--metric", help="lm-eval metric giving correctness, e.g. acc_norm"
+    ),
+    filter_: str | None = typer.Option(
+        None, "--filter", help="lm-eval filter, e.g. strict-match (when the file has several)"
+    ),
+    task: str | None = typer.Option(None, "--task", help="lm-eval task name, if not in the file"),
+    item_key: str = typer.Option("doc_hash", "--item-key", help="doc_hash | doc_id"),
+    models: str | None = typer.Option(
+        None, "--models", help=".npz only: comma-separated names or globs to push"
+    ),
+    exclude: str | None = typer.Option(
+        None, "--exclude", help=".npz only: comma-separated names or globs to leave out"
+    ),
+    params_b: float | None = typer.Option(None, "--params-b", help="Model size, billions"),
+    replace: bool = typer.Option(
+        False, "--replace", help="Overwrite different results already stored for the model"
+    ),
+    no_input: bool = typer.Option(
+        False, "--no-input", help="Never prompt (also when stdin is not a terminal)"
+    ),
+    url: str | None = UrlOpt,
+    api_key: str | None = ApiKeyOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Upload a model's per-item results (or a whole .npz matrix) to a benchmark.
+
+    Sample files are found in an lm-eval output directory (the newest `samples_<task>_*.jsonl` of
+    each task). The upload carries an Idempotency-Key derived from its content, so pushing again
+    is a no-op. When the results hold several metrics and none is given, a terminal asks; in CI
+    the command fails (exit 2) listing the choices.
+
+    Examples:
+
+        benchslice push --create --benchmark gpqa ../shared/data/gpqa.npz
+        benchslice push --benchmark arc_easy --model org/my-7b --metric acc_norm out/org__my-7b/
+    """
+    if item_key not in ("doc_hash", "doc_id"):
+        raise typer.BadParameter("expected doc_hash or doc_id", param_hint="--item-key")
+    source = find_source(path)
+    include, excluded = split_list(models), split_list(exclude)
+    if (include or excluded) and source.kind != "npz":
+        raise typer.BadParameter("only for .npz matrices", param_hint="--models/--exclude")
+    with api(url, api_key) as client:
+        if source.kind == "npz":
+            bench, created, replies = _push_npz(
+                client, benchmark, create, source, include, excluded, replace
+            )
+        else:
+            name = model or source.model_hint
+            if name is None and source.kind != "json":
+                raise fail("which model are these results for? pass --model")
+            items = {"csv": lambda: _csv_items(path), "json": lambda: _json_items(path)}
+            bench, created = _ensure_benchmark(
+                client, benchmark, create, source, items.get(source.kind)
+            )
+            opts = {
+                "metric": metric,
+                "filter": filter_,
+                "task": task,
+                "item_key": item_key,
+                "params_b": params_b,
+                "replace": replace,
+            }
+            interactive = not no_input and sys.stdin.isatty()
+            if source.kind == "samples":
+                reply = _upload_samples(client, bench.id, source, name, opts, interactive)
+            else:
+                reply = client.upload_results_file(
+                    bench.id, source.files, model=name if source.kind != "json" else model, **opts
+                )
+            replies = [reply]
+        _report(bench, created, source, replies, as_json)
+
+
+def _report(
+    bench: BenchmarkPublic, created: bool, source: Source, replies: list[UploadReply], as_json: bool
+) -> None:
+    if as_json:
+        print_json(
+            {
+                "benchmark": bench,
+                "benchmark_created": created,
+                "files": [str(f) for f in source.files],
+                "results": replies,
+            }
+        )
+        return
+    what = "created" if created else "using"
+    err(f"{what} benchmark {bench.name} v{bench.version} ({bench.n_items} items, id {bench.id})")
+    if len(replies) == 1:
+        r = replies[0]
+        print_table(
+            ["model", "items", "coverage", "accuracy", "metric", "stored"],
+            [
+                [
+                    r.model.name,
+                    r.n_items,
+                    pct(r.coverage),
+                    pct(r.accuracy),
+                    r.metric or "-",
+                    "already stored (replayed)" if r.replayed else r.status,
+                ]
+            ],
+        )
+        return
+    acc = sorted(r.accuracy for r in replies)
+    stored = ["unchanged" if r.replayed else r.status for r in replies]
+    counts = {s: stored.count(s) for s in ("created", "unchanged", "replaced")}
+    full = sum(r.coverage >= 1.0 for r in replies)
+    print_table(
+        ["models", "created", "unchanged", "replaced", "full coverage", "accuracy min/median/max"],
+        [
+            [
+                len(replies),
+                counts["created"],
+                counts["unchanged"],
+                counts["replaced"],
+                full,
+                f"{pct(acc[0])} / {pct(acc[len(acc) // 2])} / {pct(acc[-1])}",
+            ]
+        ],
+    )
