@@ -175,4 +175,5 @@ def test_robust_not_reached_and_ci() -> None:
         pairs, same // 3, tie, rng=np.random.default_rng(1), max_gap=0.2
     )
     assert none is None and hi2 is None and curve2.max_gap == 0.2
+    assert lo2 is None or lo2 >= 0
     np.testing.assert_allclose(curve.p_same + curve.p_tie + curve.p_reversed, 1.0)
