@@ -260,21 +260,26 @@ def test_multi_indices_by_hand():
     assert (big[:16].max(axis=1) <= 1).all() and big[16].max() == 2
 
 
-def _small_kernel():
-    rng = np.random.default_rng(3)
-    q, _ = np.linalg.qr(rng.normal(size=(8, 3)) * np.linspace(0.2, 2, 8)[:, None])
+def _kernel(n_items, rank, seed=3):
+    rng = np.random.default_rng(seed)
+    scale = np.linspace(0.2, 2, n_items)[:, None]
+    q, _ = np.linalg.qr(rng.normal(size=(n_items, rank)) * scale)
     return q
 
 
-def test_projection_dpp_inclusion_frequencies_match_the_kernel():
-    q = _small_kernel()
+@pytest.mark.parametrize("method", ["chain", "phased"])
+@pytest.mark.parametrize(("n_items", "rank"), [(8, 3), (30, 12)])
+def test_projection_dpp_inclusion_frequencies_match_the_kernel(method, n_items, rank):
+    """5,000 samples per case (20,000 in all): first- and second-order inclusion match K."""
+    q = _kernel(n_items, rank)
     k = q @ q.T
     rng = np.random.default_rng(0)
-    draws = 20_000
-    samples = np.array([sample_projection_dpp(q, rng) for _ in range(draws)])
-    assert samples.shape == (draws, 3)
-    assert (np.sort(samples, axis=1)[:, 1:] != np.sort(samples, axis=1)[:, :-1]).all()
-    member = np.zeros((draws, 8))
+    draws = 5_000
+    samples = np.array([sample_projection_dpp(q, rng, method=method) for _ in range(draws)])
+    assert samples.shape == (draws, rank)
+    ordered = np.sort(samples, axis=1)
+    assert (ordered[:, 1:] != ordered[:, :-1]).all()  # exactly rank-many distinct items
+    member = np.zeros((draws, n_items))
     np.put_along_axis(member, samples, 1.0, axis=1)
     freq = member.mean(axis=0)
     p = np.diag(k)
@@ -282,17 +287,27 @@ def test_projection_dpp_inclusion_frequencies_match_the_kernel():
     # second-order inclusion: P(i, j in A) = K_ii K_jj - K_ij^2
     pair = member.T @ member / draws
     p2 = np.outer(p, p) - k**2
-    iu = np.triu_indices(8, 1)
+    iu = np.triu_indices(n_items, 1)
     tol = 4 * np.sqrt(np.clip(p2[iu] * (1 - p2[iu]), 1e-12, None) / draws) + 1e-9
     np.testing.assert_array_less(np.abs(pair[iu] - p2[iu]), tol)
 
 
-def test_projection_dpp_never_picks_zero_probability_items():
+@pytest.mark.parametrize("method", ["chain", "phased"])
+def test_projection_dpp_never_picks_zero_probability_items(method):
     q = np.zeros((6, 2))
     q[[1, 4], [0, 1]] = 1.0
     rng = np.random.default_rng(0)
     for _ in range(50):
-        assert sorted(sample_projection_dpp(q, rng).tolist()) == [1, 4]
+        assert sorted(sample_projection_dpp(q, rng, method=method).tolist()) == [1, 4]
+
+
+def test_projection_dpp_large_rank_is_a_permutation_of_distinct_items():
+    q = _kernel(400, 200)
+    for method in ("chain", "phased"):
+        s = sample_projection_dpp(q, np.random.default_rng(1), method=method)
+        assert s.shape == (200,) and np.unique(s).size == 200
+    with pytest.raises(ValueError, match="method"):
+        sample_projection_dpp(q, np.random.default_rng(1), method="bogus")
 
 
 def test_dpp_features_trim_and_rescale(gpqa):
