@@ -67,6 +67,7 @@ def test_curve_based_verdict_and_plan(gpqa) -> None:
     assert min(p25, p100) - 1e-12 <= v.p_same <= max(p25, p100) + 1e-12
     assert v.basis == "robust_curve" and v.ci_low <= v.ci_high
     same, tie, rev, lo, hi = curve_probability(cells, 0.05, 25)
+    assert same + tie + rev == pytest.approx(1.0) and lo <= hi
     assert same == pytest.approx(float(cells[0].curve.at(0.05)))
     pl = plan(0.05, "random", results=cells)
     assert pl.basis == "robust_curve" and list(pl.sizes) == [25, 100]
