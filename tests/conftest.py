@@ -74,6 +74,27 @@ def _admin_engine() -> Engine:
     return create_engine(ADMIN_DATABASE_URL, isolation_level="AUTOCOMMIT")
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _drop_abandoned_test_databases(conn: Any) -> None:
+    """Drop test databases left by killed runs on this machine (their pid no longer exists)."""
+    names = conn.scalars(
+        text("SELECT datname FROM pg_database WHERE datname LIKE 'benchslice\\_test\\_%'")
+    ).all()
+    for name in names:
+        pid = name.removeprefix("benchslice_test_").split("_", 1)[0]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
 @pytest.fixture(scope="session")
 def database_url() -> Iterator[str]:
     """A fresh Postgres database for this test session, migrated to head, dropped at the end."""
@@ -81,6 +102,7 @@ def database_url() -> Iterator[str]:
 
     admin = _admin_engine()
     with admin.connect() as conn:
+        _drop_abandoned_test_databases(conn)
         conn.execute(text(f'CREATE DATABASE "{TEST_DATABASE_NAME}"'))
     try:
         upgrade(TEST_DATABASE_URL)

@@ -64,7 +64,7 @@ JOB_HANDLERS: dict[str, JobHandler] = {}
 JOB_PARAM_VALIDATORS: dict[str, ParamsValidator] = {}
 
 # Modules that call ``register_job_kind`` at import; the API and the worker both load them.
-JOB_KIND_MODULES: list[str] = ["app.services.analyses"]
+JOB_KIND_MODULES: list[str] = ["app.services.analyses", "app.services.subsets"]
 
 
 def load_job_kinds() -> None:
@@ -116,7 +116,9 @@ def get_job(session: Session, job_id: uuid.UUID) -> Job:
 
 def cancel_job(session: Session, job_id: uuid.UUID) -> Job:
     """Queued jobs are cancelled at once; running ones get a flag their handler honours."""
-    job = get_job(session, job_id)
+    job = JobRepository(session).get(job_id, for_update=True)  # serialise with the worker's start
+    if job is None:
+        raise NotFound(f"job {job_id} does not exist")
     if job.status.terminal:
         raise Conflict(f"job {job_id} is already {job.status.value}")
     job.cancel_requested = True
@@ -167,7 +169,6 @@ def execute_job(session_factory: sessionmaker[Session], job_id: uuid.UUID) -> Jo
         if handler is None:
             raise LookupError(f"no handler registered for job kind {job.kind!r}")
         handler(session, job, reporter)
-        session.refresh(job, ["cancel_requested"])
         job.status = JobStatus.succeeded
         job.finished_at = utcnow()
         if job.progress_total is not None:
