@@ -116,7 +116,8 @@ class AnalysisResult(BaseModel):
     models_used: int = Field(description="models with full coverage the protocol drew from")
     n_items: int
     confidence_used: bool
-    seconds: dict[str, float] = Field(description="engine time per method (shared machine)")
+    seconds: dict[str, float] = Field(description="engine time per method, summed over chunks")
+    executed_by: list[str] = Field(description="worker processes (host:pid) that ran chunks")
     mdad: list[MDADCell]
     curves: list[AgreementCurvePublic]
     recommendation: Recommendation

@@ -37,7 +37,7 @@ from app.core.selectors import SELECTORS
 from app.db.base import utcnow
 from app.db.models import Analysis, AnalysisChunk, BenchmarkVersion, Job, JobStatus
 from app.db.repositories.analyses import AnalysisChunkRepository, AnalysisRepository
-from app.errors import InvalidInput, NotFound
+from app.errors import Conflict, InvalidInput, NotFound
 from app.schemas.analyses import (
     AgreementCurvePublic,
     AnalysisCreate,
@@ -508,8 +508,6 @@ def get_analysis(session: Session, analysis_id: uuid.UUID) -> Analysis:
 
 def get_stored(session: Session, analysis_id: uuid.UUID) -> tuple[Analysis, StoredAnalysis]:
     """A succeeded analysis (409 while it is not)."""
-    from app.errors import Conflict
-
     row = get_analysis(session, analysis_id)
     if row.job.status is not JobStatus.succeeded or row.result is None:
         raise Conflict(
@@ -631,6 +629,7 @@ def _result_public(result: Mapping[str, Any]) -> AnalysisResult:
         n_items=result["n_items"],
         confidence_used=result["confidence_used"],
         seconds=result["seconds"],
+        executed_by=result.get("executed_by", []),
         mdad=cells,
         curves=curves,
         recommendation=Recommendation.model_validate(result["recommendation"]),
@@ -737,7 +736,7 @@ def _run_shared(
     row: Analysis,
     inputs: _Inputs,
     progress: job_service.ProgressReporter,
-) -> list[ProtocolChunk]:
+) -> tuple[list[ProtocolChunk], list[str]]:
     bounds = _bounds(row.runs)
     with factory() as s, s.begin():
         existing = {c.run_start for c in AnalysisChunkRepository(s).for_job(job.id)}
@@ -762,10 +761,11 @@ def _run_shared(
         time.sleep(_CHUNK_POLL_SECONDS)  # other workers hold the remaining chunks
     with factory() as s:
         rows = AnalysisChunkRepository(s).for_job(job.id, with_payload=True)
-        return [_chunk_from_bytes(c.payload or b"", c.run_start, c.run_stop) for c in rows]
+        chunks = [_chunk_from_bytes(c.payload or b"", c.run_start, c.run_stop) for c in rows]
+        return chunks, sorted({c.worker or "" for c in rows})
 
 
-def _run_analysis(session: Session, job: Job, progress: job_service.ProgressReporter) -> None:
+def run_analysis(session: Session, job: Job, progress: job_service.ProgressReporter) -> None:
     row = AnalysisRepository(session).get_by_job(job.id)
     if row is None:
         raise NotFound(f"job {job.id} has no analysis row")
@@ -774,8 +774,9 @@ def _run_analysis(session: Session, job: Job, progress: job_service.ProgressRepo
     factory = _shared_factory(session)
     try:
         if factory is not None:
-            chunks = _run_shared(factory, job, row, inputs, progress)
+            chunks, executed_by = _run_shared(factory, job, row, inputs, progress)
         else:
+            executed_by = [_worker_name()]
             chunks = []
             for a, b in _bounds(row.runs):
                 chunks.append(_compute_chunk(row, inputs, a, b))
@@ -806,6 +807,7 @@ def _run_analysis(session: Session, job: Job, progress: job_service.ProgressRepo
         "n_items": int(inputs.correct.shape[1]),
         "confidence_used": inputs.confidence is not None,
         "seconds": {k: float(v) for k, v in result.seconds.items()},
+        "executed_by": executed_by,
         "cells": [mdad_to_json(c, subset_sizes[(c.method, c.n)]) for c in cells],
         "recommendation": recommend(
             cells, row.methods, row.sizes, gap=row.gap, threshold=row.threshold
@@ -826,4 +828,4 @@ def stored_protocol(session: Session, analysis_id: uuid.UUID) -> ProtocolResult:
     return protocol_from_bytes(row.protocol, row)
 
 
-job_service.register_job_kind(JOB_KIND, _run_analysis, _validate_params)
+job_service.register_job_kind(JOB_KIND, run_analysis, _validate_params)

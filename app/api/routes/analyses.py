@@ -1,0 +1,140 @@
+"""MDAD analyses of a benchmark: queue (job), read (table, curves, recommendation), plots."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, Response, status
+
+from app.api.deps import CeleryDep, ReadPrincipal, SessionDep, WritePrincipal
+from app.api.errors import INVALID, NOT_FOUND, UNAVAILABLE, problem
+from app.db.models import JobStatus
+from app.schemas.analyses import AnalysisCreate, AnalysisPage, AnalysisPublic
+from app.services import analyses as service
+from app.services import plots
+from app.services.benchmarks import get_version
+from worker.enqueue import enqueue_job_after_commit
+
+router = APIRouter(tags=["analyses"])
+
+AUTH = {401: problem("Missing or invalid API key"), 403: problem("The API key lacks the scope")}
+NOT_READY = {409: problem("The analysis has not succeeded (yet)")}
+Format = Literal["svg", "png"]
+
+
+def _image(description: str) -> dict:
+    return {
+        200: {
+            "content": {
+                "image/svg+xml": {"schema": {"type": "string"}},
+                "image/png": {"schema": {"type": "string", "format": "binary"}},
+            },
+            "description": description,
+        }
+    }
+
+
+@router.post(
+    "/benchmarks/{benchmark_id}/analyses",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=AnalysisPublic,
+    responses={**NOT_FOUND, **INVALID, **UNAVAILABLE, **AUTH},
+    name="create_analysis",
+)
+def create_analysis(
+    benchmark_id: uuid.UUID,
+    body: AnalysisCreate,
+    session: SessionDep,
+    celery: CeleryDep,
+    response: Response,
+    _: WritePrincipal,
+) -> AnalysisPublic:
+    """Queue an MDAD analysis (the paper's protocol) on the models with full results.
+
+    Poll `Location` (the analysis: status, progress in runs, then the results); cancel with
+    `POST /v1/jobs/{job_id}/cancel`. Unknown methods, sizes above the seen half and
+    `n_sources + n_targets` above the model count are 422s naming the field.
+    """
+    analysis = service.create_analysis(session, benchmark_id, body)
+    enqueue_job_after_commit(session, celery, analysis.job_id)
+    response.headers["Location"] = f"/v1/analyses/{analysis.id}"
+    return service.to_public(analysis, get_version(session, benchmark_id))
+
+
+@router.get(
+    "/benchmarks/{benchmark_id}/analyses",
+    response_model=AnalysisPage,
+    responses={**NOT_FOUND, **INVALID, **AUTH},
+    name="list_analyses",
+)
+def list_analyses(
+    benchmark_id: uuid.UUID,
+    session: SessionDep,
+    _: ReadPrincipal,
+    limit: Annotated[int, Query(ge=1, le=service.MAX_PAGE)] = 20,
+    cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
+    status_: Annotated[JobStatus | None, Query(alias="status")] = None,
+) -> AnalysisPage:
+    """A benchmark version's analyses, newest first (without their results)."""
+    return service.list_analyses(session, benchmark_id, limit=limit, cursor=cursor, status=status_)
+
+
+@router.get(
+    "/analyses/{analysis_id}",
+    response_model=AnalysisPublic,
+    responses={**NOT_FOUND, **AUTH},
+    name="get_analysis",
+)
+def get_analysis(analysis_id: uuid.UUID, session: SessionDep, _: ReadPrincipal) -> AnalysisPublic:
+    """Status and progress; once succeeded the MDAD table (method x n x split, with CIs),
+    the agreement curves, estimation error, Kendall tau and the recommendation."""
+    row = service.get_analysis(session, analysis_id)
+    return service.to_public(row, get_version(session, row.benchmark_version_id))
+
+
+@router.get(
+    "/analyses/{analysis_id}/plots/mdad.{fmt}",
+    response_class=Response,
+    responses={**_image("MDAD vs subset size"), **NOT_FOUND, **NOT_READY, **AUTH},
+    name="plot_mdad",
+)
+def plot_mdad(
+    analysis_id: uuid.UUID,
+    fmt: Format,
+    session: SessionDep,
+    _: ReadPrincipal,
+    split: Annotated[Literal["seen", "unseen"], Query()] = "seen",
+) -> Response:
+    """MDAD (accuracy points) against subset size, log x, one line per method with CI bands."""
+    row, stored = service.get_stored(session, analysis_id)
+    name = get_version(session, row.benchmark_version_id).benchmark.name
+    return Response(plots.mdad_plot(stored, name, fmt, split), media_type=plots.MEDIA_TYPES[fmt])
+
+
+@router.get(
+    "/analyses/{analysis_id}/plots/agreement.{fmt}",
+    response_class=Response,
+    responses={
+        **_image("Agreement vs gap"),
+        **NOT_FOUND,
+        **NOT_READY,
+        **INVALID,
+        **AUTH,
+    },
+    name="plot_agreement",
+)
+def plot_agreement(
+    analysis_id: uuid.UUID,
+    fmt: Format,
+    session: SessionDep,
+    _: ReadPrincipal,
+    method: Annotated[str | None, Query(description="default: the first method")] = None,
+    n: Annotated[int | None, Query(description="one size (default: every size)")] = None,
+    split: Annotated[Literal["seen", "unseen"], Query()] = "seen",
+) -> Response:
+    """P(same order as the full benchmark) against the pair's accuracy gap, threshold line."""
+    row, stored = service.get_stored(session, analysis_id)
+    name = get_version(session, row.benchmark_version_id).benchmark.name
+    body = plots.agreement_plot(stored, name, fmt, method=method, n=n, split=split)
+    return Response(body, media_type=plots.MEDIA_TYPES[fmt])
