@@ -1,0 +1,190 @@
+"""MDAD grid benchmark: the paper protocol + MDAD analysis, whole process and by method.
+
+Cases
+-----
+``gpqa``     the full GPQA grid (every registered paper method x 10/25/50/100/200, 50 runs, 300
+             sources, paper mode, bootstrap CIs, seen + unseen) timed as a whole process through
+             ``benchslice mdad --json`` (bar: < 15 s), plus an in-process split by method.
+``mmlu``     SYNTHETIC MMLU-Pro-scale grid (447 x 12,032, 7 sizes 10..1000, 50 runs; bar: < 10 min),
+             from ``bench/synth.py``'s ``make_synthetic`` (labelled synthetic).
+``scaling``  protocol seconds per method as runs, items and models grow (synthetic, few runs).
+
+Usage::
+
+    .venv/bin/python bench/mdad_grid.py                 # gpqa
+    .venv/bin/python bench/mdad_grid.py --case mmlu --workers 2
+    .venv/bin/python bench/mdad_grid.py --case scaling
+    .venv/bin/python bench/mdad_grid.py --quick         # smoke-sized
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+GPQA = (
+    Path(os.environ.get("BENCHSLICE_SHARED_DATA") or REPO.parent / "shared" / "data") / "gpqa.npz"
+)
+PAPER_METHODS = (
+    "random",
+    "subtask_stratified",
+    "confidence_stratified",
+    "anchor_points",
+    "tiny_benchmarks",
+    "dpp",
+)
+
+
+def available_methods() -> list[str]:
+    from app.core.selectors import SELECTORS
+
+    return [m for m in PAPER_METHODS if m in SELECTORS]
+
+
+def split_by_method(correct, sizes, runs, *, confidence=None, subtasks=None, workers=2, seed=0):
+    """In-process: protocol seconds per method (CPU-seconds summed over processes) and analysis time."""
+    from app.core.mdad import analyze_protocol
+    from app.core.protocol import run_protocol
+
+    t0 = time.perf_counter()
+    res = run_protocol(
+        correct,
+        available_methods(),
+        sizes,
+        confidence=confidence,
+        subtasks=subtasks,
+        runs=runs,
+        seed=seed,
+        workers=workers,
+    )
+    t1 = time.perf_counter()
+    analyze_protocol(res, mode="paper")
+    t2 = time.perf_counter()
+    analyze_protocol(res, mode="robust")
+    t3 = time.perf_counter()
+    return {
+        "protocol_wall_s": round(t1 - t0, 2),
+        "method_s": {k: round(v, 2) for k, v in res.seconds.items()},
+        "analysis_paper_s": round(t2 - t1, 2),
+        "analysis_robust_s": round(t3 - t2, 2),
+    }
+
+
+def case_gpqa(args) -> None:
+    import numpy as np
+
+    methods = ",".join(available_methods())
+    runs = 5 if args.quick else 50
+    cmd = [
+        str(REPO / ".venv" / "bin" / "benchslice"), "mdad", "--matrix", str(GPQA), "--methods", methods,
+        "--runs", str(runs), "--json", "--workers", str(args.workers),
+    ]  # fmt: skip
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    wall = time.perf_counter() - t0
+    payload = json.loads(out.stdout)
+    print(
+        f"| gpqa whole process | {methods} | 5 sizes x {runs} runs, paper, seen+unseen | {wall:.2f} s | cli elapsed {payload['elapsed_s']:.2f} s |"
+    )
+    t0 = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-c", "import app.core.mdad, app.core.protocol"], check=True, cwd=REPO
+    )
+    print(
+        f"| gpqa import app.core (python + numpy + scipy + sklearn) | | | {time.perf_counter() - t0:.2f} s | |"
+    )
+    with np.load(GPQA) as d:
+        split = split_by_method(
+            d["correct"], (10, 25, 50, 100, 200), runs, subtasks=d["subtasks"], workers=args.workers
+        )
+    print(
+        f"| gpqa in-process split | | | protocol {split['protocol_wall_s']} s wall | {json.dumps(split)} |"
+    )
+
+
+def case_mmlu(args) -> None:
+    from bench.synth import make_synthetic
+
+    t0 = time.perf_counter()
+    syn = make_synthetic(447, 12032, seed=0)
+    gen = time.perf_counter() - t0
+    runs = 3 if args.quick else args.runs
+    split = split_by_method(
+        syn.correct,
+        (10, 25, 50, 100, 250, 500, 1000),
+        runs,
+        confidence=syn.confidence,
+        subtasks=syn.subtasks,
+        workers=args.workers,
+    )
+    total = time.perf_counter() - t0
+    print(
+        f"| mmlu-pro-scale SYNTHETIC 447x12032 | {','.join(available_methods())} | 7 sizes x {runs} runs | {total:.1f} s (synth {gen:.1f} s) | {json.dumps(split)} |"
+    )
+
+
+def case_scaling(args) -> None:
+    from app.core.protocol import run_protocol
+    from bench.synth import make_synthetic
+
+    sizes = (10, 25, 50, 100)
+    methods = available_methods()
+    rows = []
+    base = make_synthetic(447, 4000, seed=1)
+    for runs in (2, 4, 8):
+        res = run_protocol(
+            base.correct,
+            methods,
+            sizes,
+            confidence=base.confidence,
+            runs=runs,
+            n_sources=300,
+            seed=0,
+        )
+        rows.append(("runs", runs, dict(res.seconds)))
+    for items in (1000, 2000, 4000, 8000):
+        syn = make_synthetic(447, items, seed=1)
+        res = run_protocol(
+            syn.correct, methods, sizes, confidence=syn.confidence, runs=2, n_sources=300, seed=0
+        )
+        rows.append(("items", items, dict(res.seconds)))
+    for models, sources in ((150, 100), (300, 200), (447, 300)):
+        res = run_protocol(
+            base.correct[:models],
+            methods,
+            sizes,
+            confidence=base.confidence[:models],
+            runs=2,
+            n_sources=sources,
+            seed=0,
+        )
+        rows.append(("models/sources", f"{models}/{sources}", dict(res.seconds)))
+    for axis, value, secs in rows:
+        print(
+            f"| scaling {axis} | {value} | "
+            + " | ".join(f"{m} {s:.2f}" for m, s in secs.items())
+            + " |"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--case", choices=("gpqa", "mmlu", "scaling"), default="gpqa")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    {"gpqa": case_gpqa, "mmlu": case_mmlu, "scaling": case_scaling}[args.case](args)
+
+
+if __name__ == "__main__":
+    main()
