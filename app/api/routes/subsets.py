@@ -1,0 +1,237 @@
+"""Subsets (build, fetch, export), scoring on a subset, pair verdicts and sample-size plans."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Body, Query, Response, status
+from fastapi.responses import JSONResponse
+
+from app.api.deps import CeleryDep, ReadPrincipal, SessionDep, WritePrincipal
+from app.api.errors import CONFLICT, INVALID, NOT_FOUND, UNAVAILABLE
+from app.api.routes.benchmarks import AUTH, UNSUPPORTED
+from app.api.routes.results import UPLOAD_BODY
+from app.api.uploads import UploadDep
+from app.schemas.jobs import JobPublic
+from app.schemas.results import ModelCreate
+from app.schemas.subsets import (
+    PlanPublic,
+    SubsetCreate,
+    SubsetPublic,
+    SubsetScorePublic,
+    SubsetVerdictPublic,
+    VerdictPublic,
+)
+from app.services import scoring as scoring_service
+from app.services import subsets as service
+from app.services import verdicts as verdict_service
+from app.services.benchmarks import get_version
+from app.services.uploads import ParseOptions, parse_results_upload
+from worker.enqueue import enqueue_job_after_commit
+
+router = APIRouter(tags=["subsets"])
+
+ModelName = Annotated[str, Query(min_length=1, max_length=300)]
+Threshold = Annotated[
+    float, Query(ge=0.5, lt=1.0, description="P(same order) needed to call a pair distinguishable")
+]
+
+
+@router.post(
+    "/benchmarks/{benchmark_id}/subsets",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=JobPublic,
+    responses={
+        200: {
+            "model": SubsetPublic,
+            "description": "This exact subset (same content hash) already exists: it is returned "
+            "without recomputing; Location points at it",
+        },
+        **NOT_FOUND,
+        **CONFLICT,
+        **INVALID,
+        **AUTH,
+        **UNAVAILABLE,
+    },
+    name="create_subset",
+)
+def create_subset(
+    benchmark_id: uuid.UUID,
+    body: Annotated[SubsetCreate, Body()],
+    session: SessionDep,
+    celery: CeleryDep,
+    _: WritePrincipal,
+) -> Response:
+    """Build a fixed subset in a worker: 202 + `Location` of the job, whose result names the
+    subset (`result.subset_id`).
+
+    The subset id is the content hash of (benchmark version, method, size, params, seed, sorted
+    source models with their results' hashes). Asking again for the same thing (same `seed`)
+    answers 200 with the stored subset and `Location: /v1/subsets/{id}`. Without `seed`, a fresh
+    one is drawn and stored: a new subset each time.
+    """
+    existing, job = service.request_subset(session, benchmark_id, body)
+    if existing is not None:
+        public = service.to_public(existing, get_version(session, benchmark_id))
+        return JSONResponse(
+            public.model_dump(mode="json"),
+            status_code=status.HTTP_200_OK,
+            headers={"Location": f"/v1/subsets/{existing.id}"},
+        )
+    assert job is not None
+    enqueue_job_after_commit(session, celery, job.id)
+    return JSONResponse(
+        JobPublic.from_job(job).model_dump(mode="json"),
+        status_code=status.HTTP_202_ACCEPTED,
+        headers={"Location": f"/v1/jobs/{job.id}"},
+    )
+
+
+@router.get(
+    "/subsets/{subset_id}",
+    response_model=SubsetPublic,
+    responses={
+        200: {
+            "content": {
+                "application/json": {},
+                "text/csv": {"schema": {"type": "string"}},
+            },
+            "description": "format=json: the subset; ids: JSON list of item ids; csv: "
+            "item_id,doc_id,position,subtask,weight; lm-eval: {task: [doc_id…]} sorted, for "
+            "`lm_eval --samples`",
+        },
+        **NOT_FOUND,
+        **AUTH,
+    },
+    name="get_subset",
+)
+def get_subset(
+    subset_id: str,
+    session: SessionDep,
+    _: ReadPrincipal,
+    format: Annotated[Literal["json", "ids", "csv", "lm-eval"], Query()] = "json",
+) -> Response:
+    """A subset: items (external ids, subtasks, positions, lm-eval doc ids), weights, estimator,
+    provenance (method, params, seed, source models, signal used). Items are sorted by position;
+    `doc_id` is the item's position within its subtask (lm-eval's doc id when the benchmark was
+    created from sample logs, subtask = task name)."""
+    data = service.rendered_subset(session, subset_id, format)
+    return Response(data, media_type=service.MEDIA_TYPES[format])
+
+
+@router.post(
+    "/subsets/{subset_id}/scores",
+    status_code=status.HTTP_201_CREATED,
+    response_model=SubsetScorePublic,
+    responses={**NOT_FOUND, **CONFLICT, **INVALID, **AUTH, **UNSUPPORTED},
+    name="score_on_subset",
+    openapi_extra=UPLOAD_BODY,
+)
+def score_on_subset(
+    subset_id: str,
+    upload: UploadDep,
+    session: SessionDep,
+    _: WritePrincipal,
+    model: Annotated[
+        str | None, Query(min_length=1, max_length=300, description="Model name (non-JSON uploads)")
+    ] = None,
+    baseline: Annotated[
+        str | None, Query(min_length=1, max_length=300, description="Model with full results")
+    ] = None,
+    threshold: Threshold = verdict_service.DEFAULT_THRESHOLD,
+    metric: Annotated[str | None, Query()] = None,
+    filter: Annotated[str | None, Query()] = None,
+    task: Annotated[str | None, Query()] = None,
+    item_key: Annotated[Literal["doc_hash", "doc_id"], Query()] = "doc_hash",
+) -> SubsetScorePublic:
+    """Estimate a model's full-benchmark accuracy from its results on this subset's items only
+    (any upload format of `POST /v1/benchmarks/{id}/results`; every subset item, no others).
+
+    One estimate with a CI per estimator the method supports: Wilson with finite-population
+    correction for plain means on 0/1 results; for weighted / Horvitz-Thompson subsets the
+    weighted analogue (Wilson at Kish's effective size, with the FPC); IRT estimators use the
+    ability's delta-method SE. With `baseline`: P(new model better on the full benchmark),
+    the exact McNemar p-value on the shared items, and whether this subset's size suffices at
+    the observed gap. Stored.
+    """
+    query_model = ModelCreate(name=model) if model is not None else None
+    parsed, ref = parse_results_upload(
+        upload,
+        ParseOptions(metric=metric, filter=filter, task=task, item_key=item_key),
+        model=query_model,
+    )
+    return scoring_service.score_model(
+        session, subset_id, ref.name, parsed, baseline=baseline, threshold=threshold
+    )
+
+
+@router.get(
+    "/subsets/{subset_id}/verdict",
+    response_model=SubsetVerdictPublic,
+    responses={**NOT_FOUND, **CONFLICT, **INVALID, **AUTH},
+    name="subset_verdict",
+)
+def subset_verdict(
+    subset_id: str,
+    model_a: ModelName,
+    model_b: ModelName,
+    session: SessionDep,
+    _: ReadPrincipal,
+    threshold: Threshold = verdict_service.DEFAULT_THRESHOLD,
+) -> SubsetVerdictPublic:
+    """Does this fixed subset order the pair as the full benchmark does (its default linear
+    estimator on correctness; a tie is not preserved)? Plus the verdict for a fresh subset of
+    the same method and size (`fresh_draw`; null with the reason when it needs an analysis)."""
+    return verdict_service.subset_verdict(session, subset_id, model_a, model_b, threshold=threshold)
+
+
+@router.get(
+    "/benchmarks/{benchmark_id}/verdict",
+    response_model=VerdictPublic,
+    responses={**NOT_FOUND, **CONFLICT, **INVALID, **AUTH},
+    name="pair_verdict",
+)
+def pair_verdict(
+    benchmark_id: uuid.UUID,
+    model_a: ModelName,
+    model_b: ModelName,
+    session: SessionDep,
+    _: ReadPrincipal,
+    size: Annotated[int, Query(ge=1, le=1_000_000)] = 25,
+    method: Annotated[str, Query(min_length=1, max_length=64)] = "random",
+    threshold: Threshold = verdict_service.DEFAULT_THRESHOLD,
+) -> VerdictPublic:
+    """Would a `size`-item subset built by `method` order the two models as the full benchmark?
+
+    `random`: exact (multivariate hypergeometric) from the stored results. Other methods: from
+    the latest robust analysis' agreement curves at the pair's gap (interpolated in log n); 409
+    naming the analysis to run when none covers the method. Both models need full 0/1 results
+    (404 unknown, 409 partial)."""
+    return verdict_service.pair_verdict(
+        session, benchmark_id, model_a, model_b, size=size, method=method, threshold=threshold
+    )
+
+
+@router.get(
+    "/benchmarks/{benchmark_id}/plan",
+    response_model=PlanPublic,
+    responses={**NOT_FOUND, **CONFLICT, **INVALID, **AUTH},
+    name="plan_size",
+)
+def plan_size(
+    benchmark_id: uuid.UUID,
+    gap: Annotated[float, Query(gt=0, lt=1, description="Accuracy difference, e.g. 0.02")],
+    session: SessionDep,
+    _: ReadPrincipal,
+    method: Annotated[str, Query(min_length=1, max_length=64)] = "random",
+    probability: Threshold = verdict_service.DEFAULT_THRESHOLD,
+) -> PlanPublic:
+    """Smallest subset size whose MDAD (at `probability`) is at most `gap`, with the evidence.
+
+    `random`: exact agreement curves over all model pairs at 10 geometric sizes (cached per
+    benchmark results; the first call computes them), crossing interpolated in log n. Other
+    methods: the latest robust analysis (409 when there is none)."""
+    return verdict_service.plan_size(
+        session, benchmark_id, gap=gap, method=method, probability=probability
+    )

@@ -1,0 +1,246 @@
+"""Subsets, subset scores, verdicts and plans: request/response models."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_SEED = 2**63 - 1
+
+
+# --- per-method parameters (one class per registered selector; a test keeps the tags equal to
+# --- app.core.selectors.SELECTORS) ---------------------------------------------------------------
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RandomParams(_Params):
+    pass
+
+
+class SubtaskStratifiedParams(_Params):
+    allocation: Literal["equal", "proportional", "paper_proportional"] = Field(
+        default="equal",
+        description="equal: floor(n/K) per subtask, leftovers to random subtasks (paper §3.2); "
+        "proportional: items proportional to subtask size with weights",
+    )
+
+
+class ConfidenceStratifiedParams(_Params):
+    inclusion: Literal["paper", "exact"] = Field(
+        default="paper", description="Inclusion probabilities of the Horvitz-Thompson weights"
+    )
+
+
+class DPPParams(_Params):
+    weighting: Literal["mean", "sampler"] = Field(
+        default="mean", description="mean: plain mean (paper); sampler: the sampler's weights"
+    )
+    pca_seed: int = Field(default=0, ge=0, le=MAX_SEED, description="random_state of the PCA")
+
+
+class _SubsetCreateBase(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    size: int = Field(ge=1, le=1_000_000, description="Items in the subset")
+    seed: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_SEED,
+        description="Fixes the selection. Omitted: a fresh seed is drawn and stored (a new subset)",
+    )
+    source_models: list[Annotated[str, Field(min_length=1, max_length=300)]] | None = Field(
+        default=None,
+        max_length=100_000,
+        description="Models the selector is fitted on; default every model with full results. "
+        "Ignored (recorded empty) by methods that do not use source models",
+    )
+
+
+class RandomSubsetCreate(_SubsetCreateBase):
+    method: Literal["random"]
+    params: RandomParams = Field(default_factory=RandomParams)
+
+
+class SubtaskStratifiedSubsetCreate(_SubsetCreateBase):
+    method: Literal["subtask_stratified"]
+    params: SubtaskStratifiedParams = Field(default_factory=SubtaskStratifiedParams)
+
+
+class ConfidenceStratifiedSubsetCreate(_SubsetCreateBase):
+    method: Literal["confidence_stratified"]
+    params: ConfidenceStratifiedParams = Field(default_factory=ConfidenceStratifiedParams)
+
+
+class DPPSubsetCreate(_SubsetCreateBase):
+    method: Literal["dpp"]
+    params: DPPParams = Field(default_factory=DPPParams)
+
+
+SubsetCreate = Annotated[
+    RandomSubsetCreate
+    | SubtaskStratifiedSubsetCreate
+    | ConfidenceStratifiedSubsetCreate
+    | DPPSubsetCreate,
+    Field(discriminator="method"),
+]
+
+SUBSET_CREATE_MODELS: tuple[type[_SubsetCreateBase], ...] = (
+    RandomSubsetCreate,
+    SubtaskStratifiedSubsetCreate,
+    ConfidenceStratifiedSubsetCreate,
+    DPPSubsetCreate,
+)
+
+
+def method_tags() -> set[str]:
+    """The ``method`` tags of the discriminated union."""
+    return {m.model_fields["method"].annotation.__args__[0] for m in SUBSET_CREATE_MODELS}
+
+
+# --- subsets ------------------------------------------------------------------------------------
+
+
+class SubsetItem(BaseModel):
+    position: int = Field(description="Position in the benchmark's item order")
+    item_id: str = Field(description="External item id (e.g. lm-eval doc_hash)")
+    subtask: str
+    doc_id: int = Field(description="Position within its subtask (the lm-eval doc_id)")
+    weight: float = Field(description="Coefficient of the default linear estimator")
+
+
+class SubsetProvenance(BaseModel):
+    method: str
+    params: dict[str, Any]
+    seed: int
+    size_requested: int
+    source_models: list[str] = Field(description="Sorted; empty when the method ignores them")
+    signal: str = Field(
+        description="Signal the selection used: confidence, correct (the fallback when models "
+        "have no confidences) or none (method uses no source models)"
+    )
+    confidence_used: bool
+    n_candidates: int
+    job_id: uuid.UUID | None
+
+
+class SubsetPublic(BaseModel):
+    id: str = Field(description="Content hash of the request (sha256 hex)")
+    benchmark_id: uuid.UUID
+    benchmark: str
+    benchmark_version: int
+    method: str
+    size: int
+    estimator: str = Field(description="Default estimator")
+    estimators: list[str] = Field(description="Estimators the method supports")
+    estimate_on: Literal["correct", "confidence"]
+    items: list[SubsetItem] = Field(description="Sorted by position")
+    provenance: SubsetProvenance
+    created_at: datetime
+
+
+# --- scores -------------------------------------------------------------------------------------
+
+
+class EstimatePublic(BaseModel):
+    estimator: str
+    value: float | None = Field(description="Estimated full-benchmark accuracy")
+    ci_low: float | None
+    ci_high: float | None
+    se: float | None
+    interval: str | None = Field(description="How the interval was computed")
+    confidence: float = 0.95
+    available: bool = True
+    note: str | None = None
+
+
+class BaselineComparison(BaseModel):
+    baseline: str
+    baseline_full_accuracy: float
+    p_better: float = Field(description="P(new model's full accuracy > baseline's)")
+    mean_diff: float = Field(description="Estimated full-benchmark difference (new - baseline)")
+    se: float
+    n_shared: int
+    n_new_only: int
+    n_baseline_only: int
+    mcnemar_p: float = Field(description="Two-sided exact McNemar p-value on the shared items")
+    size_needed: int | None = Field(
+        description="Random-subset size at which a pair with this gap and discordance would be "
+        "ordered correctly with the threshold probability (None: gap 0 on the subset)"
+    )
+    large_enough: bool
+    threshold: float
+
+
+class PopulationShift(BaseModel):
+    checked: str = Field(
+        description="What was checked (irt_ability_and_person_fit or accuracy_range)"
+    )
+    flagged: bool
+    reasons: list[str]
+    details: dict[str, Any]
+
+
+class SubsetScorePublic(BaseModel):
+    id: uuid.UUID
+    subset_id: str
+    model: str
+    n_items: int
+    subset_accuracy: float
+    estimates: list[EstimatePublic]
+    baseline: BaselineComparison | None
+    population_shift: PopulationShift
+    created_at: datetime
+
+
+# --- verdicts and plans -------------------------------------------------------------------------
+
+
+class VerdictPublic(BaseModel):
+    model_a: str
+    model_b: str
+    full_accuracy_a: float
+    full_accuracy_b: float
+    gap: float = Field(description="full_accuracy_a - full_accuracy_b")
+    method: str
+    size: int
+    p_same_order: float
+    p_tie: float
+    p_reversed: float
+    ci: list[float] = Field(description="[low, high] for p_same_order (equal when exact)")
+    mdad_at_size: float | None = Field(description="Method's MDAD at this size (accuracy units)")
+    distinguishable: bool
+    size_needed: int | None
+
+
+class SubsetVerdictPublic(BaseModel):
+    subset_id: str
+    model_a: str
+    model_b: str
+    full_accuracy_a: float
+    full_accuracy_b: float
+    gap: float
+    subset_estimate_a: float
+    subset_estimate_b: float
+    subset_gap: float
+    same_order: bool = Field(description="This subset orders the pair as the full benchmark")
+    tie: bool
+    fresh_draw: VerdictPublic | None = Field(
+        description="P for a fresh subset of this method and size (None when that needs an "
+        "analysis that has not been run)"
+    )
+    fresh_draw_unavailable: str | None = None
+
+
+class PlanPublic(BaseModel):
+    gap: float
+    method: str
+    probability: float
+    size: int | None = Field(description="Smallest size whose MDAD <= gap (None: none evaluated)")
+    basis: Literal["exact", "robust_curve"]
+    evidence: dict[str, Any] = Field(description="Sizes evaluated and MDAD at each; analysis id")

@@ -1,0 +1,374 @@
+"""Score a model that was evaluated only on a subset's items; optionally against a baseline.
+
+Estimates, one per estimator the subset's method supports:
+
+* uniform weights on 0/1 results (``random``, equal-allocation subtask strata, DPP mean):
+  Wilson interval with finite-population correction (:func:`app.core.stats.wilson_interval`);
+* weighted / Horvitz-Thompson / Anchor Points: the weighted analogue, Wilson at Kish's effective
+  size with the FPC (:func:`app.core.scoring.weighted_estimate`); on gold-option probabilities
+  for ``weighted_confidence`` (needs confidences in the upload);
+* IRT estimators (when the method registers them): the engine's value; the interval from the
+  IRT ability's standard error by the delta method when the subset's fitted state holds the item
+  parameters, else no interval.
+
+Population shift: with IRT state, the scored model's MAP ability outside the source models'
+range on any dimension, or person fit ``l_z < -2``; otherwise its accuracy on the subset outside
+the range of the reference models' accuracies on the same items (the source models, or every
+model with full results when the method uses none).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from app.core.estimators import estimate as core_estimate
+from app.core.results import Estimate, Selection
+from app.core.scoring import size_needed_for_gap, weighted_estimate, weighted_paired_comparison
+from app.core.selectors import SELECTORS
+from app.core.stats import compare_to_baseline, wilson_interval
+from app.db.models.subset import Subset, SubsetScore
+from app.errors import InvalidInput
+from app.ingest import ParsedResults
+from app.schemas.subsets import (
+    BaselineComparison,
+    EstimatePublic,
+    PopulationShift,
+    SubsetScorePublic,
+)
+from app.services.benchmarks import get_version, item_index
+from app.services.subsets import get_subset, to_selection
+from app.services.verdicts import DEFAULT_THRESHOLD, full_matrix, model_row
+
+LINEAR = frozenset({"mean", "weighted_mean", "horvitz_thompson"})
+PERSON_FIT_LIMIT = -2.0
+
+
+def align(parsed: ParsedResults, row: Subset, version) -> tuple[np.ndarray, np.ndarray | None]:
+    """The upload's values in the subset's stored item order (422 on missing/foreign items).
+
+    Uploads without item ids must list the subset's items sorted by position."""
+    index = item_index(version)
+    idx = np.frombuffer(row.indices, dtype="<i8")
+    k = idx.shape[0]
+    if parsed.item_ids is None:
+        if parsed.n_items != k:
+            raise InvalidInput(
+                f"{parsed.n_items} values given for a subset of {k} items",
+                errors=[
+                    {
+                        "loc": ["body", "correct"],
+                        "message": f"expected {k} values in position order (or give item ids)",
+                    }
+                ],
+            )
+        order = np.argsort(idx, kind="stable")
+        y = np.empty(k)
+        y[order] = np.asarray(parsed.correct, dtype=np.float64)
+        conf = None
+        if parsed.confidence is not None:
+            conf = np.empty(k)
+            conf[order] = np.asarray(parsed.confidence, dtype=np.float64)
+        return y, conf
+    pos = index.positions(np.asarray(parsed.item_ids, dtype=str))
+    slot = {p: i for i, p in enumerate(idx.tolist())}
+    foreign = [str(parsed.item_ids[j]) for j, p in enumerate(pos.tolist()) if p not in slot]
+    if foreign:
+        raise InvalidInput(
+            f"{len(foreign)} item(s) are not in this subset: {', '.join(map(repr, foreign[:5]))}",
+            errors=[
+                {"loc": ["body", "item_ids"], "message": f"item {f!r} is not in the subset"}
+                for f in foreign[:20]
+            ],
+        )
+    where = np.array([slot[p] for p in pos.tolist()], dtype=np.int64)
+    have = np.zeros(k, dtype=bool)
+    have[where] = True
+    if not have.all():
+        missing = index.item_ids[idx[~have]]
+        raise InvalidInput(
+            f"results missing for {int((~have).sum())} of the subset's {k} items: "
+            + ", ".join(repr(str(m)) for m in missing[:5]),
+            errors=[
+                {"loc": ["body", "item_ids"], "message": f"missing item {str(m)!r}"}
+                for m in missing[:20]
+            ],
+        )
+    y = np.empty(k)
+    y[where] = np.asarray(parsed.correct, dtype=np.float64)
+    conf = None
+    if parsed.confidence is not None:
+        conf = np.empty(k)
+        conf[where] = np.asarray(parsed.confidence, dtype=np.float64)
+    return y, conf
+
+
+def _from_estimate(name: str, est: Estimate, value: float | None = None) -> EstimatePublic:
+    return EstimatePublic(
+        estimator=name,
+        value=est.value if value is None else value,
+        ci_low=est.ci_low,
+        ci_high=est.ci_high,
+        se=est.se,
+        interval=est.method,
+        confidence=est.confidence,
+    )
+
+
+def _irt_interval(
+    selection: Selection, y: np.ndarray, value: float
+) -> tuple[float, float, float] | None:
+    """``(low, high, se)`` from the ability's delta-method SE when the fitted state has items."""
+    model = irt_model(selection)
+    if model is None:
+        return None
+    ability = model.score(y[None, :], selection.indices)
+    _, se = model.predict_accuracy(ability)
+    s = float(se[0])
+    return max(0.0, value - 1.959964 * s), min(1.0, value + 1.959964 * s), s
+
+
+def irt_model(selection: Selection):
+    """The IRT item bank stored in a selection's fitted state, or None."""
+    f = selection.fitted
+    if not {"irt_a", "irt_b", "irt_theta"} <= set(f):
+        return None
+    from app.core.irt import IRTModel
+
+    form = str(f["irt_form"]) if "irt_form" in f else "scalar_difficulty"
+    return IRTModel(
+        a=f["irt_a"],
+        b=f["irt_b"],
+        theta=f["irt_theta"],
+        form=form,
+        prior="fixed",
+        dims=int(f["irt_a"].shape[1]),
+    )
+
+
+def estimates_for(
+    selection: Selection, y: np.ndarray, conf: np.ndarray | None, n_items: int
+) -> list[EstimatePublic]:
+    cls = SELECTORS.get(selection.method)
+    names = list(cls.estimators) if cls is not None else [selection.estimator]
+    w = selection.weights
+    k = selection.size
+    binary = bool(np.all((y == 0) | (y == 1)))
+    uniform = bool(np.allclose(w, 1.0 / k))
+    out = []
+    for name in names:  # a handful of estimators
+        if name in LINEAR:
+            value = float(core_estimate(selection, y[None, :], estimator=name)[0])
+            if uniform and binary:
+                out.append(
+                    _from_estimate(name, wilson_interval(int(y.sum()), k, n_population=n_items))
+                )
+            else:
+                out.append(_from_estimate(name, weighted_estimate(y, w, n_items), value))
+            continue
+        if name == "weighted_confidence":
+            if conf is None:
+                out.append(
+                    EstimatePublic(
+                        estimator=name,
+                        value=None,
+                        ci_low=None,
+                        ci_high=None,
+                        se=None,
+                        interval=None,
+                        available=False,
+                        note="needs confidences (probability on the gold answer) in the upload",
+                    )
+                )
+                continue
+            out.append(_from_estimate(name, weighted_estimate(conf, w, n_items)))
+            continue
+        try:
+            value = float(
+                core_estimate(
+                    selection, y[None, :], None if conf is None else conf[None, :], estimator=name
+                )[0]
+            )
+        except ValueError as exc:
+            out.append(
+                EstimatePublic(
+                    estimator=name,
+                    value=None,
+                    ci_low=None,
+                    ci_high=None,
+                    se=None,
+                    interval=None,
+                    available=False,
+                    note=str(exc),
+                )
+            )
+            continue
+        interval = _irt_interval(selection, y, value)
+        if interval is None:
+            out.append(
+                EstimatePublic(
+                    estimator=name,
+                    value=value,
+                    ci_low=None,
+                    ci_high=None,
+                    se=None,
+                    interval=None,
+                    note="no item parameters stored for an interval",
+                )
+            )
+        else:
+            out.append(
+                EstimatePublic(
+                    estimator=name,
+                    value=value,
+                    ci_low=interval[0],
+                    ci_high=interval[1],
+                    se=interval[2],
+                    interval="irt_ability_delta_method",
+                )
+            )
+    return out
+
+
+def population_shift(
+    session: Session, row: Subset, selection: Selection, y: np.ndarray
+) -> PopulationShift:
+    model = irt_model(selection)
+    if model is not None:
+        ability = model.score(y[None, :], selection.indices)
+        theta = ability.theta[0]
+        lo, hi = model.theta.min(axis=0), model.theta.max(axis=0)
+        outside = np.flatnonzero((theta < lo) | (theta > hi))
+        lz = float(model.person_fit(y[None, :], ability.theta, selection.indices)[0])
+        reasons = []
+        if outside.size:
+            reasons.append(
+                f"ability outside the source models' range on dimension(s) {outside.tolist()}"
+            )
+        if lz < PERSON_FIT_LIMIT:
+            reasons.append(f"poor person fit (l_z = {lz:.2f} < {PERSON_FIT_LIMIT})")
+        return PopulationShift(
+            checked="irt_ability_and_person_fit",
+            flagged=bool(reasons),
+            reasons=reasons,
+            details={
+                "theta": theta.tolist(),
+                "source_theta_min": lo.tolist(),
+                "source_theta_max": hi.tolist(),
+                "person_fit_lz": lz,
+            },
+        )
+    fm = full_matrix(session, row.benchmark_version_id)
+    names = list(row.source_models or [])
+    rows = (
+        [fm.rows[n] for n in names if n in fm.rows] if names else list(range(fm.correct.shape[0]))
+    )
+    details: dict[str, Any] = {"reference_models": len(rows)}
+    value = float(y @ selection.weights)
+    details["subset_estimate"] = value
+    if not rows:
+        return PopulationShift(
+            checked="none",
+            flagged=False,
+            reasons=["no reference models with full results"],
+            details=details,
+        )
+    ref = fm.correct[rows][:, selection.indices].astype(np.float64) @ selection.weights
+    lo, hi = float(ref.min()), float(ref.max())
+    details.update({"reference_min": lo, "reference_max": hi})
+    reasons = []
+    if value < lo or value > hi:
+        reasons.append(
+            f"subset estimate {value:.3f} outside the reference models' range [{lo:.3f}, {hi:.3f}]"
+        )
+    return PopulationShift(
+        checked="accuracy_range", flagged=bool(reasons), reasons=reasons, details=details
+    )
+
+
+def baseline_comparison(
+    session: Session,
+    row: Subset,
+    selection: Selection,
+    y: np.ndarray,
+    baseline: str,
+    threshold: float,
+) -> BaselineComparison:
+    if not np.all((y == 0) | (y == 1)):
+        raise InvalidInput(
+            "a baseline comparison needs 0/1 results",
+            errors=[{"loc": ["query", "baseline"], "message": "the uploaded results are not 0/1"}],
+        )
+    fm = full_matrix(session, row.benchmark_version_id)
+    b = model_row(fm, baseline, "baseline")
+    base_full = fm.correct[b].astype(np.float64)
+    k, n_items = selection.size, fm.n_items
+    if np.allclose(selection.weights, 1.0 / k):
+        cmp = compare_to_baseline(y, base_full, selection.indices)
+    else:
+        cmp = weighted_paired_comparison(y, base_full, selection.indices, selection.weights)
+    needed = size_needed_for_gap(cmp.n_new_only, cmp.n_baseline_only, k, n_items, threshold)
+    return BaselineComparison(
+        baseline=baseline,
+        baseline_full_accuracy=float(fm.accuracy[b]),
+        p_better=cmp.p_better,
+        mean_diff=cmp.mean_diff,
+        se=cmp.se,
+        n_shared=cmp.n_shared,
+        n_new_only=cmp.n_new_only,
+        n_baseline_only=cmp.n_baseline_only,
+        mcnemar_p=cmp.mcnemar_p,
+        size_needed=needed,
+        large_enough=needed is not None and k >= needed,
+        threshold=threshold,
+    )
+
+
+def score_model(
+    session: Session,
+    sid: str,
+    model_name: str,
+    parsed: ParsedResults,
+    *,
+    baseline: str | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> SubsetScorePublic:
+    """Estimate the model's full-benchmark accuracy from its subset results; store the score."""
+    if not 0.5 <= threshold < 1.0:
+        raise InvalidInput(
+            "threshold must lie in [0.5, 1)",
+            errors=[{"loc": ["query", "threshold"], "message": "a probability in [0.5, 1)"}],
+        )
+    row = get_subset(session, sid, with_fitted=True)
+    version = get_version(session, row.benchmark_version_id)
+    y, conf = align(parsed, row, version)
+    selection = to_selection(row)
+    estimates = estimates_for(selection, y, conf, version.n_items)
+    shift = population_shift(session, row, selection, y)
+    cmp = None
+    if baseline is not None:
+        cmp = baseline_comparison(session, row, selection, y, baseline, threshold)
+    score = SubsetScore(
+        subset_id=row.id,
+        model_name=model_name,
+        n_items=selection.size,
+        subset_accuracy=float(y.mean()),
+        estimates={"items": [e.model_dump() for e in estimates]},
+        baseline=None if cmp is None else cmp.model_dump(),
+        population_shift=shift.model_dump(),
+    )
+    session.add(score)
+    session.flush()
+    return SubsetScorePublic(
+        id=score.id,
+        subset_id=row.id,
+        model=model_name,
+        n_items=score.n_items,
+        subset_accuracy=score.subset_accuracy,
+        estimates=estimates,
+        baseline=cmp,
+        population_shift=shift,
+        created_at=score.created_at,
+    )

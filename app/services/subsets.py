@@ -1,0 +1,454 @@
+"""Subsets: request (content-addressed, idempotent), build (the ``subset`` job kind), read, export.
+
+A subset's id is the sha256 of its canonical request (:func:`subset_id`): benchmark version,
+method, size, canonical params JSON, seed, and the sorted source models with the content hash of
+their stored results (so replaced results give a new id). Methods that do not use source models
+(``random``, ``subtask_stratified``) record an empty source set: their subset depends on the
+items and the seed only.
+
+Subsets are immutable, so their decoded form and rendered exports are cached per process.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import threading
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import TypeAdapter, ValidationError
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.core.results import Selection
+from app.core.selectors import SELECTORS, make_selector
+from app.db.models.benchmark import BenchmarkVersion
+from app.db.models.job import Job
+from app.db.models.subset import Subset
+from app.db.repositories.subsets import SubsetRepository, result_fingerprints
+from app.errors import Conflict, InvalidInput, NotFound
+from app.schemas.subsets import (
+    SubsetCreate,
+    SubsetItem,
+    SubsetProvenance,
+    SubsetPublic,
+)
+from app.services import jobs as job_service
+from app.services.benchmarks import get_version, item_index
+from app.services.results import load_matrix
+
+JOB_KIND = "subset"
+ExportFormat = Literal["json", "ids", "csv", "lm-eval"]
+_SUBSET_ADAPTER: TypeAdapter[Any] = TypeAdapter(SubsetCreate)
+
+
+# --- identity -----------------------------------------------------------------------------------
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def subset_id(
+    version_id: uuid.UUID,
+    method: str,
+    size: int,
+    params: dict[str, Any],
+    seed: int,
+    sources: list[tuple[uuid.UUID, str]],
+) -> str:
+    """sha256 (hex) of the canonical request; ``sources`` = (model id, results hash) pairs."""
+    payload = {
+        "benchmark_version": str(version_id),
+        "method": method,
+        "size": int(size),
+        "params": params,
+        "seed": int(seed),
+        "sources": sorted([str(m), h] for m, h in sources),
+    }
+    return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ResolvedRequest:
+    version: BenchmarkVersion
+    method: str
+    size: int
+    params: dict[str, Any]
+    seed: int
+    source_names: list[str]
+    source_keys: list[tuple[uuid.UUID, str]]
+
+    @property
+    def id(self) -> str:
+        return subset_id(
+            self.version.id, self.method, self.size, self.params, self.seed, self.source_keys
+        )
+
+
+def resolve_request(
+    session: Session,
+    version_id: uuid.UUID,
+    method: str,
+    size: int,
+    params: dict[str, Any],
+    seed: int,
+    source_models: list[str] | None,
+) -> ResolvedRequest:
+    """Validate a subset request against the benchmark and fix its source-model set."""
+    version = get_version(session, version_id)
+    if size > version.n_items:
+        raise InvalidInput(
+            f"size {size} exceeds the benchmark's {version.n_items} items",
+            errors=[{"loc": ["body", "size"], "message": f"at most {version.n_items}"}],
+        )
+    names: list[str] = []
+    keys: list[tuple[uuid.UUID, str]] = []
+    if SELECTORS[method].uses_sources:
+        rows = result_fingerprints(session, version.id)
+        full = {r[0]: r for r in rows if r[3] == version.n_items}
+        if source_models is None:
+            chosen = list(full.values())
+            if not chosen:
+                raise Conflict(
+                    f"method {method!r} fits on source models, and no model has full results "
+                    "on this benchmark; upload results first"
+                )
+        else:
+            known = {r[0] for r in rows}
+            errors = []
+            for i, name in enumerate(source_models):
+                if name not in known:
+                    errors.append(
+                        {
+                            "loc": ["body", "source_models", i],
+                            "message": f"no results for model {name!r}",
+                        }
+                    )
+                elif name not in full:
+                    errors.append(
+                        {
+                            "loc": ["body", "source_models", i],
+                            "message": f"model {name!r} lacks full results",
+                        }
+                    )
+            if errors:
+                raise InvalidInput(f"{len(errors)} unusable source model(s)", errors=errors[:50])
+            chosen = [full[n] for n in sorted(set(source_models))]
+        names = [r[0] for r in chosen]
+        keys = [(r[1], r[2]) for r in chosen]
+    return ResolvedRequest(version, method, int(size), dict(params), int(seed), names, keys)
+
+
+# --- request side -------------------------------------------------------------------------------
+
+
+def validate_job_params(params: dict[str, Any]) -> dict[str, Any]:
+    """Structure of a ``subset`` job's params (the benchmark is checked when the job runs)."""
+    raw = dict(params)
+    bench = raw.pop("benchmark_id", None)
+    errors = []
+    try:
+        bench_id = str(uuid.UUID(str(bench)))
+    except ValueError:
+        bench_id = None
+        errors.append({"loc": ["body", "params", "benchmark_id"], "message": "a benchmark id"})
+    raw.pop("seed", None)
+    try:
+        body = _SUBSET_ADAPTER.validate_python(raw)
+    except ValidationError as exc:
+        errors += [
+            {"loc": ["body", "params", *e["loc"]], "message": e["msg"]} for e in exc.errors()
+        ]
+        body = None
+    if errors or body is None:
+        raise InvalidInput("invalid subset job parameters", errors=errors)
+    return {
+        "benchmark_id": bench_id,
+        "method": body.method,
+        "size": body.size,
+        "params": body.params.model_dump(),
+        "source_models": body.source_models,
+    }
+
+
+def request_subset(
+    session: Session, version_id: uuid.UUID, body: Any
+) -> tuple[Subset | None, Job | None]:
+    """Return ``(existing subset, None)`` when the content-addressed subset exists, else
+    ``(None, queued job)`` (the caller enqueues it after commit)."""
+    seed = job_service.new_seed() if body.seed is None else int(body.seed)
+    params = body.params.model_dump()
+    req = resolve_request(
+        session, version_id, body.method, body.size, params, seed, body.source_models
+    )
+    sid = req.id
+    existing = SubsetRepository(session).get(sid)
+    if existing is not None:
+        return existing, None
+    job = job_service.create_job(
+        session,
+        JOB_KIND,
+        {
+            "benchmark_id": str(version_id),
+            "method": req.method,
+            "size": req.size,
+            "params": params,
+            "source_models": req.source_names if SELECTORS[req.method].uses_sources else None,
+        },
+        seed=seed,
+    )
+    job.params = {**job.params, "subset_id": sid}
+    session.flush()
+    return None, job
+
+
+# --- worker side --------------------------------------------------------------------------------
+
+
+def pack_fitted(fitted: Any) -> bytes | None:
+    if not fitted:
+        return None
+    buf = io.BytesIO()
+    np.savez(buf, **{k: np.asarray(v) for k, v in dict(fitted).items()})
+    return buf.getvalue()
+
+
+def unpack_fitted(blob: bytes | None) -> dict[str, np.ndarray]:
+    if not blob:
+        return {}
+    with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
+        return {k: npz[k] for k in npz.files}
+
+
+def build_subset(
+    session: Session, req: ResolvedRequest, job_id: uuid.UUID | None
+) -> tuple[Subset, bool]:
+    """Fit, select with the request's seed and store (flush only). ``(subset, created)``;
+    an existing subset with the same id is returned untouched."""
+    repo = SubsetRepository(session)
+    sid = req.id
+    found = repo.get(sid)
+    if found is not None:
+        return found, False
+    index = item_index(req.version)
+    selector = make_selector(req.method, **req.params)
+    if SELECTORS[req.method].uses_sources:
+        mat = load_matrix(session, req.version.id, req.source_names)
+        selector.fit(mat.correct, confidence=mat.confidence, subtasks=index.subtasks)
+    else:  # the selection ignores results: one placeholder row carries the item axis
+        selector.fit(np.zeros((1, index.n_items)), subtasks=index.subtasks)
+    selection = selector.select(req.size, rng=req.seed)
+    row = Subset(
+        id=sid,
+        benchmark_version_id=req.version.id,
+        method=req.method,
+        size_requested=req.size,
+        size=selection.size,
+        params=req.params,
+        seed=req.seed,
+        estimator=selection.estimator,
+        estimate_on=selection.estimate_on,
+        signal=selection.signal,
+        n_candidates=selection.n_candidates,
+        source_models=req.source_names,
+        indices=selection.indices.astype("<i8").tobytes(),
+        weights=selection.weights.astype("<f8").tobytes(),
+        fitted=pack_fitted(selection.fitted),
+        job_id=job_id,
+    )
+    try:
+        with session.begin_nested():
+            session.add(row)
+            session.flush()
+    except IntegrityError:  # the same subset was stored concurrently: reuse it
+        found = repo.get(sid)
+        if found is None:
+            raise
+        return found, False
+    return row, True
+
+
+def run_subset_job(session: Session, job: Job, progress: job_service.ProgressReporter) -> None:
+    params = job.params
+    progress(0, 1)
+    req = resolve_request(
+        session,
+        uuid.UUID(params["benchmark_id"]),
+        params["method"],
+        int(params["size"]),
+        dict(params.get("params") or {}),
+        int(job.seed),
+        params.get("source_models"),
+    )
+    subset, created = build_subset(session, req, job.id)
+    job.result = {"subset_id": subset.id, "created": created, "size": subset.size}
+
+
+job_service.register_job_kind(JOB_KIND, run_subset_job, validate_job_params)
+
+
+# --- read side ----------------------------------------------------------------------------------
+
+
+def get_subset(session: Session, sid: str, *, with_fitted: bool = False) -> Subset:
+    repo = SubsetRepository(session)
+    row = repo.get_with_fitted(sid) if with_fitted else repo.get(sid)
+    if row is None:
+        raise NotFound(f"subset {sid} does not exist")
+    return row
+
+
+def to_selection(row: Subset) -> Selection:
+    """The stored subset as the engine's frozen :class:`Selection` (fitted state included)."""
+    return Selection(
+        method=row.method,
+        indices=np.frombuffer(row.indices, dtype="<i8"),
+        weights=np.frombuffer(row.weights, dtype="<f8"),
+        estimator=row.estimator,
+        estimate_on=row.estimate_on,
+        signal=row.signal,
+        n_requested=row.size_requested,
+        n_candidates=row.n_candidates,
+        seed=int(row.seed),
+        params=dict(row.params or {}),
+        fitted=unpack_fitted(row.fitted),
+    )
+
+
+_DOC_IDS: OrderedDict[uuid.UUID, np.ndarray] = OrderedDict()
+_DOC_LOCK = threading.Lock()
+
+
+def doc_ids(version: BenchmarkVersion) -> np.ndarray:
+    """Each item's position within its subtask (lm-eval's ``doc_id``), cached per version."""
+    with _DOC_LOCK:
+        hit = _DOC_IDS.get(version.id)
+        if hit is not None:
+            return hit
+    codes = np.frombuffer(version.subtask_codes, dtype="<i4")
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
+    group_start = np.repeat(starts, np.diff(np.r_[starts, codes.size]))
+    out = np.empty(codes.size, dtype=np.int64)
+    out[order] = np.arange(codes.size) - group_start
+    with _DOC_LOCK:
+        _DOC_IDS[version.id] = out
+        while len(_DOC_IDS) > 16:
+            _DOC_IDS.popitem(last=False)
+    return out
+
+
+def to_public(row: Subset, version: BenchmarkVersion) -> SubsetPublic:
+    index = item_index(version)
+    idx = np.frombuffer(row.indices, dtype="<i8")
+    w = np.frombuffer(row.weights, dtype="<f8")
+    order = np.argsort(idx, kind="stable")
+    idx, w = idx[order], w[order]
+    docs = doc_ids(version)[idx]
+    cls = SELECTORS.get(row.method)
+    items = [
+        SubsetItem(position=int(p), item_id=str(i), subtask=str(s), doc_id=int(d), weight=float(x))
+        for p, i, s, d, x in zip(
+            idx.tolist(),
+            index.item_ids[idx].tolist(),
+            index.subtasks[idx].tolist(),
+            docs.tolist(),
+            w.tolist(),
+            strict=True,
+        )
+    ]
+    return SubsetPublic(
+        id=row.id,
+        benchmark_id=version.id,
+        benchmark=version.benchmark.name,
+        benchmark_version=version.version,
+        method=row.method,
+        size=row.size,
+        estimator=row.estimator,
+        estimators=list(cls.estimators) if cls is not None else [row.estimator],
+        estimate_on=row.estimate_on,  # type: ignore[arg-type]
+        items=items,
+        provenance=SubsetProvenance(
+            method=row.method,
+            params=dict(row.params or {}),
+            seed=int(row.seed),
+            size_requested=row.size_requested,
+            source_models=list(row.source_models or []),
+            signal=row.signal,
+            confidence_used=row.signal == "confidence",
+            n_candidates=row.n_candidates,
+            job_id=row.job_id,
+        ),
+        created_at=row.created_at,
+    )
+
+
+MEDIA_TYPES: dict[str, str] = {
+    "json": "application/json",
+    "ids": "application/json",
+    "csv": "text/csv; charset=utf-8",
+    "lm-eval": "application/json",
+}
+
+
+def render(public: SubsetPublic, fmt: ExportFormat) -> bytes:
+    """One export of a subset (items sorted by position).
+
+    * ``json``: the full :class:`SubsetPublic`;
+    * ``ids``: the external item ids, a JSON list;
+    * ``csv``: ``item_id,doc_id,position,subtask,weight``;
+    * ``lm-eval``: ``{task: [doc_id, ...]}`` with doc ids sorted, the JSON accepted by
+      ``lm_eval --samples`` (task = the item's subtask, which is the lm-eval task name for
+      benchmarks created from sample logs).
+    """
+    if fmt == "json":
+        return public.model_dump_json().encode()
+    if fmt == "ids":
+        return json.dumps([it.item_id for it in public.items]).encode()
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(["item_id", "doc_id", "position", "subtask", "weight"])
+        for it in public.items:
+            writer.writerow([it.item_id, it.doc_id, it.position, it.subtask, repr(it.weight)])
+        return buf.getvalue().encode()
+    tasks: dict[str, list[int]] = {}
+    for it in public.items:
+        tasks.setdefault(it.subtask, []).append(it.doc_id)
+    return json.dumps({k: sorted(v) for k, v in sorted(tasks.items())}).encode()
+
+
+_RENDERED: OrderedDict[tuple[str, str], bytes] = OrderedDict()
+_RENDER_LOCK = threading.Lock()
+RENDER_CACHE_SIZE = 512
+
+
+def rendered_subset(session: Session, sid: str, fmt: ExportFormat) -> bytes:
+    """An export of a stored subset. Subsets are immutable: the rendering is cached per process
+    (LRU); a cached hit still checks, by primary key only, that the subset exists."""
+    key = (sid, fmt)
+    with _RENDER_LOCK:
+        hit = _RENDERED.get(key)
+        if hit is not None:
+            _RENDERED.move_to_end(key)
+    if hit is not None:
+        if not SubsetRepository(session).exists(sid):
+            with _RENDER_LOCK:
+                _RENDERED.pop(key, None)
+            raise NotFound(f"subset {sid} does not exist")
+        return hit
+    row = get_subset(session, sid)
+    data = render(to_public(row, get_version(session, row.benchmark_version_id)), fmt)
+    with _RENDER_LOCK:
+        _RENDERED[key] = data
+        while len(_RENDERED) > RENDER_CACHE_SIZE:
+            _RENDERED.popitem(last=False)
+    return data

@@ -1,0 +1,348 @@
+"""Pair verdicts and sample-size plans for a benchmark, and verdicts for a fixed subset.
+
+``random`` is answered exactly from the stored results (:mod:`app.core.exact` via
+:func:`app.core.planning.verdict`); other methods from the robust agreement curves of the latest
+analysis that covers them (409 naming the analysis to run when there is none).
+
+Speed: the decoded full-coverage 0/1 matrix of a benchmark version is cached per process (LRU),
+keyed by the version and a stamp of its results (count, newest ``updated_at``), so a verdict
+costs two small queries plus O(items) numpy. The benchmark-wide exact MDAD of random subsets at a
+size is also cached under the same stamp; the first verdict at a new size computes it over all
+model pairs (seconds on GPQA), later ones read it.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.exact import exact_agreement
+from app.core.planning import plan as core_plan
+from app.core.planning import verdict as core_verdict
+from app.core.results import MDADResult, Verdict
+from app.core.selectors import SELECTORS
+from app.db.models.benchmark import BenchmarkVersion
+from app.db.repositories.subsets import results_stamp
+from app.errors import Conflict, InvalidInput, NotFound
+from app.schemas.subsets import PlanPublic, SubsetVerdictPublic, VerdictPublic
+from app.services.results import load_matrix
+from app.services.subsets import get_subset
+
+DEFAULT_THRESHOLD = 0.8
+EXACT_METHODS = frozenset({"random"})
+PLAN_SIZES_POINTS = 10
+
+
+@dataclass(frozen=True)
+class FullMatrix:
+    """A version's models with full 0/1 results, as one uint8 matrix (rows sorted by name)."""
+
+    version_id: uuid.UUID
+    stamp: tuple[int, datetime | None]
+    names: np.ndarray
+    rows: dict[str, int]
+    correct: np.ndarray
+    accuracy: np.ndarray
+    subtasks: np.ndarray
+    unusable: dict[str, str]  # model name -> why it is not in the matrix
+
+    @property
+    def n_items(self) -> int:
+        return int(self.correct.shape[1])
+
+
+_MATRICES: OrderedDict[uuid.UUID, FullMatrix] = OrderedDict()
+_MDADS: dict[tuple[uuid.UUID, tuple, int, float], MDADResult] = {}
+_LOCK = threading.Lock()
+MATRIX_CACHE_SIZE = 8
+
+
+def _version_exists(session: Session, version_id: uuid.UUID) -> None:
+    stmt = select(BenchmarkVersion.id).where(BenchmarkVersion.id == version_id)
+    if session.scalar(stmt) is None:
+        raise NotFound(f"benchmark {version_id} does not exist")
+
+
+def full_matrix(session: Session, version_id: uuid.UUID) -> FullMatrix:
+    """The cached full-coverage 0/1 matrix of a version (reloaded when its results change)."""
+    _version_exists(session, version_id)
+    stamp = results_stamp(session, version_id)
+    with _LOCK:
+        hit = _MATRICES.get(version_id)
+        if hit is not None and hit.stamp == stamp:
+            _MATRICES.move_to_end(version_id)
+            return hit
+    mat = load_matrix(session, version_id)
+    full = mat.coverage.all(axis=1)
+    filled = np.nan_to_num(mat.correct, nan=0.5)
+    binary = np.all((filled == 0.0) | (filled == 1.0), axis=1)
+    keep = full & binary
+    unusable = {
+        str(n): ("partial coverage" if not f else "non-binary scores")
+        for n, f, k in zip(mat.model_names.tolist(), full.tolist(), keep.tolist(), strict=True)
+        if not k
+    }
+    names = mat.model_names[keep]
+    correct = mat.correct[keep].astype(np.uint8)
+    correct.setflags(write=False)
+    entry = FullMatrix(
+        version_id=version_id,
+        stamp=stamp,
+        names=names,
+        rows={str(n): i for i, n in enumerate(names.tolist())},
+        correct=correct,
+        accuracy=correct.mean(axis=1) if correct.size else np.zeros(0),
+        subtasks=mat.subtasks,
+        unusable=unusable,
+    )
+    with _LOCK:
+        _MATRICES[version_id] = entry
+        while len(_MATRICES) > MATRIX_CACHE_SIZE:
+            _MATRICES.popitem(last=False)
+        for key in [k for k in _MDADS if k[0] == version_id and k[1] != stamp]:
+            del _MDADS[key]
+    return entry
+
+
+def model_row(fm: FullMatrix, name: str, field: str) -> int:
+    row = fm.rows.get(name)
+    if row is not None:
+        return row
+    if name in fm.unusable:
+        raise Conflict(
+            f"model {name!r} has {fm.unusable[name]} on this benchmark; verdicts need full 0/1 "
+            "results",
+            errors=[{"loc": ["query", field], "message": fm.unusable[name]}],
+        )
+    raise NotFound(
+        f"model {name!r} has no results on this benchmark",
+        errors=[{"loc": ["query", field], "message": "unknown model"}],
+    )
+
+
+def exact_random_mdad(fm: FullMatrix, n: int, threshold: float) -> MDADResult:
+    """Benchmark-wide exact agreement of random ``n``-subsets, cached per results stamp."""
+    key = (fm.version_id, fm.stamp, int(n), float(threshold))
+    with _LOCK:
+        hit = _MDADS.get(key)
+    if hit is not None:
+        return hit
+    result = exact_agreement(fm.correct, int(n), threshold=threshold)
+    with _LOCK:
+        _MDADS[key] = result
+    return result
+
+
+def _analysis_cells(
+    session: Session, version_id: uuid.UUID, method: str
+) -> tuple[Any, list[MDADResult]]:
+    from app.services.analyses import latest_analysis
+
+    stored = latest_analysis(session, version_id, [method])
+    if stored is None:
+        raise Conflict(
+            f"no robust analysis of method {method!r} exists for benchmark {version_id}; run one "
+            f"first: POST /v1/benchmarks/{version_id}/analyses "
+            f'{{"methods": ["{method}"], "mode": "robust"}}',
+            errors=[{"loc": ["query", "method"], "message": "needs an analysis"}],
+        )
+    cells = [stored.cell(method, n, "seen") for n in stored.sizes]
+    return stored, cells
+
+
+def _check_method(method: str) -> None:
+    if method not in SELECTORS:
+        raise InvalidInput(
+            f"unknown method {method!r}",
+            errors=[{"loc": ["query", "method"], "message": f"choose from {sorted(SELECTORS)}"}],
+        )
+
+
+def _check_threshold(threshold: float, field: str = "threshold") -> None:
+    if not 0.5 <= threshold < 1.0:
+        raise InvalidInput(
+            f"{field} must lie in [0.5, 1)",
+            errors=[{"loc": ["query", field], "message": "a probability in [0.5, 1)"}],
+        )
+
+
+def pair_verdict(
+    session: Session,
+    version_id: uuid.UUID,
+    model_a: str,
+    model_b: str,
+    *,
+    size: int,
+    method: str = "random",
+    threshold: float = DEFAULT_THRESHOLD,
+) -> VerdictPublic:
+    """Whether a ``size``-item subset built by ``method`` orders the pair like the benchmark."""
+    _check_method(method)
+    _check_threshold(threshold)
+    if model_a == model_b:
+        raise InvalidInput(
+            "model_a and model_b must differ",
+            errors=[{"loc": ["query", "model_b"], "message": "same as model_a"}],
+        )
+    fm = full_matrix(session, version_id)
+    a = model_row(fm, model_a, "model_a")
+    b = model_row(fm, model_b, "model_b")
+    if size > fm.n_items:
+        raise InvalidInput(
+            f"size {size} exceeds the benchmark's {fm.n_items} items",
+            errors=[{"loc": ["query", "size"], "message": f"at most {fm.n_items}"}],
+        )
+    pair = fm.correct[[a, b]]
+    if method in EXACT_METHODS:
+        mdad = exact_random_mdad(fm, size, threshold).mdad
+        v = core_verdict(pair, 0, 1, size, method=method, threshold=threshold, mdad=mdad)
+    else:
+        _, cells = _analysis_cells(session, version_id, method)
+        v = core_verdict(pair, 0, 1, size, method=method, results=cells, threshold=threshold)
+    return to_public(v, model_a, model_b, fm.accuracy[a], fm.accuracy[b])
+
+
+def to_public(v: Verdict, name_a: str, name_b: str, acc_a: float, acc_b: float) -> VerdictPublic:
+    return VerdictPublic(
+        model_a=name_a,
+        model_b=name_b,
+        full_accuracy_a=float(acc_a),
+        full_accuracy_b=float(acc_b),
+        gap=float(v.gap),
+        method=v.method,
+        size=v.n,
+        p_same_order=v.p_same,
+        p_tie=v.p_tie,
+        p_reversed=v.p_reversed,
+        ci=[v.ci_low, v.ci_high],
+        mdad_at_size=v.mdad,
+        distinguishable=v.distinguishable,
+        size_needed=v.n_needed,
+    )
+
+
+def plan_size(
+    session: Session,
+    version_id: uuid.UUID,
+    *,
+    gap: float,
+    method: str = "random",
+    probability: float = DEFAULT_THRESHOLD,
+) -> PlanPublic:
+    """Smallest subset size whose MDAD at ``probability`` is at most ``gap``.
+
+    ``random``: exact curves at a geometric grid of sizes (10..N, cached per results stamp),
+    crossing interpolated in log n. Other methods: the latest analysis' robust curves.
+    """
+    _check_method(method)
+    _check_threshold(probability, "probability")
+    if not 0.0 < gap < 1.0:
+        raise InvalidInput(
+            "gap must lie in (0, 1) (accuracy units: 0.02 = 2 points)",
+            errors=[{"loc": ["query", "gap"], "message": "in (0, 1)"}],
+        )
+    evidence: dict[str, Any] = {}
+    if method in EXACT_METHODS:
+        fm = full_matrix(session, version_id)
+        if fm.correct.shape[0] < 2:
+            raise Conflict("planning needs at least two models with full 0/1 results")
+        grid = exact_grid(fm.n_items)
+        cells = [exact_random_mdad(fm, int(n), probability) for n in grid]
+        evidence["n_models"] = int(fm.correct.shape[0])
+        evidence["n_items"] = fm.n_items
+    else:
+        stored, cells = _analysis_cells(session, version_id, method)
+        evidence["analysis_id"] = str(stored.id)
+        evidence["analysis_runs"] = stored.runs
+    p = core_plan(gap, method, probability, results=cells)
+    evidence["sizes"] = p.sizes.tolist()
+    evidence["mdads"] = [None if np.isnan(x) else float(x) for x in p.mdads.tolist()]
+    return PlanPublic(
+        gap=gap,
+        method=method,
+        probability=probability,
+        size=p.n,
+        basis=p.basis,  # type: ignore[arg-type]
+        evidence=evidence,
+    )
+
+
+def exact_grid(n_items: int, points: int = PLAN_SIZES_POINTS) -> Sequence[int]:
+    return np.unique(
+        np.geomspace(min(10, n_items), n_items, points).round().astype(np.int64)
+    ).tolist()
+
+
+def subset_verdict(
+    session: Session,
+    sid: str,
+    model_a: str,
+    model_b: str,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> SubsetVerdictPublic:
+    """Does this fixed subset order the pair like the full benchmark? Plus P for a fresh draw.
+
+    The subset's estimate of each model is its default linear estimator (the stored weights on
+    correctness); ties count as not preserving the order (paper §4.1).
+    """
+    _check_threshold(threshold)
+    row = get_subset(session, sid)
+    if model_a == model_b:
+        raise InvalidInput(
+            "model_a and model_b must differ",
+            errors=[{"loc": ["query", "model_b"], "message": "same as model_a"}],
+        )
+    fm = full_matrix(session, row.benchmark_version_id)
+    a = model_row(fm, model_a, "model_a")
+    b = model_row(fm, model_b, "model_b")
+    idx = np.frombuffer(row.indices, dtype="<i8")
+    w = np.frombuffer(row.weights, dtype="<f8")
+    est = fm.correct[[a, b]][:, idx].astype(np.float64) @ w
+    gap = float(fm.accuracy[a] - fm.accuracy[b])
+    d_est = float(est[0] - est[1])
+    same = bool(np.copysign(1.0, d_est) == np.copysign(1.0, gap) and d_est != 0)
+    fresh = None
+    unavailable = None
+    try:
+        fresh = pair_verdict(
+            session,
+            row.benchmark_version_id,
+            model_a,
+            model_b,
+            size=row.size,
+            method=row.method,
+            threshold=threshold,
+        )
+    except Conflict as exc:
+        unavailable = exc.detail
+    return SubsetVerdictPublic(
+        subset_id=row.id,
+        model_a=model_a,
+        model_b=model_b,
+        full_accuracy_a=float(fm.accuracy[a]),
+        full_accuracy_b=float(fm.accuracy[b]),
+        gap=gap,
+        subset_estimate_a=float(est[0]),
+        subset_estimate_b=float(est[1]),
+        subset_gap=d_est,
+        same_order=same,
+        tie=d_est == 0,
+        fresh_draw=fresh,
+        fresh_draw_unavailable=unavailable,
+    )
+
+
+def clear_caches() -> None:
+    with _LOCK:
+        _MATRICES.clear()
+        _MDADS.clear()

@@ -1,0 +1,57 @@
+"""A slice of the real GPQA matrix stored through the services (for subset/verdict/score tests)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.ingest import parse_columnar
+from app.schemas.results import ModelCreate
+from app.services.benchmarks import create_version
+from app.services.results import store_results
+
+
+@dataclass
+class Seeded:
+    version_id: uuid.UUID
+    correct: np.ndarray  # (models, items) as stored, rows sorted by name
+    names: list[str]
+    item_ids: list[str]
+    subtasks: list[str]
+
+
+def gpqa() -> dict[str, np.ndarray]:
+    path = Path(os.environ["BENCHSLICE_SHARED_DATA"]) / "gpqa.npz"
+    with np.load(path, allow_pickle=False) as npz:
+        return {k: npz[k] for k in ("correct", "item_ids", "models")}
+
+
+def seed_gpqa(
+    session: Session, *, n_models: int = 40, name: str | None = None, subtasks: bool = True
+) -> Seeded:
+    """Store the first ``n_models`` GPQA models (all 448 items) with two synthetic subtasks."""
+    data = gpqa()
+    correct = data["correct"][:n_models].astype(np.uint8)
+    ids = [str(x) for x in data["item_ids"]]
+    n = len(ids)
+    subs = ["gpqa_a" if i % 3 else "gpqa_b" for i in range(n)] if subtasks else ["gpqa"] * n
+    version, _ = create_version(session, name or f"gpqa-{uuid.uuid4().hex[:8]}", ids, subs)
+    names = [f"m{i:03d}-{data['models'][i]}"[:200] for i in range(n_models)]
+    for i, model in enumerate(names):
+        store_results(
+            session, version.id, ModelCreate(name=model), parse_columnar(correct[i].tolist())
+        )
+    order = np.argsort(names)
+    return Seeded(version.id, correct[order], [names[i] for i in order], ids, subs)
+
+
+def committed(factory: sessionmaker[Session], **kw) -> Seeded:
+    with factory() as session:
+        seeded = seed_gpqa(session, **kw)
+        session.commit()
+    return seeded

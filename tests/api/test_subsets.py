@@ -1,0 +1,204 @@
+"""Subsets: discriminated params, content-addressed ids, the subset job, fetch and exports."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import uuid
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.core.selectors import SELECTORS, make_selector
+from app.db.models import Job, JobStatus, Subset
+from app.schemas.subsets import method_tags
+from app.services import subsets as service
+from app.services.jobs import execute_job
+from tests.api._subset_data import Seeded, seed_gpqa
+
+PROBLEM = "application/problem+json"
+
+
+@pytest.fixture
+def seeded(db_session: Session) -> Seeded:
+    return seed_gpqa(db_session, n_models=30)
+
+
+@pytest.fixture
+def factory(db_session: Session) -> sessionmaker[Session]:
+    return sessionmaker(
+        bind=db_session.connection(),
+        join_transaction_mode="create_savepoint",
+        expire_on_commit=False,
+    )
+
+
+def _run(factory: sessionmaker[Session], job_id: str) -> Job:
+    assert execute_job(factory, uuid.UUID(job_id)) is JobStatus.succeeded
+    with factory() as s:
+        job = s.get(Job, uuid.UUID(job_id))
+        assert job is not None
+        return job
+
+
+def test_union_tags_equal_the_selector_registry() -> None:
+    assert method_tags() == set(SELECTORS)
+
+
+def test_request_runs_job_then_same_request_returns_the_stored_subset(
+    client: TestClient, seeded: Seeded, factory: sessionmaker[Session]
+) -> None:
+    body = {"method": "random", "size": 25, "seed": 7}
+    r = client.post(f"/v1/benchmarks/{seeded.version_id}/subsets", json=body)
+    assert r.status_code == 202, r.text
+    job_id = r.json()["id"]
+    assert r.headers["location"] == f"/v1/jobs/{job_id}"
+    assert r.json()["seed"] == 7
+    job = _run(factory, job_id)
+    sid = job.result["subset_id"]
+    assert job.result["created"] is True and len(sid) == 64
+
+    again = client.post(f"/v1/benchmarks/{seeded.version_id}/subsets", json=body)
+    assert again.status_code == 200, again.text
+    assert again.headers["location"] == f"/v1/subsets/{sid}"
+    assert again.json()["id"] == sid
+
+    # known answer: the engine's own selection with the stored seed
+    expected = make_selector("random").fit(np.zeros((1, 448))).select(25, rng=7)
+    got = client.get(f"/v1/subsets/{sid}").json()
+    assert [it["position"] for it in got["items"]] == sorted(expected.indices.tolist())
+    assert got["provenance"]["seed"] == 7 and got["provenance"]["source_models"] == []
+    assert got["provenance"]["signal"] == "none" and got["estimator"] == "mean"
+    assert all(it["weight"] == pytest.approx(1 / 25) for it in got["items"])
+    assert got["items"][0]["item_id"] == seeded.item_ids[got["items"][0]["position"]]
+
+    other = client.post(f"/v1/benchmarks/{seeded.version_id}/subsets", json={**body, "seed": 8})
+    assert other.status_code == 202
+
+
+def test_exports_ids_csv_and_lm_eval(
+    client: TestClient, seeded: Seeded, factory: sessionmaker[Session]
+) -> None:
+    r = client.post(
+        f"/v1/benchmarks/{seeded.version_id}/subsets",
+        json={"method": "subtask_stratified", "size": 20, "seed": 3},
+    )
+    sid = _run(factory, r.json()["id"]).result["subset_id"]
+    full = client.get(f"/v1/subsets/{sid}").json()
+    positions = [it["position"] for it in full["items"]]
+    assert positions == sorted(positions) and len(positions) == 20
+
+    ids = client.get(f"/v1/subsets/{sid}", params={"format": "ids"})
+    assert ids.json() == [seeded.item_ids[p] for p in positions]
+
+    text = client.get(f"/v1/subsets/{sid}", params={"format": "csv"})
+    assert text.headers["content-type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(text.text)))
+    assert list(rows[0]) == ["item_id", "doc_id", "position", "subtask", "weight"]
+    subs = np.array(seeded.subtasks)
+    for row in rows:  # doc_id = position within the subtask
+        p = int(row["position"])
+        assert row["subtask"] == subs[p]
+        assert int(row["doc_id"]) == int((subs[:p] == subs[p]).sum())
+        assert float(row["weight"]) == pytest.approx(1 / 20)
+
+    lm = client.get(f"/v1/subsets/{sid}", params={"format": "lm-eval"}).json()
+    assert set(lm) == {"gpqa_a", "gpqa_b"}
+    for task, docs in lm.items():
+        assert docs == sorted(docs)
+        assert sorted(docs) == sorted(int(r["doc_id"]) for r in rows if r["subtask"] == task)
+    # equal allocation over the two subtasks
+    assert sorted(len(v) for v in lm.values()) == [10, 10]
+
+
+def test_source_model_method_records_sources_and_fallback_signal(
+    client: TestClient, seeded: Seeded, factory: sessionmaker[Session]
+) -> None:
+    r = client.post(
+        f"/v1/benchmarks/{seeded.version_id}/subsets",
+        json={
+            "method": "confidence_stratified",
+            "size": 30,
+            "seed": 1,
+            "source_models": seeded.names[:12],
+        },
+    )
+    assert r.status_code == 202, r.text
+    assert r.json()["params"]["source_models"] == sorted(seeded.names[:12])
+    sid = _run(factory, r.json()["id"]).result["subset_id"]
+    got = client.get(f"/v1/subsets/{sid}").json()
+    assert got["provenance"]["source_models"] == sorted(seeded.names[:12])
+    assert (
+        got["provenance"]["signal"] == "correct" and got["provenance"]["confidence_used"] is False
+    )
+    assert got["estimator"] == "horvitz_thompson"
+    # same as the engine fitted on the same sources with the same seed
+    rows = [seeded.names.index(n) for n in sorted(seeded.names[:12])]
+    sel = make_selector("confidence_stratified").fit(seeded.correct[rows]).select(30, rng=1)
+    assert sorted(sel.indices.tolist()) == [it["position"] for it in got["items"]]
+
+
+def test_default_sources_are_all_full_coverage_models(db_session: Session, seeded: Seeded) -> None:
+    req = service.resolve_request(db_session, seeded.version_id, "dpp", 10, {}, 5, None)
+    assert req.source_names == seeded.names
+    subset, created = service.build_subset(db_session, req, None)
+    assert created and subset.size == 10
+    again, created_again = service.build_subset(db_session, req, None)
+    assert not created_again and again.id == subset.id
+    assert service.to_selection(again).seed == 5
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"method": "random", "size": 449, "seed": 1}, "size"),
+        ({"method": "nope", "size": 4}, "method"),
+        ({"method": "dpp", "size": 4, "params": {"weighting": "x"}}, "weighting"),
+        ({"method": "random", "size": 4, "params": {"allocation": "equal"}}, "allocation"),
+        ({"method": "dpp", "size": 4, "source_models": ["ghost"]}, "source_models"),
+    ],
+)
+def test_invalid_requests_are_422_naming_the_field(
+    client: TestClient, seeded: Seeded, body: dict, field: str
+) -> None:
+    r = client.post(f"/v1/benchmarks/{seeded.version_id}/subsets", json=body)
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"] == PROBLEM
+    assert any(field in e["field"] or field in e["message"] for e in r.json()["errors"]), r.json()
+
+
+def test_unknown_benchmark_and_subset_are_404(client: TestClient) -> None:
+    r = client.post(f"/v1/benchmarks/{uuid.uuid4()}/subsets", json={"method": "random", "size": 3})
+    assert r.status_code == 404 and r.headers["content-type"] == PROBLEM
+    r = client.get(f"/v1/subsets/{'0' * 64}")
+    assert r.status_code == 404 and r.headers["content-type"] == PROBLEM
+
+
+def test_subset_job_params_are_validated_for_generic_job_creation(client: TestClient) -> None:
+    r = client.post("/v1/jobs", json={"kind": "subset", "params": {"method": "random"}})
+    assert r.status_code == 422
+    fields = {e["field"] for e in r.json()["errors"]}
+    assert "body.params.benchmark_id" in fields and "body.params.random.size" in fields
+
+
+def test_cached_render_still_answers_404_once_the_subset_is_gone(
+    client: TestClient, db_session: Session, seeded: Seeded
+) -> None:
+    req = service.resolve_request(db_session, seeded.version_id, "random", 5, {}, 11, None)
+    subset, _ = service.build_subset(db_session, req, None)
+    assert client.get(f"/v1/subsets/{subset.id}", params={"format": "ids"}).status_code == 200
+    db_session.delete(db_session.get(Subset, subset.id))
+    db_session.flush()
+    assert client.get(f"/v1/subsets/{subset.id}", params={"format": "ids"}).status_code == 404
+    assert json.loads(
+        service.render(service.to_public(subset, _version(db_session, seeded)), "ids")
+    )
+
+
+def _version(session: Session, seeded: Seeded):
+    from app.services.benchmarks import get_version
+
+    return get_version(session, seeded.version_id)
