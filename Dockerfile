@@ -8,7 +8,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /srv/benchslice
 
-# Dependencies first (cached layer), then the code.
+# The package (app + worker) is installed; Alembic's files sit in the working directory,
+# where `benchslice migrate` finds alembic.ini.
 COPY pyproject.toml README.md ./
 COPY app ./app
 COPY worker ./worker

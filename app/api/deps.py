@@ -47,6 +47,7 @@ def get_session(session: Annotated[Session, Depends(open_session)]) -> Iterator[
 
 # scope="function": commit (and enqueue) happen before the response is sent, so a client that
 # follows Location always finds the row, and an enqueue failure can still become a 503.
+# A dependency written with `yield` that takes SessionDep must itself use scope="function".
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 CeleryDep = Annotated[Celery, Depends(get_celery)]
