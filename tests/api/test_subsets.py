@@ -24,7 +24,9 @@ PROBLEM = "application/problem+json"
 
 @pytest.fixture
 def seeded(db_session: Session) -> Seeded:
-    return seed_gpqa(db_session, n_models=30)
+    seeded = seed_gpqa(db_session, n_models=30)
+    db_session.commit()  # a later failing request rolls back to here, not before the data
+    return seeded
 
 
 @pytest.fixture

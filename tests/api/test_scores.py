@@ -1,0 +1,125 @@
+"""Scoring a model from its subset results: estimates with CIs, baseline comparison, shift flag."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.scoring import size_needed_for_gap, weighted_estimate
+from app.core.stats import compare_to_baseline, wilson_interval
+from app.db.models import SubsetScore
+from app.services import subsets as subset_service
+from tests.api._subset_data import Seeded, gpqa, seed_gpqa
+
+PROBLEM = "application/problem+json"
+
+
+@pytest.fixture
+def seeded(db_session: Session) -> Seeded:
+    seeded = seed_gpqa(db_session, n_models=30)
+    db_session.commit()
+    return seeded
+
+
+def _subset(db_session: Session, seeded: Seeded, method: str = "random", size: int = 40, **params):
+    sources = seeded.names[:20] if method not in ("random", "subtask_stratified") else None
+    req = subset_service.resolve_request(
+        db_session, seeded.version_id, method, size, params, 9, sources
+    )
+    subset, _ = subset_service.build_subset(db_session, req, None)
+    db_session.commit()
+    return subset, np.frombuffer(subset.indices, dtype="<i8")
+
+
+def test_random_subset_score_with_baseline(
+    client: TestClient, db_session: Session, seeded: Seeded
+) -> None:
+    subset, idx = _subset(db_session, seeded)
+    new = gpqa()["correct"][100].astype(int)  # a model not stored on the benchmark
+    results = {seeded.item_ids[p]: int(new[p]) for p in idx}
+    r = client.post(
+        f"/v1/subsets/{subset.id}/scores",
+        params={"baseline": seeded.names[0]},
+        json={"model": "new-model", "results": results},
+    )
+    assert r.status_code == 201, r.text
+    body = r.json()
+    est = body["estimates"]
+    assert [e["estimator"] for e in est] == ["mean"]
+    expected = wilson_interval(int(new[idx].sum()), 40, n_population=448)
+    assert est[0]["value"] == pytest.approx(expected.value)
+    assert (est[0]["ci_low"], est[0]["ci_high"]) == pytest.approx(
+        (expected.ci_low, expected.ci_high)
+    )
+    assert est[0]["interval"] == "wilson_fpc"
+    base = body["baseline"]
+    cmp = compare_to_baseline(new[idx], seeded.correct[0], idx)
+    assert base["p_better"] == pytest.approx(cmp.p_better)
+    assert base["mcnemar_p"] == pytest.approx(cmp.mcnemar_p)
+    assert base["size_needed"] == size_needed_for_gap(
+        cmp.n_new_only, cmp.n_baseline_only, 40, 448, 0.8
+    )
+    assert base["large_enough"] == (base["size_needed"] is not None and 40 >= base["size_needed"])
+    shift = body["population_shift"]
+    assert shift["checked"] == "accuracy_range" and shift["details"]["reference_models"] == 30
+    stored = db_session.scalars(select(SubsetScore).where(SubsetScore.subset_id == subset.id)).one()
+    assert stored.model_name == "new-model" and stored.baseline["p_better"] == base["p_better"]
+
+
+def test_csv_upload_and_weighted_subset(
+    client: TestClient, db_session: Session, seeded: Seeded
+) -> None:
+    subset, idx = _subset(db_session, seeded, "confidence_stratified", 30)
+    y = seeded.correct[25, idx]
+    csv_body = "item_id,correct\n" + "".join(
+        f"{seeded.item_ids[p]},{v}\n" for p, v in zip(idx, y, strict=True)
+    )
+    r = client.post(
+        f"/v1/subsets/{subset.id}/scores",
+        params={"model": "csv-model"},
+        content=csv_body,
+        headers={"content-type": "text/csv"},
+    )
+    assert r.status_code == 201, r.text
+    (est,) = r.json()["estimates"]
+    w = np.frombuffer(subset.weights, dtype="<f8")
+    expected = weighted_estimate(y.astype(float), w, 448)
+    assert est["estimator"] == "horvitz_thompson" and est["interval"] == "wilson_kish_fpc"
+    assert est["value"] == pytest.approx(float(y @ w))
+    assert est["ci_low"] == pytest.approx(expected.ci_low)
+
+
+def test_outlier_model_is_flagged(client: TestClient, db_session: Session, seeded: Seeded) -> None:
+    subset, idx = _subset(db_session, seeded)
+    r = client.post(
+        f"/v1/subsets/{subset.id}/scores",
+        json={"model": "perfect", "correct": [1] * len(idx)},  # aligned to position order
+    )
+    assert r.status_code == 201, r.text
+    shift = r.json()["population_shift"]
+    assert shift["flagged"] is True and "outside" in shift["reasons"][0]
+
+
+def test_bad_uploads_are_422(client: TestClient, db_session: Session, seeded: Seeded) -> None:
+    subset, idx = _subset(db_session, seeded)
+    url = f"/v1/subsets/{subset.id}/scores"
+    partial = {seeded.item_ids[p]: 1 for p in idx[:-1]}
+    r = client.post(url, json={"model": "m", "results": partial})
+    assert r.status_code == 422 and "missing" in r.json()["detail"]
+    outside = next(i for i in range(448) if i not in set(idx.tolist()))
+    r = client.post(url, json={"model": "m", "results": {**partial, seeded.item_ids[outside]: 1}})
+    assert r.status_code == 422 and "not in this subset" in r.json()["detail"]
+    r = client.post(url, json={"model": "m", "correct": [1, 0]})
+    assert r.status_code == 422
+    full = {seeded.item_ids[p]: 1 for p in idx}
+    r = client.post(url, params={"baseline": "ghost"}, json={"model": "m", "results": full})
+    assert r.status_code == 404 and r.headers["content-type"] == PROBLEM
+    assert (
+        client.post(
+            f"/v1/subsets/{'f' * 64}/scores", json={"model": "m", "results": full}
+        ).status_code
+        == 404
+    )

@@ -1,0 +1,172 @@
+"""Pair verdicts (exact for random), plans, and verdicts for a fixed subset — against the engine."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session
+
+from app.core.exact import exact_agreement, pair_probability, smallest_n
+from app.core.planning import plan as core_plan
+from app.ingest import parse_columnar
+from app.schemas.results import ModelCreate
+from app.services import subsets as subset_service
+from app.services.results import store_results
+from app.services.verdicts import exact_grid
+from tests.api._subset_data import Seeded, seed_gpqa
+
+PROBLEM = "application/problem+json"
+FIELDS = {
+    "model_a",
+    "model_b",
+    "full_accuracy_a",
+    "full_accuracy_b",
+    "gap",
+    "method",
+    "size",
+    "p_same_order",
+    "p_tie",
+    "p_reversed",
+    "ci",
+    "mdad_at_size",
+    "distinguishable",
+    "size_needed",
+}
+
+
+@pytest.fixture
+def seeded(db_session: Session) -> Seeded:
+    seeded = seed_gpqa(db_session, n_models=40)
+    db_session.commit()  # a later failing request rolls back to here, not before the data
+    return seeded
+
+
+def _pair_with_gap(seeded: Seeded, target: float) -> tuple[int, int]:
+    acc = seeded.correct.mean(axis=1)
+    d = np.abs(acc[:, None] - acc[None, :] - target)
+    a, b = np.unravel_index(np.argmin(d), d.shape)
+    return int(a), int(b)
+
+
+def test_random_verdict_equals_the_exact_engine(client: TestClient, seeded: Seeded) -> None:
+    a, b = _pair_with_gap(seeded, 0.02)
+    r = client.get(
+        f"/v1/benchmarks/{seeded.version_id}/verdict",
+        params={"model_a": seeded.names[a], "model_b": seeded.names[b], "size": 25},
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert set(body) == FIELDS
+    probs = pair_probability(seeded.correct, a, b, 25)
+    assert body["p_same_order"] == pytest.approx(float(probs.p_greater), abs=1e-12)
+    assert body["p_tie"] == pytest.approx(float(probs.p_equal), abs=1e-12)
+    assert body["ci"] == [body["p_same_order"], body["p_same_order"]]
+    assert body["mdad_at_size"] == exact_agreement(seeded.correct, 25).mdad
+    assert body["size_needed"] == smallest_n(seeded.correct, a, b, 0.8)
+    assert body["gap"] == pytest.approx(seeded.correct[a].mean() - seeded.correct[b].mean())
+    assert body["distinguishable"] is False  # ~2 points apart at 25 items
+
+    far_a, far_b = _pair_with_gap(seeded, 0.15)
+    far = client.get(
+        f"/v1/benchmarks/{seeded.version_id}/verdict",
+        params={"model_a": seeded.names[far_a], "model_b": seeded.names[far_b], "size": 25},
+    ).json()
+    assert far["distinguishable"] is True and far["p_same_order"] >= 0.8
+
+    strict = client.get(
+        f"/v1/benchmarks/{seeded.version_id}/verdict",
+        params={
+            "model_a": seeded.names[far_a],
+            "model_b": seeded.names[far_b],
+            "size": 25,
+            "threshold": 0.99,
+        },
+    ).json()
+    assert strict["distinguishable"] == (strict["p_same_order"] >= 0.99)
+
+
+def test_verdict_errors_are_problems(
+    client: TestClient, db_session: Session, seeded: Seeded
+) -> None:
+    url = f"/v1/benchmarks/{seeded.version_id}/verdict"
+    a = seeded.names[0]
+    r = client.get(url, params={"model_a": a, "model_b": "ghost"})
+    assert r.status_code == 404 and r.headers["content-type"] == PROBLEM
+    assert r.json()["errors"][0]["field"] == "query.model_b"
+    store_results(
+        db_session,
+        seeded.version_id,
+        ModelCreate(name="partial"),
+        parse_columnar([1, 0, 1], item_ids=seeded.item_ids[:3]),
+    )
+    db_session.commit()
+    r = client.get(url, params={"model_a": a, "model_b": "partial"})
+    assert r.status_code == 409 and "partial coverage" in r.json()["detail"]
+    assert client.get(url, params={"model_a": a, "model_b": a}).status_code == 422
+    assert (
+        client.get(url, params={"model_a": a, "model_b": seeded.names[1], "size": 449}).status_code
+        == 422
+    )
+    assert (
+        client.get(
+            url, params={"model_a": a, "model_b": seeded.names[1], "method": "x"}
+        ).status_code
+        == 422
+    )
+    r = client.get(f"/v1/benchmarks/{uuid.uuid4()}/verdict", params={"model_a": a, "model_b": "b"})
+    assert r.status_code == 404
+
+
+def test_non_random_method_without_analysis_is_409_naming_it(
+    client: TestClient, seeded: Seeded
+) -> None:
+    r = client.get(
+        f"/v1/benchmarks/{seeded.version_id}/verdict",
+        params={"model_a": seeded.names[0], "model_b": seeded.names[1], "method": "dpp"},
+    )
+    assert r.status_code == 409 and r.headers["content-type"] == PROBLEM
+    assert f"/v1/benchmarks/{seeded.version_id}/analyses" in r.json()["detail"]
+    r = client.get(
+        f"/v1/benchmarks/{seeded.version_id}/plan", params={"gap": 0.05, "method": "dpp"}
+    )
+    assert r.status_code == 409
+
+
+def test_random_plan_equals_the_engine_on_exact_curves(client: TestClient, seeded: Seeded) -> None:
+    r = client.get(f"/v1/benchmarks/{seeded.version_id}/plan", params={"gap": 0.1})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    grid = exact_grid(448)
+    cells = [exact_agreement(seeded.correct, n, threshold=0.8) for n in grid]
+    expected = core_plan(0.1, "random", 0.8, results=cells)
+    assert body["size"] == expected.n and body["basis"] == "exact"
+    assert body["evidence"]["sizes"] == list(grid)
+    assert body["evidence"]["mdads"][0] == cells[0].mdad
+    bad = client.get(f"/v1/benchmarks/{seeded.version_id}/plan", params={"gap": 0})
+    assert bad.status_code == 422
+
+
+def test_subset_verdict_says_whether_this_subset_keeps_the_order(
+    client: TestClient, db_session: Session, seeded: Seeded
+) -> None:
+    req = subset_service.resolve_request(db_session, seeded.version_id, "random", 25, {}, 4, None)
+    subset, _ = subset_service.build_subset(db_session, req, None)
+    idx = np.frombuffer(subset.indices, dtype="<i8")
+    a, b = _pair_with_gap(seeded, 0.05)
+    r = client.get(
+        f"/v1/subsets/{subset.id}/verdict",
+        params={"model_a": seeded.names[a], "model_b": seeded.names[b]},
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    d_sub = seeded.correct[a, idx].mean() - seeded.correct[b, idx].mean()
+    gap = seeded.correct[a].mean() - seeded.correct[b].mean()
+    assert body["subset_gap"] == pytest.approx(d_sub)
+    assert body["same_order"] == bool(np.sign(d_sub) == np.sign(gap) and d_sub != 0)
+    fresh = body["fresh_draw"]
+    assert fresh["p_same_order"] == pytest.approx(
+        float(pair_probability(seeded.correct, a, b, 25).p_greater)
+    )
