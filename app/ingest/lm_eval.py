@@ -9,6 +9,8 @@ The Open LLM Leaderboard exports the same fields (string-encoded in places) as J
 from __future__ import annotations
 
 import ast
+import contextlib
+import gc
 import io
 import json
 import math
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import orjson
 
 from app.ingest.types import (
     AmbiguousChoiceError,
@@ -105,23 +108,34 @@ def _as_float(value: Any) -> float | None:
     return None
 
 
+_BOOL_STRINGS = frozenset({"True", "False", "true", "false"})
+
+
 def _loglikelihoods(filtered_resps: Any) -> list[float] | None:
-    """Per-choice log-likelihoods from ``filtered_resps`` (``[[ll, is_greedy], …]``), else None."""
+    """Per-choice log-likelihoods from ``filtered_resps`` (``[[ll, is_greedy], …]``), else None.
+
+    Each entry may be ``[-1.23, false]``, ``["-1.23", "False"]`` or a string encoding of either.
+    """
     resps = _maybe_decode(filtered_resps)
     if not isinstance(resps, list | tuple) or len(resps) < _LL_CHOICES_MIN:
         return None
     out = []
-    for r in resps:
-        r = _maybe_decode(r)
-        if isinstance(r, list | tuple) and len(r) == 2 and isinstance(r[1], bool | str):
-            if isinstance(r[1], str) and r[1] not in ("True", "False", "true", "false"):
+    try:
+        for r in resps:
+            if isinstance(r, str):
+                r = _maybe_decode(r)
+            flag = r[1]
+            if len(r) != 2 or not (flag is True or flag is False or flag in _BOOL_STRINGS):
                 return None
-            ll = _as_float(r[0])
-        else:
-            return None
-        if ll is None or math.isnan(ll):
-            return None
-        out.append(ll)
+            ll = r[0]
+            if isinstance(ll, bool):
+                return None
+            ll = float(ll)
+            if ll != ll:  # NaN
+                return None
+            out.append(ll)
+    except (TypeError, ValueError, IndexError, KeyError):
+        return None
     return out
 
 
@@ -211,10 +225,15 @@ def _as_index(value: Any, n_choices: int) -> int | None:
     return None
 
 
-def _metric_keys(rec: Mapping[str, Any]) -> list[str]:
+def _metric_keys(rec: Mapping[str, Any], cache: dict[tuple[str, ...], list[str]]) -> list[str]:
     declared = rec.get("metrics")
-    if isinstance(declared, list) and all(isinstance(m, str) for m in declared):
-        return [m for m in declared if m in rec]
+    if isinstance(declared, list):
+        key = tuple(declared)
+        hit = cache.get(key)
+        if hit is None:
+            hit = [m for m in declared if isinstance(m, str)]
+            cache[key] = hit
+        return [m for m in hit if m in rec]
     return [
         k for k, v in rec.items() if k not in RESERVED_KEYS and isinstance(v, int | float | bool)
     ]
@@ -228,6 +247,19 @@ def _ordered_union(seqs: Iterable[Iterable[str]]) -> tuple[str, ...]:
     return tuple(seen)
 
 
+@contextlib.contextmanager
+def _gc_paused():
+    """Pause the cyclic GC while decoding: tens of thousands of fresh dicts otherwise trigger
+    repeated collections that cost as much as the decoding itself (refcounting still frees)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 @dataclass
 class _Row:
     line: int
@@ -236,17 +268,25 @@ class _Row:
 
 
 def iter_jsonl(data: bytes | str) -> tuple[list[tuple[int, Any]], list[LineError]]:
-    """Split JSON Lines into ``(line_number, value)``; blank lines skipped, bad JSON reported."""
+    """Split JSON Lines into ``(line_number, value)``; blank lines skipped, bad JSON reported.
+
+    orjson does the decoding; a line it rejects is retried with the standard library, which
+    also accepts the ``NaN``/``Infinity`` literals Python's ``json.dumps`` writes.
+    """
     if isinstance(data, str):
         data = data.encode()
     out: list[tuple[int, Any]] = []
     errors: list[LineError] = []
-    loads = json.loads
+    fast = orjson.loads
     for n, raw in enumerate(data.split(b"\n"), start=1):
-        if not raw.strip():
-            continue
         try:
-            out.append((n, loads(raw)))
+            out.append((n, fast(raw)))
+            continue
+        except orjson.JSONDecodeError:
+            if not raw.strip():
+                continue
+        try:
+            out.append((n, json.loads(raw)))
         except ValueError as exc:
             msg = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
             col = f" at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
@@ -305,6 +345,32 @@ def parse_lm_eval_samples(
         Items sorted by ``doc_id``; confidence is the softmax of the per-choice log-likelihoods in
         ``filtered_resps`` at the gold index, when every record has them.
     """
+    with _gc_paused():
+        return _parse_samples(
+            data,
+            metric=metric,
+            filter=filter,
+            task=task,
+            filename=filename,
+            item_key=item_key,
+            subject_field=subject_field,
+            strict=strict,
+            source_format=source_format,
+        )
+
+
+def _parse_samples(
+    data: bytes | str | Sequence[tuple[int, Any]],
+    *,
+    metric: str | None,
+    filter: str | None,
+    task: str | None,
+    filename: str | None,
+    item_key: str,
+    subject_field: str | None,
+    strict: bool,
+    source_format: str,
+) -> ParsedResults:
     if item_key not in ("doc_hash", "doc_id"):
         raise IngestError.single("must be 'doc_hash' or 'doc_id'", field="item_key")
     if isinstance(data, bytes | str):
@@ -315,6 +381,7 @@ def parse_lm_eval_samples(
 
     rows: list[_Row] = []
     metric_sets: list[list[str]] = []
+    metric_cache: dict[tuple[str, ...], list[str]] = {}
     for line, rec in records:
         if not isinstance(rec, dict):
             errors.append(LineError("expected a JSON object", line=line))
@@ -324,7 +391,7 @@ def parse_lm_eval_samples(
             errors.append(LineError("expected a string", line=line, field="filter"))
             continue
         rows.append(_Row(line, rec, flt))
-        metric_sets.append(_metric_keys(rec))
+        metric_sets.append(_metric_keys(rec, metric_cache))
         if task is None:
             t = rec.get("task") or rec.get("task_name")
             task = t if isinstance(t, str) else None

@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.db.models.benchmark import Benchmark, BenchmarkVersion
 from app.db.repositories.benchmarks import BenchmarkRepository, BenchmarkVersionRepository
 from app.db.repositories.model_results import ModelResultRepository
-from app.errors import InvalidInput, NotFound
+from app.errors import Conflict, InvalidInput, NotFound
 from app.ingest import IngestError, ParsedResults
 from app.schemas.benchmarks import (
     AccuracySummary,
@@ -86,7 +87,11 @@ def create_version(
     versions = BenchmarkVersionRepository(session)
     benchmark = benchmarks.get_by_name(name, for_update=True)
     if benchmark is None:
-        benchmark = benchmarks.add(Benchmark(name=name, description=description))
+        try:
+            with session.begin_nested():
+                benchmark = benchmarks.add(Benchmark(name=name, description=description))
+        except IntegrityError:
+            raise Conflict(f"benchmark {name!r} is being created concurrently; retry") from None
     else:
         existing = versions.get_by_hash(benchmark.id, content_hash)
         if existing is not None:
@@ -96,7 +101,6 @@ def create_version(
     names, codes = _encode_subtasks(subs)
     version = BenchmarkVersion(
         benchmark_id=benchmark.id,
-        benchmark=benchmark,
         version=versions.latest_version_number(benchmark.id) + 1,
         content_hash=content_hash,
         n_items=len(ids),
@@ -105,7 +109,12 @@ def create_version(
         subtask_codes=codes,
         items_extra=list(extra) if extra is not None else None,
     )
-    return versions.add(version), True
+    try:
+        with session.begin_nested():
+            versions.add(version)
+    except IntegrityError:
+        raise Conflict(f"benchmark {name!r} is being created concurrently; retry") from None
+    return version, True
 
 
 def create_benchmark(session: Session, body: BenchmarkCreate) -> tuple[BenchmarkVersion, bool]:

@@ -212,7 +212,7 @@ class Matrix(NamedTuple):
 
 
 def _unpack_bits(blobs: Sequence[bytes], n_items: int) -> np.ndarray:
-    packed = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), -1)
+    packed = np.frombuffer(b"".join(list(blobs)), dtype=np.uint8).reshape(len(blobs), -1)
     return np.unpackbits(packed, axis=1, count=n_items)
 
 
@@ -249,18 +249,22 @@ def load_matrix(
         rows = [rows[i] for i in perm]
         names = wanted
     m = len(rows)
-    correct = np.empty((m, n), dtype=np.float64)
     binary = np.fromiter((r[2] for r in rows), dtype=bool, count=m)
-    if binary.any():
+    if m == 0:
+        correct = np.empty((0, n), dtype=np.float64)
+    elif binary.all():
+        correct = _unpack_bits([r[3] for r in rows], n).astype(np.float64)
+    else:
+        correct = np.empty((m, n), dtype=np.float64)
         idx = np.flatnonzero(binary)
-        correct[idx] = _unpack_bits([rows[i][3] for i in idx], n)
-    if (~binary).any():
+        if idx.size:
+            correct[idx] = _unpack_bits([rows[i][3] for i in idx], n)
         idx = np.flatnonzero(~binary)
         correct[idx] = np.frombuffer(b"".join(rows[i][3] for i in idx), dtype="<f4").reshape(-1, n)
     confidence = None
     if m and all(r[4] is not None for r in rows):
-        confidence = np.frombuffer(b"".join(r[4] for r in rows), dtype="<f4").reshape(m, n)
-        confidence = confidence.astype(np.float64)
+        packed = np.frombuffer(b"".join([r[4] for r in rows]), dtype="<f4").reshape(m, n)
+        confidence = packed.astype(np.float64)
     coverage = np.ones((m, n), dtype=bool)
     partial = np.fromiter((r[5] is not None for r in rows), dtype=bool, count=m)
     if partial.any():

@@ -50,10 +50,13 @@ class BenchmarkVersion(UUIDPrimaryKey, Base):
     version: Mapped[int] = mapped_column(Integer)
     content_hash: Mapped[str] = mapped_column(String(64))
     n_items: Mapped[int] = mapped_column(Integer)
-    item_ids: Mapped[list[str]] = mapped_column(JSON)
+    # large: loaded on first access only (item_index() caches the decoded arrays per version)
+    item_ids: Mapped[list[str]] = mapped_column(JSON, deferred=True)
     subtask_names: Mapped[list[str]] = mapped_column(JSON)
     subtask_codes: Mapped[bytes] = mapped_column(LargeBinary)
-    items_extra: Mapped[list[dict[str, Any] | None] | None] = mapped_column(JSON, nullable=True)
+    items_extra: Mapped[list[dict[str, Any] | None] | None] = mapped_column(
+        JSON, nullable=True, deferred=True
+    )
     created_at: Mapped[datetime] = mapped_column(
         UTCDateTime(), nullable=False, default=utcnow, server_default=func.now()
     )
