@@ -457,13 +457,13 @@ def _make_objective(y: np.ndarray, w: np.ndarray | None, lay: _Layout, hyp: _Hyp
         if w is None:
             f = 0.5 * (z.sum() + t.sum())  # sum max(z, 0)
         else:
-            f = 0.5 * (np.vdot(w, z) + np.vdot(w, t))
+            f = 0.5 * (np.einsum("ij,ij->", w, z) + np.einsum("ij,ij->", w, t))
         np.negative(t, out=t)
         np.exp(t, out=t)
         np.log1p(t, out=t)
-        f += t.sum() if w is None else np.vdot(w, t)
+        f += t.sum() if w is None else np.einsum("ij,ij->", w, t)
         ya = yw @ a
-        f -= np.vdot(theta, ya) - np.dot(c, y_col)
+        f -= np.einsum("md,md->", theta, ya) - np.einsum("i,i->", c, y_col)
         # gradient: G = w * (sigmoid(z) - y)
         g_z = np.multiply(z, 0.5, out=z)
         np.tanh(g_z, out=g_z)
@@ -483,13 +483,13 @@ def _make_objective(y: np.ndarray, w: np.ndarray | None, lay: _Layout, hyp: _Hyp
         else:
             gb[...] = -d * col
         # priors
-        f += 0.5 * np.vdot(theta, theta)
+        f += 0.5 * np.einsum("md,md->", theta, theta)
         gt += theta
         da = a - hyp.mu_a
         f += 0.5 * np.sum(da * da * ia2)
         ga += da * ia2
         db = b - hyp.mu_b
-        f += 0.5 * ib2 * np.vdot(db, db)
+        f += 0.5 * ib2 * float(np.sum(db * db))
         gb += ib2 * db
         return f, g
 
@@ -572,6 +572,11 @@ class _OptResult:
     success: bool
 
 
+def _dot(u: np.ndarray, v: np.ndarray) -> float:
+    """Inner product without BLAS: threaded ``ddot`` on short vectors is slow on a busy machine."""
+    return float(np.einsum("i,i->", u, v))
+
+
 def _lbfgs(
     fun, x0: np.ndarray, *, max_iter: int, ftol: float, gtol: float, memory: int = 10
 ) -> _OptResult:
@@ -597,21 +602,21 @@ def _lbfgs(
         q = g.copy()
         alpha = np.empty(len(s_hist))
         for i in range(len(s_hist) - 1, -1, -1):
-            alpha[i] = rho[i] * np.dot(s_hist[i], q)
+            alpha[i] = rho[i] * _dot(s_hist[i], q)
             q -= alpha[i] * y_hist[i]
         if s_hist:
-            q *= np.dot(s_hist[-1], y_hist[-1]) / np.dot(y_hist[-1], y_hist[-1])
+            q *= _dot(s_hist[-1], y_hist[-1]) / _dot(y_hist[-1], y_hist[-1])
         else:
-            q *= 1.0 / max(np.linalg.norm(g), 1.0)
+            q *= 1.0 / max(np.sqrt(_dot(g, g)), 1.0)
         for i in range(len(s_hist)):
-            beta = rho[i] * np.dot(y_hist[i], q)
+            beta = rho[i] * _dot(y_hist[i], q)
             q += (alpha[i] - beta) * s_hist[i]
         d = -q
-        slope = float(np.dot(g, d))
+        slope = float(_dot(g, d))
         if slope >= 0:  # not a descent direction: reset the memory
             s_hist.clear(), y_hist.clear(), rho.clear()
-            d = -g / max(np.linalg.norm(g), 1.0)
-            slope = float(np.dot(g, d))
+            d = -g / max(np.sqrt(_dot(g, g)), 1.0)
+            slope = float(_dot(g, d))
         t = 1.0
         for _ in range(40):
             x_new = x + t * d
@@ -623,8 +628,8 @@ def _lbfgs(
         else:
             break  # no decrease possible at machine precision
         s_vec, y_vec = x_new - x, g_new - g
-        sy = float(np.dot(s_vec, y_vec))
-        if sy > 1e-10 * float(np.dot(y_vec, y_vec)):
+        sy = float(_dot(s_vec, y_vec))
+        if sy > 1e-10 * float(_dot(y_vec, y_vec)):
             s_hist.append(s_vec)
             y_hist.append(y_vec)
             rho.append(1.0 / sy)
@@ -646,9 +651,9 @@ def fit_irt(
     prior: Prior = "hierarchical",
     mask=None,
     rng: SeedLike = None,
-    max_iter: int = 300,
-    tol: float = 1e-6,
-    em_rounds: int = 4,
+    max_iter: int = 400,
+    tol: float = 2e-5,
+    em_rounds: int = 3,
     init: str = "spectral",
     a_scale: float = 1.0,
     b_scale: float = 1.0,
