@@ -463,7 +463,10 @@ def _check_against_benchmark(
                 }
             )
     if errors:
-        raise InvalidInput("the analysis does not fit this benchmark", errors=errors)
+        raise InvalidInput(
+            "the analysis does not fit this benchmark: " + "; ".join(e["message"] for e in errors),
+            errors=errors,
+        )
 
 
 def create_analysis(
@@ -480,6 +483,7 @@ def create_analysis(
     n_models = AnalysisRepository(session).full_coverage_models(version.id)
     _check_against_benchmark(params, n_models, seen_half(version))
     job = job_service.create_job(session, JOB_KIND, params, body.seed)
+    job.progress_total = params["runs"]  # known up front: clients see "0 / runs" while queued
     analysis = Analysis(
         benchmark_version_id=version.id,
         job_id=job.id,
@@ -769,8 +773,8 @@ def run_analysis(session: Session, job: Job, progress: job_service.ProgressRepor
     row = AnalysisRepository(session).get_by_job(job.id)
     if row is None:
         raise NotFound(f"job {job.id} has no analysis row")
-    inputs = _load_inputs(session, row)
     progress(0, row.runs)
+    inputs = _load_inputs(session, row)
     factory = _shared_factory(session)
     try:
         if factory is not None:
