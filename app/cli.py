@@ -17,7 +17,10 @@ app = typer.Typer(
 
 @app.command()
 def serve(host: str | None = None, port: int | None = None, reload: bool = False) -> None:
-    """Start the HTTP API (uvicorn)."""
+    """Start the HTTP API (uvicorn).
+
+    Example: `benchslice serve --port 8000`
+    """
     import uvicorn
 
     from app.settings import get_settings
@@ -36,7 +39,10 @@ def serve(host: str | None = None, port: int | None = None, reload: bool = False
 def worker(
     pool: str = "prefork", concurrency: int | None = None, loglevel: str | None = None
 ) -> None:
-    """Start one Celery worker process on the configured queue."""
+    """Start one Celery worker process on the configured queue.
+
+    Example: `BROKER_URL=redis://127.0.0.1:6379/0 benchslice worker --concurrency 2`
+    """
     from app.settings import get_settings
 
     settings = get_settings()
@@ -63,7 +69,10 @@ def worker(
 
 @app.command()
 def migrate(revision: str = typer.Argument("head")) -> None:
-    """Apply database migrations (alembic upgrade)."""
+    """Apply database migrations (alembic upgrade).
+
+    Example: `benchslice migrate` (or `benchslice migrate <revision>`)
+    """
     from app.db.migrate import upgrade
 
     upgrade(revision=revision)
@@ -71,7 +80,10 @@ def migrate(revision: str = typer.Argument("head")) -> None:
 
 @app.command()
 def run(migrate_first: bool = typer.Option(True, "--migrate/--no-migrate")) -> None:
-    """Apply migrations, then run the API and one worker together until Ctrl-C."""
+    """Apply migrations, then run the API and one worker together until Ctrl-C.
+
+    Example: `benchslice run` (what `make run` starts)
+    """
     from app.launcher import main
 
     raise typer.Exit(main(migrate=migrate_first))
@@ -84,10 +96,18 @@ from app.cli_offline import mdad  # noqa: E402
 app.command("mdad")(mdad)
 
 # Client-side commands (talk to a running service through app.client).
+from app.cli_analyses import analyze  # noqa: E402
 from app.cli_benchmarks import benchmarks_app, jobs_app  # noqa: E402
 from app.cli_push import push  # noqa: E402
+from app.cli_subsets import score, subset_app  # noqa: E402
+from app.cli_verdicts import plan, verdict  # noqa: E402
 
 app.command("push")(push)
+app.add_typer(subset_app, name="subset")
+app.command("score")(score)
+app.command("verdict")(verdict)
+app.command("plan")(plan)
+app.command("analyze")(analyze)
 app.add_typer(benchmarks_app, name="benchmarks")
 app.add_typer(jobs_app, name="jobs")
 

@@ -21,8 +21,11 @@ from app.cli_common import (
 benchmarks_app = typer.Typer(
     help="List benchmarks and show one (items, subtasks, models and their accuracy).",
     no_args_is_help=True,
+    rich_markup_mode="markdown",
 )
-jobs_app = typer.Typer(help="Inspect, wait for and cancel jobs.", no_args_is_help=True)
+jobs_app = typer.Typer(
+    help="Inspect, wait for and cancel jobs.", no_args_is_help=True, rich_markup_mode="markdown"
+)
 
 
 @benchmarks_app.command("list")
@@ -34,7 +37,7 @@ def list_(
 ) -> None:
     """Benchmark versions, newest first.
 
-    Example:  benchslice benchmarks list
+    Example: `benchslice benchmarks list`
     """
     with api(url, api_key) as client:
         versions = list(client.iter_benchmarks(name=name))
@@ -60,7 +63,7 @@ def show(
 ) -> None:
     """One benchmark: items, subtasks, models with results, accuracy summary.
 
-    Example:  benchslice benchmarks show gpqa --match 'meta-llama/*'
+    Example: `benchslice benchmarks show gpqa --match 'meta-llama/*'`
     """
     with api(url, api_key) as client:
         detail = client.get_benchmark(benchmark_by_name(client, benchmark).id)
@@ -97,7 +100,7 @@ def job_get(
 ) -> None:
     """A job's status, progress, result or error (JSON).
 
-    Example:  benchslice jobs get 5f0c…
+    Example: `benchslice jobs get 5f0c…`
     """
     with api(url, api_key) as client:
         print_json(client.get_job(job_id))
@@ -112,7 +115,7 @@ def job_wait(
 ) -> None:
     """Wait for a job with a progress bar; print the finished job (exit 2 if it failed).
 
-    Example:  benchslice jobs wait 5f0c… --timeout 600
+    Example: `benchslice jobs wait 5f0c… --timeout 600`
     """
     with api(url, api_key) as client:
         print_json(wait_job(client, job_id, f"job {job_id[:8]}", timeout))
@@ -126,7 +129,7 @@ def job_cancel(
 ) -> None:
     """Cancel a queued job, or ask a running one to stop.
 
-    Example:  benchslice jobs cancel 5f0c…
+    Example: `benchslice jobs cancel 5f0c…`
     """
     with api(url, api_key) as client:
         print_json(client.cancel_job(job_id))

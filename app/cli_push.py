@@ -9,10 +9,12 @@ import json
 import re
 import sys
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import click
 import typer
 
 from app.cli_common import (
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from app.client import Client, UploadReply
     from app.schemas.benchmarks import BenchmarkPublic
 
+T = TypeVar("T")
 SAMPLE_GLOBS = ("samples_*.jsonl", "*.parquet", "details_*.jsonl")
 _CHOICES = re.compile(r"choose one of: (.+)$")
 _TIMESTAMP = re.compile(r"_(\d{4}-\d{2}-\d{2}T[\d\-.]+)\.(jsonl|parquet)$")
@@ -52,7 +55,10 @@ def find_source(path: Path) -> Source:
         for pattern in SAMPLE_GLOBS:
             found = sorted(p for p in path.rglob(pattern) if p.is_file())
             if found:
-                return Source("samples", _newest_per_task(found), _model_from_results(path))
+                files = _newest_per_task(found)
+                folders = dict.fromkeys([*(f.parent for f in files), path])
+                hint = next(filter(None, map(_model_from_results, folders)), None)
+                return Source("samples", files, hint)
         raise fail(
             f"no sample files in {path} (looked for {', '.join(SAMPLE_GLOBS)}; run lm_eval "
             "with --log_samples)"
@@ -137,21 +143,15 @@ def _choices(exc: Any, name: str) -> list[str] | None:
     return None
 
 
-def _upload_samples(
-    client: Client,
-    version_id: uuid.UUID,
-    source: Source,
-    model: str,
-    opts: dict[str, Any],
-    interactive: bool,
-) -> UploadReply:
-    """Upload; when the file holds several metrics (or filters) and none was given, ask on a
-    terminal, otherwise fail with exit code 2 listing the choices."""
+def with_choices(call: Callable[[dict[str, Any]], T], opts: dict[str, Any], interactive: bool) -> T:
+    """Run ``call(opts)``; when the server says the results hold several metrics (or filters) and
+    none was chosen, ask on a terminal and retry, otherwise fail (exit 2) listing the choices."""
     from app.client import BenchsliceError
 
+    opts = dict(opts)
     while True:
         try:
-            return client.upload_results_file(version_id, source.files, model=model, **opts)
+            return call(opts)
         except BenchsliceError as exc:
             if exc.status != 422:
                 raise
@@ -168,7 +168,7 @@ def _upload_samples(
                 ) from None
             opts[name] = typer.prompt(
                 f"Several {name}s in the results; which one gives correctness?",
-                type=typer.Choice(choices),
+                type=click.Choice(choices),
                 default=choices[0],
                 err=True,
             )
@@ -232,7 +232,9 @@ def _push_npz(
                 results = {
                     items[j]["id"]: float(correct[k, j]) for j in np.flatnonzero(mask).tolist()
                 }
-                reply = client.upload_results(bench.id, model, results=results, replace=replace)
+                reply = client.upload_results(
+                    bench.id, model, results=results, replace=replace, verify_replay=False
+                )
             else:
                 reply = client.upload_results(
                     bench.id,
@@ -240,27 +242,31 @@ def _push_npz(
                     correct=correct[k].tolist(),
                     confidence=None if confidence is None else confidence[k].tolist(),
                     replace=replace,
+                    verify_replay=False,
                 )
             replies.append(reply)
             bar.advance()
-    return bench, created, _repush_missing(client, bench, replies, correct, confidence, names, keep)
+    replies = _repush_stale(client, bench, replies, correct, confidence, names, keep, replace)
+    return bench, created, replies
 
 
-def _repush_missing(client, bench, replies, correct, confidence, names, keep):
-    """A replayed Idempotency-Key whose model is gone (results deleted since) is uploaded again
-    under a fresh key: the replay alone would report success while nothing is stored."""
-    if not any(r.replayed for r in replies):
+def _repush_stale(client, bench, replies, correct, confidence, names, keep, replace):
+    """Replayed uploads whose model was deleted or replaced since are sent again under a fresh
+    key (checked once for the whole matrix)."""
+    if not any(r.replayed for r in replies) or client.replay_holds(bench.id, replies):
         return replies
-    present = {m.model.name for m in client.list_models(bench.id).items}
+    stored = {m.model.name: m.content_hash for m in client.list_models(bench.id).items}
     out = []
     for reply, k in zip(replies, keep, strict=True):
-        if reply.replayed and reply.model.name not in present:
+        if reply.replayed and stored.get(reply.model.name) != reply.content_hash:
             reply = client.upload_results(
                 bench.id,
                 {"name": names[k]},
                 correct=correct[k].tolist(),
                 confidence=None if confidence is None else confidence[k].tolist(),
+                replace=replace,
                 idempotency_key=f"bs-{uuid.uuid4().hex}",
+                verify_replay=False,
             )
         out.append(reply)
     return out
@@ -375,7 +381,11 @@ def push(
             }
             interactive = not no_input and sys.stdin.isatty()
             if source.kind == "samples":
-                reply = _upload_samples(client, bench.id, source, name, opts, interactive)
+                reply = with_choices(
+                    lambda o: client.upload_results_file(bench.id, source.files, model=name, **o),
+                    opts,
+                    interactive,
+                )
             else:
                 reply = client.upload_results_file(
                     bench.id, source.files, model=name if source.kind != "json" else model, **opts

@@ -21,14 +21,23 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import httpx
 
+from app.schemas.analyses import AnalysisPage, AnalysisPublic
 from app.schemas.benchmarks import BenchmarkDetail, BenchmarkPage, BenchmarkPublic
 from app.schemas.jobs import JobPublic
 from app.schemas.results import ModelResultList, ResultsWritten
+from app.schemas.subsets import (
+    PlanPublic,
+    SubsetPublic,
+    SubsetScorePublic,
+    SubsetVerdictPublic,
+    VerdictPublic,
+)
 
 __all__ = [
     "DEFAULT_URL",
@@ -36,6 +45,7 @@ __all__ = [
     "BenchsliceError",
     "Client",
     "JobFailedError",
+    "SubsetRequest",
     "UploadReply",
     "content_idempotency_key",
     "media_type_for",
@@ -151,6 +161,25 @@ class JobFailedError(BenchsliceError):
         super().__init__(
             f"Job {job.status}", detail=job.error or f"job {job.id} {job.status}", status=None
         )
+
+
+@dataclass(frozen=True)
+class SubsetRequest:
+    """What ``POST …/subsets`` answered: the job building the subset, or the subset itself."""
+
+    job: JobPublic | None = None
+    subset: SubsetPublic | None = None
+    subset_id: str | None = None
+
+    @classmethod
+    def from_response(cls, response: httpx.Response) -> SubsetRequest:
+        body = response.json()
+        if isinstance(body, dict) and "items" in body and "provenance" in body:
+            subset = SubsetPublic.model_validate(body)
+            return cls(subset=subset, subset_id=subset.id)
+        if isinstance(body, dict) and isinstance(body.get("job"), dict):
+            return cls(job=JobPublic.model_validate(body["job"]), subset_id=body.get("subset_id"))
+        return cls(job=JobPublic.model_validate(body), subset_id=None)
 
 
 def _retry_after(response: httpx.Response) -> float | None:
@@ -504,11 +533,14 @@ class Client:
         item_ids: Sequence[str] | None = None,
         replace: bool = False,
         idempotency_key: str | bool = True,
+        verify_replay: bool = True,
     ) -> UploadReply:
         """``POST /v1/benchmarks/{id}/results`` as JSON: keyed (``results={item: 0/1}``) or
         columnar (``correct=[…]`` in item order, or with ``item_ids``).
 
-        ``idempotency_key=True`` derives the key from the request's content."""
+        ``idempotency_key=True`` derives the key from the request's content; with
+        ``verify_replay`` a replayed answer is checked against what is stored (see
+        :meth:`replay_holds`) and the upload re-sent under a fresh key when it no longer holds."""
         body: dict[str, Any] = {"model": model if isinstance(model, str) else dict(model)}
         if results is not None:
             body["results"] = dict(results)
@@ -520,7 +552,7 @@ class Client:
                 body["item_ids"] = list(item_ids)
         data = json.dumps(body).encode()
         return self._post_results(
-            benchmark_id, [("results.json", data)], {}, replace, idempotency_key
+            benchmark_id, [("results.json", data)], {}, replace, idempotency_key, verify_replay
         )
 
     def upload_results_file(
@@ -537,6 +569,7 @@ class Client:
         item_key: Literal["doc_hash", "doc_id"] = "doc_hash",
         replace: bool = False,
         idempotency_key: str | bool = True,
+        verify_replay: bool = True,
     ) -> UploadReply:
         """Upload one model's results from files: lm-eval ``samples_*.jsonl`` (several = one per
         task), Open LLM Leaderboard details (``.jsonl``/``.parquet``), CSV
@@ -551,7 +584,9 @@ class Client:
             "task": task,
             "item_key": item_key,
         }
-        return self._post_results(benchmark_id, many, params, replace, idempotency_key)
+        return self._post_results(
+            benchmark_id, many, params, replace, idempotency_key, verify_replay
+        )
 
     def _post_results(
         self,
@@ -560,15 +595,30 @@ class Client:
         params: Mapping[str, Any],
         replace: bool,
         key: str | bool,
+        verify_replay: bool,
     ) -> UploadReply:
         path = f"/v1/benchmarks/{benchmark_id}/results"
-        response = self._send_files(path, files, {**params, "replace": replace or None}, key=key)
-        return UploadReply.model_validate(
+        clean = {**params, "replace": replace or None}
+        response = self._send_files(path, files, clean, key=key)
+        reply = UploadReply.model_validate(
             {
                 **response.json(),
                 "replayed": response.headers.get("Idempotency-Replayed") == "true",
             }
         )
+        if verify_replay and reply.replayed and not self.replay_holds(benchmark_id, [reply]):
+            fresh = f"bs-{uuid.uuid4().hex}"
+            response = self._send_files(path, files, clean, key=fresh)
+            reply = UploadReply.model_validate(response.json())
+        return reply
+
+    def replay_holds(self, benchmark_id: str | uuid.UUID, replies: Sequence[UploadReply]) -> bool:
+        """Whether replayed uploads still describe what is stored.
+
+        A replayed Idempotency-Key returns the first response even if the model's results were
+        deleted or replaced since; then the upload must be sent again under a fresh key."""
+        stored = {m.model.name: m.content_hash for m in self.list_models(benchmark_id).items}
+        return all(stored.get(r.model.name) == r.content_hash for r in replies if r.replayed)
 
     def list_models(self, benchmark_id: str | uuid.UUID) -> ModelResultList:
         """``GET /v1/benchmarks/{id}/models``: models with results (accuracy, coverage)."""
@@ -582,6 +632,272 @@ class Client:
         """``GET /v1/benchmarks/{id}/matrix``: the results as ``.npz`` bytes."""
         path = f"/v1/benchmarks/{benchmark_id}/matrix"
         return self.request("GET", path, accept="application/octet-stream").content
+
+    # --- subsets ----------------------------------------------------------------------------------
+
+    def create_subset(
+        self,
+        benchmark_id: str | uuid.UUID,
+        method: str,
+        size: int,
+        *,
+        seed: int | None = None,
+        params: Mapping[str, Any] | None = None,
+        source_models: Sequence[str] | None = None,
+    ) -> SubsetRequest:
+        """``POST /v1/benchmarks/{id}/subsets``: a job building the subset, or the subset itself
+        when this exact request (same seed) was answered before. Use :meth:`build_subset` to
+        wait for it."""
+        body: dict[str, Any] = {"method": method, "size": size}
+        if seed is not None:
+            body["seed"] = seed
+        if params:
+            body["params"] = dict(params)
+        if source_models is not None:
+            body["source_models"] = list(source_models)
+        data = json.dumps(body, sort_keys=True).encode()
+        path = f"/v1/benchmarks/{benchmark_id}/subsets"
+        # Without a seed the server draws one, so only a seeded request is safe to replay.
+        key = content_idempotency_key("POST", path, data) if seed is not None else None
+        response = self.request(
+            "POST",
+            path,
+            content=data,
+            headers={"Content-Type": "application/json"},
+            idempotency_key=key,
+        )
+        return SubsetRequest.from_response(response)
+
+    def build_subset(
+        self,
+        benchmark_id: str | uuid.UUID,
+        method: str,
+        size: int,
+        *,
+        seed: int | None = None,
+        params: Mapping[str, Any] | None = None,
+        source_models: Sequence[str] | None = None,
+        progress: Progress | None = None,
+        timeout: float | None = None,
+    ) -> SubsetPublic:
+        """Create a subset and wait for it (``progress(job)`` while the job runs)."""
+        request = self.create_subset(
+            benchmark_id, method, size, seed=seed, params=params, source_models=source_models
+        )
+        if request.subset is not None:
+            return request.subset
+        assert request.job is not None
+        job = self.wait(request.job.id, progress=progress, timeout=timeout)
+        subset_id = (job.result or {}).get("subset_id") or request.subset_id
+        if not subset_id:
+            raise BenchsliceError(
+                "Unexpected response", detail=f"job {job.id} succeeded without a subset id"
+            )
+        return self.get_subset(subset_id)
+
+    def get_subset(self, subset_id: str) -> SubsetPublic:
+        """``GET /v1/subsets/{id}``: items, weights, estimator, provenance."""
+        return SubsetPublic.model_validate(self._get(f"/v1/subsets/{subset_id}"))
+
+    def export_subset(self, subset_id: str, format: Literal["ids", "csv", "lm-eval"]) -> str:
+        """``GET /v1/subsets/{id}?format=``: ``ids`` (one per line), ``csv``, or ``lm-eval``
+        (the JSON for ``lm_eval --samples``)."""
+        response = self.request(
+            "GET", f"/v1/subsets/{subset_id}", params={"format": format}, accept="*/*"
+        )
+        return response.text
+
+    def score_subset(
+        self,
+        subset_id: str,
+        *,
+        model: str,
+        files: FileLike | Sequence[FileLike] | None = None,
+        results: Mapping[str, float | Mapping[str, float]] | None = None,
+        baseline: str | None = None,
+        threshold: float | None = None,
+        metric: str | None = None,
+        filter: str | None = None,
+        task: str | None = None,
+        item_key: Literal["doc_hash", "doc_id"] | None = None,
+    ) -> SubsetScorePublic:
+        """``POST /v1/subsets/{id}/scores``: a model's results on the subset items (files in any
+        upload format, or ``results={item_id: 0/1}``) → estimated full-benchmark accuracy with
+        CIs, and the paired comparison with ``baseline`` when given."""
+        path = f"/v1/subsets/{subset_id}/scores"
+        params = {
+            "model": model,
+            "baseline": baseline,
+            "threshold": threshold,
+            "metric": metric,
+            "filter": filter,
+            "task": task,
+            "item_key": item_key,
+        }
+        if results is not None:
+            data = json.dumps({"model": model, "results": dict(results)}).encode()
+            many: Sequence[FileLike] = [("results.json", data)]
+        elif files is None:
+            raise BenchsliceError("Invalid input", detail="give files or results to score")
+        else:
+            many = (
+                files
+                if isinstance(files, (list, tuple)) and not _is_named_bytes(files)
+                else [files]  # type: ignore[list-item]
+            )
+        response = self._send_files(path, many, params, key=True)
+        return SubsetScorePublic.model_validate(response.json())
+
+    def subset_verdict(
+        self,
+        subset_id: str,
+        model_a: str,
+        model_b: str,
+        *,
+        threshold: float | None = None,
+    ) -> SubsetVerdictPublic:
+        """``GET /v1/subsets/{id}/verdict``: does this subset order the pair like the full
+        benchmark, and P(same order) for a fresh draw."""
+        return SubsetVerdictPublic.model_validate(
+            self._get(
+                f"/v1/subsets/{subset_id}/verdict",
+                model_a=model_a,
+                model_b=model_b,
+                threshold=threshold,
+            )
+        )
+
+    # --- verdicts and planning ------------------------------------------------------------------
+
+    def verdict(
+        self,
+        benchmark_id: str | uuid.UUID,
+        model_a: str,
+        model_b: str,
+        *,
+        size: int,
+        method: str = "random",
+        threshold: float | None = None,
+    ) -> VerdictPublic:
+        """``GET /v1/benchmarks/{id}/verdict``: would a ``size``-item subset order the pair as the
+        full benchmark does (P(same order), tie, reversed, MDAD at that size, size needed)."""
+        return VerdictPublic.model_validate(
+            self._get(
+                f"/v1/benchmarks/{benchmark_id}/verdict",
+                model_a=model_a,
+                model_b=model_b,
+                size=size,
+                method=method,
+                threshold=threshold,
+            )
+        )
+
+    def plan(
+        self,
+        benchmark_id: str | uuid.UUID,
+        *,
+        gap: float,
+        method: str = "random",
+        probability: float | None = None,
+    ) -> PlanPublic:
+        """``GET /v1/benchmarks/{id}/plan``: smallest subset size whose MDAD is at most ``gap``."""
+        return PlanPublic.model_validate(
+            self._get(
+                f"/v1/benchmarks/{benchmark_id}/plan",
+                gap=gap,
+                method=method,
+                probability=probability,
+            )
+        )
+
+    # --- analyses -------------------------------------------------------------------------------
+
+    def create_analysis(
+        self,
+        benchmark_id: str | uuid.UUID,
+        *,
+        methods: Sequence[str],
+        sizes: Sequence[int],
+        runs: int | None = None,
+        n_sources: int | None = None,
+        n_targets: int | None = None,
+        mode: Literal["robust", "paper"] | None = None,
+        seed: int | None = None,
+        gap: float | None = None,
+        threshold: float | None = None,
+    ) -> AnalysisPublic:
+        """``POST /v1/benchmarks/{id}/analyses``: queue an MDAD analysis (a job)."""
+        body = {
+            "methods": list(methods),
+            "sizes": list(sizes),
+            "runs": runs,
+            "n_sources": n_sources,
+            "n_targets": n_targets,
+            "mode": mode,
+            "seed": seed,
+            "gap": gap,
+            "threshold": threshold,
+        }
+        body = {k: v for k, v in body.items() if v is not None}
+        response = self.request("POST", f"/v1/benchmarks/{benchmark_id}/analyses", json_body=body)
+        return AnalysisPublic.model_validate(response.json())
+
+    def run_analysis(
+        self,
+        benchmark_id: str | uuid.UUID,
+        *,
+        methods: Sequence[str],
+        sizes: Sequence[int],
+        progress: Progress | None = None,
+        timeout: float | None = None,
+        **options: Any,
+    ) -> AnalysisPublic:
+        """Queue an analysis, wait for its job, and return it with its results."""
+        analysis = self.create_analysis(benchmark_id, methods=methods, sizes=sizes, **options)
+        self.wait(analysis.job_id, progress=progress, timeout=timeout)
+        return self.get_analysis(analysis.id)
+
+    def get_analysis(self, analysis_id: str | uuid.UUID) -> AnalysisPublic:
+        """``GET /v1/analyses/{id}``: status, progress, and once done the MDAD table, curves and
+        recommendation."""
+        return AnalysisPublic.model_validate(self._get(f"/v1/analyses/{analysis_id}"))
+
+    def list_analyses(
+        self,
+        benchmark_id: str | uuid.UUID,
+        *,
+        status: str | None = None,
+        limit: int = 20,
+        cursor: str | None = None,
+    ) -> AnalysisPage:
+        """``GET /v1/benchmarks/{id}/analyses``: newest first, without results."""
+        return AnalysisPage.model_validate(
+            self._get(
+                f"/v1/benchmarks/{benchmark_id}/analyses",
+                status=status,
+                limit=limit,
+                cursor=cursor,
+            )
+        )
+
+    def plot(
+        self,
+        analysis_id: str | uuid.UUID,
+        kind: Literal["mdad", "agreement"] = "mdad",
+        fmt: Literal["svg", "png"] = "svg",
+        *,
+        method: str | None = None,
+        n: int | None = None,
+        split: Literal["seen", "unseen"] | None = None,
+    ) -> bytes:
+        """``GET /v1/analyses/{id}/plots/{kind}.{fmt}``: the image bytes."""
+        params = {"split": split}
+        if kind == "agreement":
+            params.update(method=method, n=n)
+        response = self.request(
+            "GET", f"/v1/analyses/{analysis_id}/plots/{kind}.{fmt}", params=params, accept="*/*"
+        )
+        return response.content
 
 
 def _is_named_bytes(value: object) -> bool:

@@ -1,0 +1,148 @@
+"""``benchslice verdict`` (exit 0 distinguishable, 1 not, 2 error) and ``benchslice plan``."""
+
+from __future__ import annotations
+
+import typer
+
+from app.cli_common import (
+    EXIT_ERROR,
+    ApiKeyOpt,
+    JsonOpt,
+    UrlOpt,
+    api,
+    benchmark_by_name,
+    fmt,
+    pct,
+    print_json,
+    print_table,
+)
+
+EXIT_DISTINGUISHABLE = 0
+EXIT_NOT_DISTINGUISHABLE = 1
+
+
+def _pts(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f} pts"
+
+
+def verdict(
+    model_a: str = typer.Argument(..., help="First model (full results on the benchmark)"),
+    model_b: str = typer.Argument(..., help="Second model"),
+    benchmark: str = typer.Option(..., "--benchmark", "-b", help="Benchmark name"),
+    size: int = typer.Option(..., "--size", "-n", min=1, help="Subset size to judge"),
+    method: str = typer.Option("random", "--method", help="Selector (random is exact)"),
+    threshold: float | None = typer.Option(
+        None, "--threshold", help="P(same order) needed to call them distinguishable [0.8]"
+    ),
+    url: str | None = UrlOpt,
+    api_key: str | None = ApiKeyOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Can a SIZE-item subset tell model A from model B the way the full benchmark does?
+
+    Prints one line with the answer, then the details. Exit code **0** when distinguishable,
+    **1** when not, **2** on any error, so a CI step can gate on it. Methods other than random
+    answer from the benchmark's latest analysis (run `benchslice analyze` first).
+
+    Example:
+
+        benchslice verdict --benchmark gpqa org/model-a org/model-b --size 25 || echo "too close"
+    """
+    if threshold is not None and not 0.5 < threshold < 1:
+        raise typer.BadParameter("expected a probability in (0.5, 1)", param_hint="--threshold")
+    with api(url, api_key) as client:
+        bench = benchmark_by_name(client, benchmark)
+        v = client.verdict(
+            bench.id, model_a, model_b, size=size, method=method, threshold=threshold
+        )
+    if as_json:
+        print_json(v)
+    else:
+        answer = "DISTINGUISHABLE" if v.distinguishable else "NOT distinguishable"
+        need = (
+            f"; needs about {v.size_needed} items"
+            if v.size_needed and not v.distinguishable
+            else ""
+        )
+        typer.echo(
+            f"{answer}: {v.model_a} ({pct(v.full_accuracy_a)}) vs {v.model_b} "
+            f"({pct(v.full_accuracy_b)}), gap {_pts(abs(v.gap))} — a {v.method} subset of "
+            f"{v.size} orders them as the full benchmark with P = {v.p_same_order:.2f}{need}"
+        )
+        print_table(
+            [
+                "P(same order)",
+                "CI",
+                "P(tie)",
+                "P(reversed)",
+                f"MDAD at {v.size}",
+                "size needed",
+            ],
+            [
+                [
+                    fmt(v.p_same_order),
+                    f"[{fmt(v.ci[0])}, {fmt(v.ci[1])}]" if len(v.ci) == 2 else "-",
+                    fmt(v.p_tie),
+                    fmt(v.p_reversed),
+                    _pts(v.mdad_at_size),
+                    v.size_needed,
+                ]
+            ],
+        )
+    raise typer.Exit(EXIT_DISTINGUISHABLE if v.distinguishable else EXIT_NOT_DISTINGUISHABLE)
+
+
+def plan(
+    benchmark: str = typer.Option(..., "--benchmark", "-b", help="Benchmark name"),
+    gap: float = typer.Option(
+        ..., "--gap", help="Accuracy gap to detect, as a fraction (0.02 = 2 points)"
+    ),
+    method: str = typer.Option("random", "--method", help="Selector"),
+    probability: float | None = typer.Option(
+        None, "--probability", help="P(same order) to reach at that gap [0.8]"
+    ),
+    url: str | None = UrlOpt,
+    api_key: str | None = ApiKeyOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """The smallest subset size that tells apart models GAP apart (its MDAD is at most GAP).
+
+    Example:
+
+        benchslice plan --benchmark gpqa --gap 0.05
+    """
+    if not 0 < gap < 1:
+        raise typer.BadParameter("expected a fraction in (0, 1), e.g. 0.02", param_hint="--gap")
+    with api(url, api_key) as client:
+        bench = benchmark_by_name(client, benchmark)
+        p = client.plan(bench.id, gap=gap, method=method, probability=probability)
+    if as_json:
+        print_json(p)
+        return
+    if p.size is None:
+        typer.echo(
+            f"no evaluated {p.method} subset size detects a {_pts(p.gap)} gap at "
+            f"P >= {p.probability:g} on {bench.name} (basis: {p.basis})"
+        )
+    else:
+        typer.echo(
+            f"{p.size} items: the smallest {p.method} subset whose MDAD on {bench.name} is at "
+            f"most {_pts(p.gap)} (P >= {p.probability:g}; basis: {p.basis})"
+        )
+    rows = _evidence_rows(p.evidence)
+    if rows:
+        print_table(["size", "MDAD"], rows)
+
+
+def _evidence_rows(evidence: dict) -> list[list[object]]:
+    """The (size, MDAD) pairs of a plan's evidence, whatever its exact layout."""
+    sizes = evidence.get("sizes")
+    mdads = evidence.get("mdad")
+    if isinstance(sizes, list) and isinstance(mdads, list) and len(sizes) == len(mdads):
+        return [[n, _pts(m)] for n, m in zip(sizes, mdads, strict=True)]
+    if isinstance(mdads, dict):
+        return [[int(n), _pts(m)] for n, m in sorted(mdads.items(), key=lambda kv: int(kv[0]))]
+    return []
+
+
+__all__ = ["EXIT_ERROR", "plan", "verdict"]
