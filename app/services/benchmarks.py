@@ -88,8 +88,7 @@ def create_version(
     benchmark = benchmarks.get_by_name(name, for_update=True)
     if benchmark is None:
         try:
-            with session.begin_nested():
-                benchmark = benchmarks.add(Benchmark(name=name, description=description))
+            benchmark = benchmarks.add(Benchmark(name=name, description=description))
         except IntegrityError:
             raise Conflict(f"benchmark {name!r} is being created concurrently; retry") from None
     else:
@@ -110,9 +109,8 @@ def create_version(
         items_extra=list(extra) if extra is not None else None,
     )
     try:
-        with session.begin_nested():
-            versions.add(version)
-    except IntegrityError:
+        versions.add(version)
+    except IntegrityError:  # a concurrent create won the race; the request rolls back
         raise Conflict(f"benchmark {name!r} is being created concurrently; retry") from None
     return version, True
 

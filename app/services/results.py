@@ -140,11 +140,10 @@ def store_results(
     row.content_hash = packed.content_hash
     row.source_format = parsed.source_format
     row.metric = parsed.metric
+    session.add(row)
     try:
-        with session.begin_nested():
-            session.add(row)
-            session.flush()
-    except IntegrityError:
+        session.flush()
+    except IntegrityError:  # a concurrent upload won the race; the request rolls back
         raise Conflict(f"concurrent upload for model {model.name!r}; retry") from None
     return row, status
 

@@ -95,3 +95,28 @@ def test_load_matrix_scales(db_session: Session) -> None:
     np.testing.assert_array_equal(mat.correct, correct)
     np.testing.assert_array_equal(mat.confidence, conf)
     assert elapsed < 3.0
+
+
+def test_round_trip_on_sqlite(tmp_path) -> None:
+    """The embedded default (SQLite) stores and loads the same packed rows."""
+    from app.db.migrate import upgrade
+    from app.db.session import make_engine, make_sessionmaker
+    from app.settings import Settings
+
+    url = f"sqlite:///{tmp_path / 'bs.sqlite3'}"
+    upgrade(url)
+    engine = make_engine(Settings(database_url=url))
+    try:
+        with make_sessionmaker(engine)() as session:
+            version = _version(session, 20, "lite")
+            _store(session, version.id, "a", parse_columnar([1, 0] * 10, [0.25] * 20))
+            _store(session, version.id, "b", parse_columnar([0.5], item_ids=["i3"]))
+            session.commit()
+        with make_sessionmaker(engine)() as session:
+            mat = load_matrix(session, version.id)
+    finally:
+        engine.dispose()
+    assert mat.model_names.tolist() == ["a", "b"]
+    np.testing.assert_array_equal(mat.correct[0], [1, 0] * 10)
+    assert mat.coverage[1].sum() == 1 and mat.correct[1, 3] == 0.5
+    assert mat.confidence is None
