@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from app.core.estimators import irt as _irt
 from app.core.results import Selection
 
 EstimatorFn = Callable[[Selection, np.ndarray, np.ndarray | None], np.ndarray]
@@ -38,6 +39,9 @@ ESTIMATORS: dict[str, EstimatorFn] = {
     "weighted_mean": weighted_mean,
     "horvitz_thompson": weighted_mean,
     "weighted_confidence": weighted_confidence,
+    "irt": weighted_mean,  # tinyBenchmarks' anchor-weighted mean (paper §3.6)
+    "p_irt": _irt.p_irt,
+    "gp_irt": _irt.gp_irt,
 }
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.core.selectors.anchor_points import AnchorPointsSelector
 from app.core.selectors.base import Chosen, Selector
 from app.core.selectors.confidence_stratified import ConfidenceStratifiedSelector
 from app.core.selectors.dpp import DPPSelector
 from app.core.selectors.random import RandomSelector
 from app.core.selectors.subtask_stratified import SubtaskStratifiedSelector
+from app.core.selectors.tiny_benchmarks import TinyBenchmarksSelector
 
 SELECTORS: dict[str, type[Selector]] = {
     cls.name: cls
@@ -17,6 +19,8 @@ SELECTORS: dict[str, type[Selector]] = {
         SubtaskStratifiedSelector,
         ConfidenceStratifiedSelector,
         DPPSelector,
+        AnchorPointsSelector,
+        TinyBenchmarksSelector,
     )
 }
 

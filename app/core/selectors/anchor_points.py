@@ -1,0 +1,191 @@
+"""Anchor Points: k-medoids on item-item correlations over source models (paper §3.5)."""
+
+from __future__ import annotations
+
+import kmedoids
+import numpy as np
+
+from app.core._validation import ResultsData
+from app.core.selectors.base import Chosen, Selector
+
+ESTIMATE_ON = ("confidence", "correct")
+FLOAT64_MAX_ITEMS = 8_000  # above this the full dissimilarity matrix is kept in float32
+CLARA_DRAWS = 5
+
+
+def standardized_columns(x: np.ndarray, dtype=np.float64) -> tuple[np.ndarray, np.ndarray]:
+    """Columns of ``x`` centred and scaled so that ``Z' Z / m`` is their Pearson correlation.
+
+    Constant columns (zero variance) become all-zero, i.e. correlation 0 with every other item;
+    the second output flags them.
+    """
+    m = x.shape[0]
+    xc = x - x.mean(axis=0)
+    sd = np.sqrt(np.einsum("ij,ij->j", xc, xc) / m)
+    constant = np.all(x == x[:1], axis=0)
+    scale = np.where(constant, 0.0, 1.0 / np.where(constant, 1.0, sd) / np.sqrt(m))
+    return (xc * scale).astype(dtype, copy=False), constant
+
+
+def correlation_dissimilarity(x: np.ndarray, dtype=np.float64) -> np.ndarray:
+    """``1 - R`` for the item-item Pearson correlation ``R`` of the columns of ``x``.
+
+    Parameters
+    ----------
+    x : ndarray, shape (n_models, n_items)
+    dtype : numpy dtype
+        float64 (paper) or float32 (halves memory for large pools).
+
+    Returns
+    -------
+    ndarray, shape (n_items, n_items)
+        Built in place (one N x N buffer). NaN policy: a constant item has correlation 0 with
+        every other item and 1 with itself (so dissimilarity 1 to others, 0 on the diagonal).
+    """
+    z, _ = standardized_columns(x, dtype)
+    d = z.T @ z  # R (constant items: 0 everywhere)
+    np.subtract(1.0, d, out=d)
+    np.fill_diagonal(d, 0.0)
+    np.clip(d, 0.0, 2.0, out=d)
+    return d
+
+
+class AnchorPointsSelector(Selector):
+    """k-medoids (FasterPAM) on ``1 - R``; cluster-size weights on the medoids.
+
+    Parameters
+    ----------
+    estimate_on : {"confidence", "correct"}, default "confidence"
+        Signal the default estimator reads on the medoids: the gold-option probability
+        (``"weighted_confidence"``, the paper's estimator, a weighted mean *confidence*) or 0/1
+        correctness (``"weighted_mean"``). Without source confidences ``"confidence"`` falls back
+        to ``"correct"``, recorded in ``Selection.estimate_on`` and ``fitted["estimate_on_fallback"]``.
+    max_full_items : int, default 20000
+        Above this many candidates no N x N matrix is built: CLARA-style sampling is used instead.
+    max_iter : int, default 100
+        FasterPAM iteration cap (kmedoids' default, as in the paper).
+
+    Notes
+    -----
+    Fit (once): ``R`` = Pearson correlation over source models of the signal (confidence, or
+    correctness as the recorded fallback) of the candidate items; ``D = 1 - R`` kept in float64
+    up to 8,000 candidates and in float32 up to ``max_full_items`` (FasterPAM accepts both).
+    Constant items, whose correlations are NaN in the reference, get correlation 0 with the
+    others and 1 with themselves (the reference's predictor variant also sets NaN to 0).
+
+    Select (per ``n``): ``kmedoids.fasterpam(D, n, init="random", random_state=s, n_cpu=1)`` with
+    ``s`` drawn from the selection ``rng`` (single-threaded so the result is deterministic); each
+    candidate goes to the medoid it is most correlated with (argmin of D; ties to the first
+    medoid); weight of medoid ``c`` = ``|cluster c| / N`` (empty clusters keep weight 0).
+
+    Large pools (``N > max_full_items``), CLARA-style: ``CLARA_DRAWS`` = 5 uniform samples of
+    ``min(N, max(40 + 2n, 2000))`` candidates each (always containing the previous best medoids),
+    FasterPAM on each sample's float32 dissimilarities, then every candidate is assigned using
+    only its correlations with the ``n`` medoids (an N x n product); the medoids with the lowest
+    total dissimilarity over all candidates win. Memory O(N (m + n) + s^2).
+    """
+
+    name = "anchor_points"
+    estimators = ("weighted_confidence", "weighted_mean")
+
+    def __init__(
+        self, *, estimate_on: str = "confidence", max_full_items: int = 20_000, max_iter: int = 100
+    ) -> None:
+        super().__init__(estimate_on=estimate_on, max_full_items=max_full_items, max_iter=max_iter)
+
+    @property
+    def estimate_on(self) -> str:
+        data = getattr(self, "data_", None)
+        if (
+            self.params["estimate_on"] == "confidence"
+            and data is not None
+            and data.confidence is None
+        ):
+            return "correct"
+        return self.params["estimate_on"]
+
+    @property
+    def default_estimator(self) -> str:
+        return "weighted_confidence" if self.estimate_on == "confidence" else "weighted_mean"
+
+    def _fit(self, data: ResultsData) -> None:
+        if self.params["estimate_on"] not in ESTIMATE_ON:
+            raise ValueError(
+                f"estimate_on: expected one of {ESTIMATE_ON}, got {self.params['estimate_on']!r}"
+            )
+        limit = self.params["max_full_items"]
+        if isinstance(limit, bool) or not isinstance(limit, int | np.integer) or limit < 1:
+            raise ValueError("max_full_items: expected a positive integer")
+        x = data.signal[:, data.candidates]
+        n_cand = x.shape[1]
+        self.clara_ = n_cand > limit
+        if self.clara_:
+            self.z_, self.constant_ = standardized_columns(x, np.float32)
+            self.dissim_ = None
+        else:
+            dtype = np.float64 if n_cand <= FLOAT64_MAX_ITEMS else np.float32
+            self.dissim_ = correlation_dissimilarity(x, dtype)
+            self.constant_ = np.all(x == x[:1], axis=0)
+            self.z_ = None
+
+    def _select(self, data: ResultsData, n: int, rng: np.random.Generator) -> Chosen:
+        seed = int(rng.integers(0, 2**31 - 1))
+        if self.clara_:
+            medoids, labels = self._clara(n, seed)
+        else:
+            res = kmedoids.fasterpam(
+                self.dissim_,
+                n,
+                max_iter=int(self.params["max_iter"]),
+                init="random",
+                random_state=seed,
+                n_cpu=1,
+            )
+            medoids = np.asarray(res.medoids, dtype=np.int64)
+            labels = np.argmin(self.dissim_[medoids], axis=0)
+        n_cand = data.candidates.shape[0]
+        weights = np.bincount(labels, minlength=n) / n_cand
+        fitted = {
+            "kmedoids_seed": np.int64(seed),
+            "estimate_on_fallback": np.bool_(
+                self.params["estimate_on"] == "confidence" and data.confidence is None
+            ),
+            "constant_items": np.int64(self.constant_.sum()),
+            "clara": np.bool_(self.clara_),
+        }
+        return Chosen(indices=data.candidates[medoids], weights=weights, fitted=fitted)
+
+    def _clara(self, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        z = self.z_
+        n_cand = z.shape[1]
+        size = min(n_cand, max(40 + 2 * n, 2000))
+        gen = np.random.default_rng(seed)
+        best_cost, best = np.inf, None
+        for _ in range(CLARA_DRAWS):  # a handful of CLARA draws, each fully vectorised
+            if best is None:
+                sample = np.sort(gen.choice(n_cand, size=size, replace=False))
+            else:
+                others = np.setdiff1d(np.arange(n_cand), best[0])
+                extra = gen.choice(others, size=size - n, replace=False)
+                sample = np.sort(np.concatenate([best[0], extra]))
+            zs = z[:, sample]
+            d = zs.T @ zs
+            np.subtract(1.0, d, out=d)
+            np.fill_diagonal(d, 0.0)
+            np.clip(d, 0.0, 2.0, out=d)
+            res = kmedoids.fasterpam(
+                d,
+                n,
+                max_iter=int(self.params["max_iter"]),
+                init="random",
+                random_state=int(gen.integers(0, 2**31 - 1)),
+                n_cpu=1,
+            )
+            medoids = sample[np.asarray(res.medoids, dtype=np.int64)]
+            dm = 1.0 - z[:, medoids].T @ z  # (n, N) dissimilarities to the medoids
+            dm[np.arange(n), medoids] = 0.0
+            labels = np.argmin(dm, axis=0)
+            cost = float(np.sum(np.min(dm, axis=0)))
+            if cost < best_cost:
+                best_cost, best = cost, (medoids, labels)
+        return best

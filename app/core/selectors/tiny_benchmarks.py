@@ -1,0 +1,199 @@
+"""tinyBenchmarks: IRT item embeddings, k-means anchors, IRT / p-IRT / gp-IRT estimators (paper §3.6)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from sklearn.cluster import KMeans
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import pairwise_distances_argmin
+
+from app.core._validation import ResultsData
+from app.core.estimators.irt import FORM_CODES, p_irt_parts
+from app.core.irt import FORMS, PRIORS, fit_irt
+from app.core.results import Selection
+from app.core.selectors.base import Chosen, Selector
+
+
+class TinyBenchmarksSelector(Selector):
+    """Anchor items nearest to the k-means centroids of IRT item embeddings ``[a_i, b_i]``.
+
+    Parameters
+    ----------
+    dims : int, default 10
+        IRT latent dimension (paper: 10).
+    form : {"scalar_difficulty", "per_dimension"}, default "scalar_difficulty"
+        IRT logit form (:mod:`app.core.irt`); the paper's py-irt fork uses the scalar form.
+    prior : {"hierarchical", "fixed"}, default "hierarchical"
+    fit_seed : int, default 42
+        Seed of the IRT initialisation and of the held-out source split. The fit is done once in
+        ``fit`` and does not depend on the selection seed (the paper fixes seed 42 in the fit).
+    kmeans_seed : int or None, default None
+        ``None``: the k-means ``random_state`` is drawn from the selection ``rng``, so different
+        selection seeds give different anchor sets (useful for repeated runs). Set ``42`` to
+        reproduce the paper exactly (its selection is then deterministic given the fit).
+    holdout_fraction : float, default 0.2
+        Share of source models held out (a seeded permutation) to calibrate gp-IRT's ``beta``.
+        A second IRT model is fitted on the remaining sources for that purpose only.
+    ability_prior : float, default 1.0
+        Standard deviation of the ability prior used when scoring models from their anchors.
+    max_iter : int, default 400
+        L-BFGS iteration budget of each IRT fit.
+
+    Notes
+    -----
+    Fit: ``fit_irt`` on the source models' correctness restricted to the candidates. Embedding
+    ``E_i = [a_i, b_i]`` (11-dimensional at D = 10).
+
+    Select (per ``n``): ``KMeans(n_clusters=n, n_init=1, random_state=...)`` on ``E`` (one
+    k-means++ run, as ``n_init="auto"`` in the paper's scikit-learn); anchor of centroid ``c`` = the
+    candidate nearest to it; weight = the cluster's share of candidates. Two centroids may share
+    an anchor: their weights are merged so indices are distinct (``k <= n``, weights sum to 1) and
+    ``fitted["duplicates"]`` counts the merged centroids.
+
+    Estimators: ``"irt"`` = ``sum_c w_c y_c`` (the paper's, linear), ``"p_irt"`` and ``"gp_irt"``
+    (:mod:`app.core.estimators.irt`). For gp-IRT, ``lambda' = beta^2 / (v' + beta^2)`` with
+
+    * ``beta`` = mean over held-out source models of ``|IRT part - accuracy on non-anchor
+      candidates|``, the IRT part being p-IRT's model prediction from the same anchors, scored
+      with item parameters fitted **without** those models (no target labels are used);
+    * ``v' = v / (4 k)``, ``v`` = mean over source models of the across-item variance of
+      correctness on the candidates, ``k`` the number of distinct anchors (the original
+      tinyBenchmarks' ``v / (4 n_items)`` with ``n_items`` read as the anchor count).
+
+    ``Selection.fitted`` stores the candidate item parameters (``irt_a``, ``irt_b``, ``irt_form``),
+    ``candidates``, ``anchor_candidate_positions``, ``lambda_p``, ``lambda_gp``, ``beta``, ``v``,
+    ``ability_prior``, the sources' ability range (``theta_min``, ``theta_max``), ``duplicates``
+    and ``kmeans_seed``, so a stored selection scores new models without a refit.
+    """
+
+    name = "tiny_benchmarks"
+    estimators = ("irt", "p_irt", "gp_irt")
+
+    def __init__(
+        self,
+        *,
+        dims: int = 10,
+        form: str = "scalar_difficulty",
+        prior: str = "hierarchical",
+        fit_seed: int = 42,
+        kmeans_seed: int | None = None,
+        holdout_fraction: float = 0.2,
+        ability_prior: float = 1.0,
+        max_iter: int = 400,
+    ) -> None:
+        super().__init__(
+            dims=dims,
+            form=form,
+            prior=prior,
+            fit_seed=fit_seed,
+            kmeans_seed=kmeans_seed,
+            holdout_fraction=holdout_fraction,
+            ability_prior=ability_prior,
+            max_iter=max_iter,
+        )
+
+    def _check_params(self) -> None:
+        p = self.params
+        if p["form"] not in FORMS:
+            raise ValueError(f"form: expected one of {FORMS}, got {p['form']!r}")
+        if p["prior"] not in PRIORS:
+            raise ValueError(f"prior: expected one of {PRIORS}, got {p['prior']!r}")
+        if not 0.0 < float(p["holdout_fraction"]) < 1.0:
+            raise ValueError("holdout_fraction: must lie in (0, 1)")
+        if p["kmeans_seed"] is not None and (
+            isinstance(p["kmeans_seed"], bool) or not isinstance(p["kmeans_seed"], int | np.integer)
+        ):
+            raise ValueError("kmeans_seed: expected an int or None")
+        if not float(p["ability_prior"]) > 0:
+            raise ValueError("ability_prior: must be positive")
+
+    def _fit(self, data: ResultsData) -> None:
+        self._check_params()
+        p = self.params
+        y = data.correct[:, data.candidates]
+        kw = {
+            "dims": int(p["dims"]),
+            "form": p["form"],
+            "prior": p["prior"],
+            "max_iter": int(p["max_iter"]),
+        }
+        self.irt_ = fit_irt(y, rng=int(p["fit_seed"]), **kw)
+        self.embeddings_ = self.irt_.embeddings()
+        # held-out sources for gp-IRT's beta (a seeded split; part of the fit, not of the selection)
+        m = y.shape[0]
+        n_hold = min(max(1, round(float(p["holdout_fraction"]) * m)), m - 1)
+        if n_hold >= 1:
+            perm = np.random.default_rng(int(p["fit_seed"])).permutation(m)
+            self.holdout_ = np.sort(perm[:n_hold])
+            train = np.sort(perm[n_hold:])
+            self.irt_train_ = fit_irt(y[train], rng=int(p["fit_seed"]), **kw)
+        else:  # a single source model: no held-out calibration possible
+            self.holdout_ = np.empty(0, dtype=np.int64)
+            self.irt_train_ = None
+        self.v_ = float(np.mean(np.var(y, axis=1)))
+
+    def _select(self, data: ResultsData, n: int, rng: np.random.Generator) -> Chosen:
+        p = self.params
+        cand = data.candidates
+        n_cand = cand.shape[0]
+        km_seed = p["kmeans_seed"]
+        if km_seed is None:
+            km_seed = int(rng.integers(0, 2**31 - 1))
+        with warnings.catch_warnings():
+            # duplicate embeddings can leave fewer distinct clusters than n; handled below
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            km = KMeans(n_clusters=n, n_init=1, random_state=int(km_seed)).fit(self.embeddings_)
+        nearest = pairwise_distances_argmin(km.cluster_centers_, self.embeddings_)
+        share = np.bincount(km.labels_, minlength=n) / n_cand
+        anchors, inverse = np.unique(nearest, return_inverse=True)
+        weights = np.bincount(inverse, weights=share, minlength=anchors.size)
+        fitted = {
+            "irt_a": self.irt_.a,
+            "irt_b": self.irt_.b,
+            "irt_form": np.int64(FORM_CODES.index(self.irt_.form)),
+            "candidates": cand,
+            "anchor_candidate_positions": anchors,
+            "lambda_p": np.float64(anchors.size / n_cand),
+            "ability_prior": np.float64(p["ability_prior"]),
+            "theta_min": self.irt_.theta.min(axis=0),
+            "theta_max": self.irt_.theta.max(axis=0),
+            "duplicates": np.int64(n - anchors.size),
+            "kmeans_seed": np.int64(km_seed),
+            "v": np.float64(self.v_),
+        }
+        beta = self._heldout_beta(data, anchors, weights)
+        v_prime = self.v_ / (4.0 * anchors.size)
+        lam = beta**2 / (v_prime + beta**2) if (v_prime + beta**2) > 0 else 1.0
+        fitted["beta"] = np.float64(beta)
+        fitted["lambda_gp"] = np.float64(lam)
+        return Chosen(indices=cand[anchors], weights=weights, fitted=fitted)
+
+    def _heldout_beta(self, data: ResultsData, anchors: np.ndarray, weights: np.ndarray) -> float:
+        """Mean |p-IRT's IRT part - true non-anchor accuracy| over the held-out source models."""
+        if self.irt_train_ is None or anchors.size == data.candidates.shape[0]:
+            return 0.0
+        y = data.correct[np.ix_(self.holdout_, data.candidates)]
+        probe = Selection(
+            method=self.name,
+            indices=data.candidates[anchors],
+            weights=weights,
+            estimator="p_irt",
+            estimate_on="correct",
+            signal=data.signal_name,
+            n_requested=int(anchors.size),
+            n_candidates=int(data.candidates.shape[0]),
+            seed=None,
+            fitted={
+                "irt_a": self.irt_train_.a,
+                "irt_b": self.irt_train_.b,
+                "irt_form": np.int64(FORM_CODES.index(self.irt_train_.form)),
+                "anchor_candidate_positions": anchors,
+                "lambda_gp": np.float64(0.0),
+                "ability_prior": np.float64(self.params["ability_prior"]),
+            },
+        )
+        _, irt_part, _ = p_irt_parts(probe, y[:, anchors])
+        rest = np.setdiff1d(np.arange(data.candidates.shape[0]), anchors, assume_unique=True)
+        return float(np.mean(np.abs(irt_part - y[:, rest].mean(axis=1))))
