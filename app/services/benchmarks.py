@@ -323,8 +323,9 @@ def ingest_error(
     """An IngestError as a 422 whose ``errors`` name the line and field at fault."""
     errors = []
     for e in exc.errors:
+        in_file = f"file {file}: " if file is not None else ""
         if e.line is None and e.field in QUERY_CHOICES:
-            errors.append({"loc": ["query", e.field], "message": e.message})
+            errors.append({"loc": ["query", e.field], "message": in_file + e.message})
             continue
         loc: list[str | int] = list(loc_prefix)
         if file is not None:
@@ -334,6 +335,6 @@ def ingest_error(
         if e.field is not None:
             loc.append(e.field)
         where = f"line {e.line}: " if e.line is not None else ""
-        errors.append({"loc": loc, "message": where + e.message})
+        errors.append({"loc": loc, "message": in_file + where + e.message})
     detail = str(exc) if file is None else f"file {file}: {exc}"
     return InvalidInput(detail, errors=errors)

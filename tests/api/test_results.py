@@ -419,3 +419,25 @@ def test_empty_matrix_export(client: TestClient) -> None:
     bench = _bench(client)
     m = _matrix(client, bench["id"])
     assert m["correct"].shape == (0, 4) and m["models"].shape == (0,)
+
+
+def test_several_sample_logs_in_one_multipart_upload(client: TestClient) -> None:
+    files = [("file", (p.name, p.read_bytes(), "application/x-ndjson")) for p in (ARC, MMLU_PRO)]
+    bench = client.post("/v1/benchmarks/from-samples", params={"name": "two"}, files=files)
+    assert bench.status_code == 201, bench.text
+    url = f"/v1/benchmarks/{bench.json()['id']}/results"
+    r = client.post(url, params={"model": "m", "metric": "acc"}, files=files)
+    assert r.status_code == 201, r.text
+    assert r.json()["n_items"] == 9 and r.json()["coverage"] == 1.0
+    assert r.json()["has_confidence"]
+    only_arc = client.post(url, params={"model": "arc-only", "metric": "acc"}, files=files[:1])
+    assert only_arc.status_code == 201 and only_arc.json()["coverage"] == pytest.approx(5 / 9)
+    bad = [files[0], ("file", (GSM8K.name, GSM8K.read_bytes(), "application/x-ndjson"))]
+    r = client.post(url, params={"model": "x", "metric": "acc"}, files=bad)
+    assert r.status_code == 422
+    err = r.json()["errors"][0]
+    assert err["loc"] == ["query", "metric"] and err["message"].startswith("file 2: unknown metric")
+    broken = [files[0], ("file", ("b.jsonl", b'{"doc_id": 1}\n{oops\n', "application/x-ndjson"))]
+    r = client.post(url, params={"model": "x", "metric": "acc"}, files=broken)
+    assert r.status_code == 422
+    assert r.json()["errors"][0]["loc"] == ["body", "file", 2, "line", 2]
