@@ -178,17 +178,28 @@ class Client:
             self.http.__exit__(None, None, None)
 
 
-def timed(fn: Callable[[], object]) -> float:
-    t0 = time.perf_counter()
+def timed(fn: Callable[[], object], cpu: list[float] | None = None) -> float:
+    """Wall time of ``fn()``; its CPU time in this process is appended to ``cpu``.
+
+    On a shared machine wall time is inflated by other work; the in-process CPU time (client +
+    server for the TestClient, client + numpy for load_matrix) is the steadier figure.
+    """
+    c0, t0 = time.process_time(), time.perf_counter()
     fn()
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    if cpu is not None:
+        cpu.append(time.process_time() - c0)
+    return wall
 
 
-def row(case: str, shape: str, times: list[float], note: str = "") -> str:
+def row(
+    case: str, shape: str, times: list[float], note: str = "", cpu: list[float] | None = None
+) -> str:
     med, lo = statistics.median(times), min(times)
+    extra = f"; in-process CPU median {statistics.median(cpu) * 1e3:.1f} ms" if cpu else ""
     return (
         f"| {case} | {shape} | {med * 1e3:.1f} ms | {lo * 1e3:.1f} ms | n={len(times)}"
-        f"{'; ' + note if note else ''} |"
+        f"{'; ' + note if note else ''}{extra} |"
     )
 
 
@@ -202,6 +213,8 @@ def main() -> int:
     n_models, n_items = (40, 2_000) if args.quick else (args.models, args.items)
     correct, conf = synthetic(n_models, n_items)
     rows: list[str] = []
+    json_h = {"content-type": "application/json"}
+    nd = {"content-type": "application/x-ndjson"}
 
     with scratch_database() as url:
         client = Client(url, args.uvicorn)
@@ -209,15 +222,14 @@ def main() -> int:
             item_ids = [hashlib.sha256(f"item-{i}".encode()).hexdigest() for i in range(n_items)]
             items = [{"id": x, "subtask": f"s{i % 14}"} for i, x in enumerate(item_ids)]
             body = json.dumps({"name": "synthetic-mmlu-pro", "items": items}).encode()
+            create_cpu: list[float] = []
             t = timed(
-                lambda: client.post(
-                    "/v1/benchmarks", content=body, headers={"content-type": "application/json"}
-                )
+                lambda: client.post("/v1/benchmarks", content=body, headers=json_h), create_cpu
             )
-            bench_id = client.post(
-                "/v1/benchmarks", content=body, headers={"content-type": "application/json"}
-            ).json()["id"]
-            rows.append(row("create_benchmark", f"{n_items} items", [t], "JSON item list"))
+            bench_id = client.post("/v1/benchmarks", content=body, headers=json_h).json()["id"]
+            rows.append(
+                row("create_benchmark", f"{n_items} items", [t], "JSON item list", create_cpu)
+            )
 
             bodies = [
                 json.dumps(
@@ -233,12 +245,15 @@ def main() -> int:
                 for k in range(n_models)
             ]
             url_results = f"/v1/benchmarks/{bench_id}/results"
-            headers = {"content-type": "application/json"}
             per: list[float] = []
-            t_bulk0 = time.perf_counter()
+            per_cpu: list[float] = []
+            t_bulk0, c_bulk0 = time.perf_counter(), time.process_time()
             for b in bodies:
-                per.append(timed(lambda b=b: client.post(url_results, content=b, headers=headers)))
+                per.append(
+                    timed(lambda b=b: client.post(url_results, content=b, headers=json_h), per_cpu)
+                )
             bulk = time.perf_counter() - t_bulk0
+            bulk_cpu = time.process_time() - c_bulk0
             size_kb = statistics.median(len(b) for b in bodies) / 1024
             rows.append(
                 row(
@@ -246,6 +261,7 @@ def main() -> int:
                     f"{n_items} items, correct+confidence, {size_kb:.0f} KB body",
                     per,
                     client.kind + ", request round trip",
+                    per_cpu,
                 )
             )
             rows.append(
@@ -254,6 +270,7 @@ def main() -> int:
                     f"{n_models} x {n_items}",
                     [bulk],
                     f"{client.kind}, sequential, model by model",
+                    [bulk_cpu],
                 )
             )
 
@@ -263,12 +280,16 @@ def main() -> int:
 
             engine = make_engine(Settings(database_url=url))
             factory = make_sessionmaker(engine)
-            loads = []
+            loads: list[float] = []
+            loads_cpu: list[float] = []
+            mats = []
             for _ in range(6):
                 with factory() as session:
-                    t0 = time.perf_counter()
-                    mat = load_matrix(session, bench_id)
-                    loads.append(time.perf_counter() - t0)
+                    loads.append(
+                        timed(lambda s=session: mats.append(load_matrix(s, bench_id)), loads_cpu)
+                    )
+            engine.dispose()
+            mat = mats[-1]
             assert np.array_equal(mat.correct, correct)
             assert np.allclose(mat.confidence, conf, atol=1e-6)
             rows.append(
@@ -276,30 +297,36 @@ def main() -> int:
                     "load_matrix",
                     f"{n_models} x {n_items}, correct+confidence",
                     loads[1:],
-                    f"Postgres -> numpy float64, fresh session, first run {loads[0] * 1e3:.0f} ms",
+                    "Postgres -> numpy float64, fresh session, first run "
+                    f"{loads[0] * 1e3:.0f} ms; CPU excludes the Postgres server",
+                    loads_cpu[1:],
                 )
             )
-            engine.dispose()
 
             log, _ = lm_eval_log(n_items)
             from app.ingest import parse_lm_eval_samples
 
-            parse_t = [timed(lambda: parse_lm_eval_samples(log, metric="acc")) for _ in range(3)]
+            parse_cpu: list[float] = []
+            parse_t = [
+                timed(lambda: parse_lm_eval_samples(log, metric="acc"), parse_cpu) for _ in range(3)
+            ]
+            mb = len(log) / 2**20
             rows.append(
                 row(
                     "parse_lm_eval",
-                    f"{n_items} lines, {len(log) / 2**20:.1f} MB",
+                    f"{n_items} lines, {mb:.1f} MB",
                     parse_t,
                     "parser only",
+                    parse_cpu,
                 )
             )
-            nd = {"content-type": "application/x-ndjson"}
             lm_bench = client.post(
                 "/v1/benchmarks/from-samples",
                 params={"name": "synthetic-lm-eval", "task": "mmlu"},
                 content=log,
                 headers=nd,
             ).json()["id"]
+            up_cpu: list[float] = []
             up = [
                 timed(
                     lambda k=k: client.post(
@@ -307,16 +334,18 @@ def main() -> int:
                         params={"model": f"lm/{k}", "metric": "acc"},
                         content=log,
                         headers=nd,
-                    )
+                    ),
+                    up_cpu,
                 )
                 for k in range(3)
             ]
             rows.append(
                 row(
                     "upload_lm_eval",
-                    f"{n_items} lines, {len(log) / 2**20:.1f} MB",
+                    f"{n_items} lines, {mb:.1f} MB",
                     up,
                     client.kind + ", parsed + stored",
+                    up_cpu,
                 )
             )
         finally:
