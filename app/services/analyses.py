@@ -422,10 +422,18 @@ def _validate_params(params: dict[str, Any]) -> dict[str, Any]:
             errors.append({"loc": ["body", "sizes", i], "message": "sizes must be >= 1"})
     if errors:
         raise InvalidInput("invalid analysis parameters", errors=errors)
+    try:
+        version_id = uuid.UUID(str(params.get("benchmark_version_id")))
+    except ValueError:
+        raise InvalidInput(
+            "invalid analysis parameters",
+            errors=[
+                {"loc": ["body", "benchmark_version_id"], "message": "the benchmark version's id"}
+            ],
+        ) from None
     out = body.model_dump(exclude={"seed"})
     out["sizes"] = sorted(out["sizes"])
-    if "benchmark_version_id" in params:
-        out["benchmark_version_id"] = str(params["benchmark_version_id"])
+    out["benchmark_version_id"] = str(version_id)
     return out
 
 
@@ -469,6 +477,27 @@ def _check_against_benchmark(
         )
 
 
+def _analysis_row(session: Session, job: Job) -> Analysis:
+    p = job.params
+    version = get_version(session, uuid.UUID(p["benchmark_version_id"]))
+    row = Analysis(
+        benchmark_version_id=version.id,
+        job_id=job.id,
+        methods=list(p["methods"]),
+        sizes=list(p["sizes"]),
+        runs=int(p["runs"]),
+        n_sources=int(p["n_sources"]),
+        n_targets=int(p["n_targets"]),
+        mode=p["mode"],
+        seed=int(job.seed),
+        threshold=float(p["threshold"]),
+        gap=float(p["gap"]),
+        created_at=utcnow(),
+    )
+    session.add(row)
+    return row
+
+
 def create_analysis(
     session: Session, benchmark_version_id: uuid.UUID, body: AnalysisCreate
 ) -> Analysis:
@@ -484,20 +513,7 @@ def create_analysis(
     _check_against_benchmark(params, n_models, seen_half(version))
     job = job_service.create_job(session, JOB_KIND, params, body.seed)
     job.progress_total = params["runs"]  # known up front: clients see "0 / runs" while queued
-    analysis = Analysis(
-        benchmark_version_id=version.id,
-        job_id=job.id,
-        methods=params["methods"],
-        sizes=params["sizes"],
-        runs=params["runs"],
-        n_sources=params["n_sources"],
-        n_targets=params["n_targets"],
-        mode=params["mode"],
-        seed=job.seed,
-        threshold=params["threshold"],
-        gap=params["gap"],
-        created_at=utcnow(),
-    )
+    analysis = _analysis_row(session, job)
     AnalysisRepository(session).add(analysis)
     analysis.job = job
     return analysis
@@ -770,12 +786,20 @@ def _run_shared(
 
 
 def run_analysis(session: Session, job: Job, progress: job_service.ProgressReporter) -> None:
+    factory = _shared_factory(session)
     row = AnalysisRepository(session).get_by_job(job.id)
-    if row is None:
-        raise NotFound(f"job {job.id} has no analysis row")
+    if row is None:  # queued through POST /v1/jobs {"kind": "analysis"}: no row yet
+        if factory is None:
+            row = _analysis_row(session, job)
+        else:  # chunk workers must see it
+            with factory() as s, s.begin():
+                found = s.get(Job, job.id)
+                assert found is not None
+                _analysis_row(s, found)
+            row = AnalysisRepository(session).get_by_job(job.id)
+            assert row is not None
     progress(0, row.runs)
     inputs = _load_inputs(session, row)
-    factory = _shared_factory(session)
     try:
         if factory is not None:
             chunks, executed_by = _run_shared(factory, job, row, inputs, progress)

@@ -295,3 +295,46 @@ def test_two_workers_share_one_analysis_with_the_single_shot_result(
     executed_by = final["result"]["executed_by"]
     assert len(executed_by) == 2, (executed_by, logs)  # both worker processes ran chunks
     _assert_equal_to_engine(committed_sessionmaker, gpqa_version, created["id"], body)
+
+
+def test_generic_job_endpoint_creates_the_analysis_row(
+    committed_client: TestClient,
+    committed_sessionmaker: sessionmaker[Session],
+    gpqa_version: uuid.UUID,
+) -> None:
+    """POST /v1/jobs {"kind": "analysis"} is validated like the analyses route and, run, yields
+    an analysis row linked from the job's result."""
+    for params, field in [
+        ({"sizes": [10]}, "body.methods"),
+        ({"methods": ["random"], "sizes": [10]}, "body.benchmark_version_id"),
+    ]:
+        bad = committed_client.post("/v1/jobs", json={"kind": "analysis", "params": params})
+        assert bad.status_code == 422
+        assert field in {e["field"] for e in bad.json()["errors"]}
+    with committed_sessionmaker() as session:
+        job = job_service.create_job(
+            session,
+            "analysis",
+            {
+                "benchmark_version_id": str(gpqa_version),
+                "methods": ["random"],
+                "sizes": [25, 10],
+                "runs": 3,
+                "n_sources": 100,
+                "n_targets": 30,
+            },
+            seed=4,
+        )
+        session.commit()
+        job_id = job.id
+    try:
+        assert job_service.execute_job(committed_sessionmaker, job_id) is JobStatus.succeeded
+        with committed_sessionmaker() as session:
+            found = session.get(Job, job_id)
+            assert found is not None and found.result is not None
+            row = service.get_analysis(session, uuid.UUID(found.result["analysis_id"]))
+            assert row.sizes == [10, 25] and row.seed == 4 and row.result is not None
+    finally:
+        with committed_sessionmaker() as session:
+            session.delete(session.get(Job, job_id))
+            session.commit()
