@@ -137,7 +137,7 @@ def plan(
 def _evidence_rows(evidence: dict) -> list[list[object]]:
     """The (size, MDAD) pairs of a plan's evidence, whatever its exact layout."""
     sizes = evidence.get("sizes")
-    mdads = evidence.get("mdad")
+    mdads = evidence.get("mdads", evidence.get("mdad"))
     if isinstance(sizes, list) and isinstance(mdads, list) and len(sizes) == len(mdads):
         return [[n, _pts(m)] for n, m in zip(sizes, mdads, strict=True)]
     if isinstance(mdads, dict):

@@ -245,6 +245,8 @@ class Client:
         Longest single wait, including a server's ``Retry-After``.
     transport : httpx.BaseTransport, optional
         E.g. ``httpx.WSGITransport``/an ASGI bridge for in-process use.
+    event_hooks : dict, optional
+        httpx event hooks (``{"request": [...], "response": [...]}``), e.g. for logging.
     """
 
     def __init__(
@@ -258,6 +260,7 @@ class Client:
         max_wait: float = 10.0,
         transport: httpx.BaseTransport | None = None,
         headers: Mapping[str, str] | None = None,
+        event_hooks: Mapping[str, list[Callable[..., Any]]] | None = None,
     ) -> None:
         base = (url or os.environ.get("BENCHSLICE_URL") or DEFAULT_URL).rstrip("/")
         base = base.removesuffix("/v1")
@@ -272,7 +275,11 @@ class Client:
         self.max_wait = max_wait
         self.sleep: Callable[[float], None] = time.sleep
         self._http = httpx.Client(
-            base_url=base, headers=all_headers, timeout=timeout, transport=transport
+            base_url=base,
+            headers=all_headers,
+            timeout=timeout,
+            transport=transport,
+            event_hooks={k: list(v) for k, v in (event_hooks or {}).items()},
         )
 
     # --- plumbing -------------------------------------------------------------------------------

@@ -135,3 +135,45 @@ def _stop(proc: subprocess.Popen[str]) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+@contextmanager
+def thread_server(**settings_overrides: object) -> Iterator[tuple[str, str]]:
+    """``create_app`` with these settings, served by uvicorn in a thread on a migrated SQLite
+    file in a temp dir; yields ``(base URL, database URL)``. For cases the launcher cannot set up (a broker that
+    is down, auth on) without a worker."""
+    import uvicorn
+
+    from app.db.migrate import upgrade
+    from app.main import create_app
+    from app.settings import Settings
+
+    with tempfile.TemporaryDirectory(prefix="benchslice-app-") as tmp:
+        db_url = f"sqlite:///{tmp}/benchslice.sqlite3"
+        upgrade(db_url)
+        fields: dict[str, object] = {
+            "database_url": db_url,
+            "broker_url": f"sqla+sqlite:///{tmp}/broker.sqlite3",
+            "environment": "local",
+            "celery_queue": "benchslice",
+            "celery_key_prefix": "",
+            "auth_enabled": False,
+            **settings_overrides,
+        }
+        app = create_app(Settings(**fields))  # type: ignore[arg-type]
+        port = free_port()
+        server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+        )
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.05)
+        try:
+            yield f"http://127.0.0.1:{port}", db_url
+        finally:
+            server.should_exit = True
+            thread.join(timeout=10)

@@ -1,0 +1,204 @@
+"""app.client against real servers: problem+json mapping, retry rules, job waiting, API keys."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from app.client import (
+    BenchsliceConnectionError,
+    BenchsliceError,
+    Client,
+    JobFailedError,
+    content_idempotency_key,
+)
+from tests.cli.conftest import FIXTURES
+from tests.cli.service import LiveService, free_port, thread_server
+
+ARC = FIXTURES / "samples_arc_easy_2024-05-01T10-00-00.123456.jsonl"
+
+
+class Attempts:
+    """Counts requests as they leave the client (an httpx event hook; nothing is faked)."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str]] = []
+
+    def __call__(self, request: httpx.Request) -> None:
+        self.requests.append((request.method, request.url.path))
+
+    def client(self, url: str, **kwargs: object) -> Client:
+        return Client(url, event_hooks={"request": [self]}, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def attempts() -> Attempts:
+    return Attempts()
+
+
+# --- problem+json → BenchsliceError --------------------------------------------------------------
+
+
+def test_not_found_maps_status_title_detail(service: LiveService) -> None:
+    with Client(service.url) as client, pytest.raises(BenchsliceError) as info:
+        client.get_benchmark(uuid.uuid4())
+    exc = info.value
+    assert exc.status == 404 and exc.title == "Not found"
+    assert exc.detail and exc.detail != exc.title
+    assert exc.type.endswith("/not-found")
+    assert str(exc).startswith("404 Not found: ")
+
+
+def test_validation_error_carries_the_fields(service: LiveService) -> None:
+    with Client(service.url) as client, pytest.raises(BenchsliceError) as info:
+        client.create_benchmark("bad/name", ["a"])
+    exc = info.value
+    assert exc.status == 422 and exc.title == "Invalid input"
+    assert exc.field == "body.name" and exc.fields == ["body.name"]
+    assert "body.name: " in str(exc)
+
+
+def test_ambiguous_metric_names_the_query_field(service: LiveService) -> None:
+    with Client(service.url) as client:
+        bench = client.create_benchmark_from_samples("arc-client", [ARC])
+        with pytest.raises(BenchsliceError) as info:
+            client.upload_results_file(bench.id, ARC, model="m")
+        assert info.value.status == 422 and info.value.field == "query.metric"
+        reply = client.upload_results_file(bench.id, ARC, model="m", metric="acc")
+        assert reply.status == "created" and reply.n_items == 5 and not reply.replayed
+        again = client.upload_results_file(bench.id, ARC, model="m", metric="acc")
+        assert again.replayed and again.content_hash == reply.content_hash
+
+
+def test_find_benchmark_resolves_latest_version(service: LiveService) -> None:
+    with Client(service.url) as client:
+        v1 = client.create_benchmark("versions", ["a", "b"])
+        v2 = client.create_benchmark("versions", ["a", "b", "c"])
+        assert (v1.version, v2.version) == (1, 2)
+        assert client.find_benchmark("versions").id == v2.id
+        with pytest.raises(BenchsliceError) as info:
+            client.find_benchmark("versions-nope")
+        assert info.value.status == 404 and info.value.field == "benchmark"
+
+
+def test_env_configures_url(service: LiveService, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BENCHSLICE_URL", service.url + "/v1/")
+    with Client() as client:
+        assert client.url == service.url
+        assert client.health() == {"status": "ok"}
+
+
+# --- retry rules ---------------------------------------------------------------------------------
+
+
+def test_connection_errors_retry_only_get_and_idempotent_posts(attempts: Attempts) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    with attempts.client(dead, retries=2, backoff=0.0) as client:
+        with pytest.raises(BenchsliceConnectionError) as info:
+            client.list_benchmarks()
+        assert info.value.status is None and "ConnectError" in info.value.detail
+        assert len(attempts.requests) == 3
+
+        attempts.requests.clear()
+        with pytest.raises(BenchsliceConnectionError):
+            client.create_job("ping")
+        assert attempts.requests == [("POST", "/v1/jobs")]
+
+        attempts.requests.clear()
+        with pytest.raises(BenchsliceConnectionError):
+            client.upload_results(uuid.uuid4(), "m", results={"a": 1})
+        assert len(attempts.requests) == 3 and {m for m, _ in attempts.requests} == {"POST"}
+
+
+@pytest.fixture(scope="module")
+def broker_down() -> Iterator[str]:
+    """A real app whose broker (Redis on a closed port) is down: 503 + Retry-After."""
+    with thread_server(
+        broker_url=f"redis://127.0.0.1:{free_port()}/0", broker_publish_timeout=0.5
+    ) as (url, _):
+        yield url
+
+
+def test_503_get_is_retried_honouring_retry_after(broker_down: str, attempts: Attempts) -> None:
+    with attempts.client(broker_down, retries=2, backoff=0.0, max_wait=0.01) as client:
+        with pytest.raises(BenchsliceError) as info:
+            client.ready()
+    assert info.value.status == 503 and info.value.title == "Not ready"
+    assert info.value.retry_after == 5.0
+    assert attempts.requests == [("GET", "/readyz")] * 3
+
+
+def test_503_post_without_idempotency_key_is_not_retried(
+    broker_down: str, attempts: Attempts
+) -> None:
+    with attempts.client(broker_down, retries=3, backoff=0.0, max_wait=0.01) as client:
+        with pytest.raises(BenchsliceError) as info:
+            client.create_job("ping")
+        assert info.value.status == 503 and info.value.retry_after is not None
+        assert attempts.requests == [("POST", "/v1/jobs")]
+
+
+def test_4xx_is_never_retried(service: LiveService, attempts: Attempts) -> None:
+    with attempts.client(service.url, retries=3, backoff=0.0) as client:
+        with pytest.raises(BenchsliceError):
+            client.get_job(uuid.uuid4())
+    assert len(attempts.requests) == 1
+
+
+def test_content_key_is_deterministic_and_length_prefixed() -> None:
+    assert content_idempotency_key("a", b"bc") == content_idempotency_key("a", b"bc")
+    assert content_idempotency_key("ab", b"c") != content_idempotency_key("a", b"bc")
+
+
+# --- jobs ----------------------------------------------------------------------------------------
+
+
+def test_wait_reports_progress_until_succeeded(service: LiveService) -> None:
+    seen: list[tuple[str, int]] = []
+    with Client(service.url) as client:
+        job = client.create_job("ping", {"steps": 4, "delay": 0.2})
+        done = client.wait(job.id, progress=lambda j: seen.append((j.status, j.progress.done)))
+    assert done.status == "succeeded" and done.result == {"pong": True, "steps": 4}
+    assert seen[-1] == ("succeeded", 4)
+    assert [d for _, d in seen] == sorted(d for _, d in seen)
+
+
+def test_wait_raises_for_cancelled_and_times_out(service: LiveService) -> None:
+    with Client(service.url) as client:
+        job = client.create_job("ping", {"steps": 100, "delay": 0.1})
+        with pytest.raises(BenchsliceError) as info:
+            client.wait(job.id, timeout=0.3)
+        assert info.value.title == "Timed out" and str(job.id) in info.value.detail
+        client.cancel_job(job.id)
+        with pytest.raises(JobFailedError) as failed:
+            client.wait(job.id, timeout=60)
+    assert failed.value.job.status == "cancelled"
+    assert isinstance(failed.value, BenchsliceError)
+
+
+# --- API keys from the environment ---------------------------------------------------------------
+
+
+def test_api_key_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sqlalchemy import create_engine
+    from sqlalchemy.orm import Session
+
+    from app.services.keys import create_key
+
+    with thread_server(auth_enabled=True) as (url, db_url):
+        engine = create_engine(db_url)
+        with Session(engine) as session:
+            _, token = create_key(session, "ci", ["write"])
+            session.commit()
+        engine.dispose()
+        monkeypatch.delenv("BENCHSLICE_API_KEY", raising=False)
+        with Client(url) as anonymous, pytest.raises(BenchsliceError) as info:
+            anonymous.list_benchmarks()
+        assert info.value.status == 401
+        monkeypatch.setenv("BENCHSLICE_API_KEY", token)
+        with Client(url) as client:
+            assert client.create_benchmark("keyed", ["a"]).n_items == 1
+            assert [b.name for b in client.list_benchmarks().items] == ["keyed"]
