@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -90,11 +90,3 @@ class BenchmarkPage(BaseModel):
     next_cursor: str | None = Field(
         default=None, description="Pass as ?cursor= for the next page; null on the last page"
     )
-
-
-class BenchmarkItemsPublic(BaseModel):
-    item_ids: list[str]
-    subtasks: list[str]
-
-
-SubtaskSource = Literal["task", "subject"]

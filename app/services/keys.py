@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import threading
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -83,7 +84,10 @@ def revoke_key(session: Session, prefix_or_id: str) -> ApiKey:
     repo = ApiKeyRepository(session)
     row = repo.get_by_prefix(prefix_or_id)
     if row is None:
-        row = next((k for k in repo.all() if str(k.id) == prefix_or_id), None)
+        try:
+            row = repo.get(uuid.UUID(prefix_or_id))
+        except ValueError:
+            row = None
     if row is None:
         raise NotFound(f"no API key {prefix_or_id!r}")
     row.revoked = True

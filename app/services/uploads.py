@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from app.errors import DomainError, InvalidInput
 from app.ingest import (
+    AmbiguousChoiceError,
     IngestError,
     ParsedResults,
     parse_columnar,
@@ -206,8 +207,6 @@ def parse_results_upload(
 def parse_sample_logs(parts: Sequence[UploadPart], opts: ParseOptions) -> list[ParsedResults]:
     """Parse sample logs for benchmark creation: the metric/filter choice does not matter for
     the items, so an ambiguous file uses its first metric and filter."""
-    from app.ingest import AmbiguousChoiceError
-
     if not parts:
         raise InvalidInput("empty upload", errors=[{"loc": ["body"], "message": "no file"}])
     out = []
