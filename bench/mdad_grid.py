@@ -174,6 +174,27 @@ def case_scaling(args) -> None:
         )
 
 
+def render_table(paths: list[str]) -> None:
+    """Markdown table (MDAD [CI] in points, agreement, |error| in points, tau) from --json outputs."""
+    for path in paths:
+        payload = json.loads(Path(path).read_text())
+
+        def pts(v):
+            return "n/r" if v is None else f"{100 * v:.1f}"
+
+        print(
+            f"\n{payload['mode']} mode, seed {payload['seed']}, elapsed {payload['elapsed_s']:.1f} s\n"
+        )
+        print("| method | n | split | MDAD | CI | agreement | mean abs err | Kendall tau |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        for c in payload["cells"]:
+            tau = "nan" if c["kendall_tau"] is None else f"{c['kendall_tau']:.3f}"
+            print(
+                f"| {c['method']} | {c['n']} | {c['split']} | {pts(c['mdad'])} | [{pts(c['ci_low'])}, {pts(c['ci_high'])}] "
+                f"| {c['mean_agreement']:.3f} | {pts(c['mean_abs_error'])} | {tau} |"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -182,7 +203,13 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--table", nargs="+", metavar="JSON", help="render `benchslice mdad --json` outputs"
+    )
     args = parser.parse_args()
+    if args.table:
+        render_table(args.table)
+        return
     {"gpqa": case_gpqa, "mmlu": case_mmlu, "scaling": case_scaling}[args.case](args)
 
 
