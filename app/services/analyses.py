@@ -35,7 +35,7 @@ from app.core.mdad import analyze_protocol
 from app.core.results import AgreementCurve, MDADResult, ProtocolResult
 from app.core.selectors import SELECTORS
 from app.db.base import utcnow
-from app.db.models import Analysis, AnalysisChunk, BenchmarkVersion, Job, JobStatus
+from app.db.models import Analysis, BenchmarkVersion, Job, JobStatus
 from app.db.repositories.analyses import AnalysisChunkRepository, AnalysisRepository
 from app.errors import Conflict, InvalidInput, NotFound
 from app.schemas.analyses import (
@@ -758,11 +758,8 @@ def _run_shared(
     progress: job_service.ProgressReporter,
 ) -> tuple[list[ProtocolChunk], list[str]]:
     bounds = _bounds(row.runs)
-    with factory() as s, s.begin():
-        existing = {c.run_start for c in AnalysisChunkRepository(s).for_job(job.id)}
-        for a, b in bounds:
-            if a not in existing:
-                s.add(AnalysisChunk(job_id=job.id, run_start=a, run_stop=b, done=False))
+    with factory() as s, s.begin():  # a redelivered job keeps the chunks already done
+        AnalysisChunkRepository(s).ensure(job.id, bounds)
     if CHUNK_HELPERS and len(bounds) > 1:
         CHUNK_HELPERS[0](job.id, len(bounds) - 1)
 

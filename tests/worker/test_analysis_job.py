@@ -338,3 +338,50 @@ def test_generic_job_endpoint_creates_the_analysis_row(
         with committed_sessionmaker() as session:
             session.delete(session.get(Job, job_id))
             session.commit()
+
+
+def test_a_redelivered_job_resumes_from_the_chunks_already_done(
+    committed_sessionmaker: sessionmaker[Session], gpqa_version: uuid.UUID
+) -> None:
+    """A worker died after finishing one chunk: the next delivery keeps that chunk (recorded
+    with the previous worker's name) and computes the rest; the result is the engine's."""
+    body = {
+        "methods": ["random"],
+        "sizes": [10, 25],
+        "runs": 10,
+        "n_sources": 150,
+        "n_targets": 30,
+        "seed": 77,
+        "mode": "robust",
+    }
+    with committed_sessionmaker() as session:
+        analysis = service.create_analysis(session, gpqa_version, AnalysisCreate(**body))
+        session.commit()
+        analysis_id, job_id = analysis.id, analysis.job_id
+    try:
+        with committed_sessionmaker() as session:
+            row = service.get_analysis(session, analysis_id)
+            inputs = service._load_inputs(session, row)
+            bounds = service._bounds(row.runs)
+            chunks = AnalysisChunkRepository(session)
+            chunks.ensure(job_id, bounds)
+            chunks.ensure(job_id, bounds)  # idempotent
+            first = chunks.for_job(job_id)[0]
+            part = service._compute_chunk(row, inputs, first.run_start, first.run_stop)
+            first.payload = service._chunk_to_bytes(part)
+            first.done, first.worker = True, "previous-worker"
+            job = session.get(Job, job_id)
+            assert job is not None
+            job.status = JobStatus.running  # as left by the worker that died
+            session.commit()
+        assert job_service.execute_job(committed_sessionmaker, job_id) is JobStatus.succeeded
+        with committed_sessionmaker() as session:
+            stored = service.get_analysis(session, analysis_id)
+            assert stored.result is not None
+            assert "previous-worker" in stored.result["executed_by"]
+            assert len(stored.result["executed_by"]) == 2
+        _assert_equal_to_engine(committed_sessionmaker, gpqa_version, str(analysis_id), body)
+    finally:
+        with committed_sessionmaker() as session:
+            session.delete(session.get(Job, job_id))
+            session.commit()

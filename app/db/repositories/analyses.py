@@ -74,6 +74,18 @@ class AnalysisChunkRepository(Repository[AnalysisChunk]):
             stmt = stmt.options(undefer(AnalysisChunk.payload))
         return self.session.scalars(stmt.order_by(AnalysisChunk.run_start)).all()
 
+    def ensure(self, job_id: uuid.UUID, bounds: Sequence[tuple[int, int]]) -> None:
+        """Insert the job's chunks that do not exist yet (Postgres; safe under concurrency)."""
+        from sqlalchemy.dialects.postgresql import insert
+
+        stmt = insert(AnalysisChunk).values(
+            [
+                {"id": uuid.uuid4(), "job_id": job_id, "run_start": a, "run_stop": b, "done": False}
+                for a, b in bounds
+            ]
+        )
+        self.session.execute(stmt.on_conflict_do_nothing(constraint="uq_analysis_chunks_job_run"))
+
     def claim(self, job_id: uuid.UUID) -> AnalysisChunk | None:
         """Lock one pending chunk of the job, skipping chunks other workers hold."""
         stmt = (
