@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,7 @@ _MATRICES: OrderedDict[uuid.UUID, FullMatrix] = OrderedDict()
 _MDADS: dict[tuple[uuid.UUID, tuple, int, float], MDADResult] = {}
 _LOCK = threading.Lock()
 MATRIX_CACHE_SIZE = 8
+MDAD_CACHE_SIZE = 256
 
 
 def _version_exists(session: Session, version_id: uuid.UUID) -> None:
@@ -74,8 +76,9 @@ def _version_exists(session: Session, version_id: uuid.UUID) -> None:
 
 def full_matrix(session: Session, version_id: uuid.UUID) -> FullMatrix:
     """The cached full-coverage 0/1 matrix of a version (reloaded when its results change)."""
-    _version_exists(session, version_id)
     stamp = results_stamp(session, version_id)
+    if stamp[0] == 0:
+        _version_exists(session, version_id)
     with _LOCK:
         hit = _MATRICES.get(version_id)
         if hit is not None and hit.stamp == stamp:
@@ -139,6 +142,8 @@ def exact_random_mdad(fm: FullMatrix, n: int, threshold: float) -> MDADResult:
     result = exact_agreement(fm.correct, int(n), threshold=threshold)
     with _LOCK:
         _MDADS[key] = result
+        while len(_MDADS) > MDAD_CACHE_SIZE:
+            del _MDADS[next(iter(_MDADS))]
     return result
 
 
@@ -204,11 +209,25 @@ def pair_verdict(
     pair = fm.correct[[a, b]]
     if method in EXACT_METHODS:
         mdad = exact_random_mdad(fm, size, threshold).mdad
-        v = core_verdict(pair, 0, 1, size, method=method, threshold=threshold, mdad=mdad)
+        n10 = int(np.count_nonzero(pair[0] > pair[1]))
+        n01 = int(np.count_nonzero(pair[0] < pair[1]))
+        v = _exact_verdict(fm.n_items, n10, n01, size, method, threshold, mdad)
     else:
         _, cells = _analysis_cells(session, version_id, method)
         v = core_verdict(pair, 0, 1, size, method=method, results=cells, threshold=threshold)
     return to_public(v, model_a, model_b, fm.accuracy[a], fm.accuracy[b])
+
+
+@lru_cache(maxsize=65536)
+def _exact_verdict(
+    n_items: int, n10: int, n01: int, size: int, method: str, threshold: float, mdad: float | None
+) -> Verdict:
+    """The exact verdict depends on the pair only through its discordant counts: computed once
+    per ``(N, n10, n01, size, threshold)`` on a canonical two-row matrix with those counts."""
+    pair = np.zeros((2, n_items), dtype=np.uint8)
+    pair[0, :n10] = 1
+    pair[1, n10 : n10 + n01] = 1
+    return core_verdict(pair, 0, 1, size, method=method, threshold=threshold, mdad=mdad)
 
 
 def to_public(v: Verdict, name_a: str, name_b: str, acc_a: float, acc_b: float) -> VerdictPublic:
@@ -346,3 +365,4 @@ def clear_caches() -> None:
     with _LOCK:
         _MATRICES.clear()
         _MDADS.clear()
+    _exact_verdict.cache_clear()

@@ -1,0 +1,234 @@
+"""API latency (issue 6): subset fetch and random pair verdict at a fixed request rate.
+
+Loads the real GPQA matrix (420 models x 448 items, ``$BENCHSLICE_SHARED_DATA/gpqa.npz``) into a
+private Postgres database (created, migrated to head, dropped at the end), stores one random
+subset of 25 items through the service, then starts a real uvicorn server (one process) on
+loopback and drives it open-loop at ``--rate`` requests/s for ``--seconds`` per case with an
+asyncio httpx client (keep-alive pool). Latency is measured from each request's *scheduled*
+send time to the end of its response (so client-side queueing counts: no coordinated omission).
+
+Targets: subset fetch p99 < 20 ms and random verdict p99 < 50 ms at 200 requests/s.
+
+Cases (each first sequentially, one request at a time, then open-loop at ``--rate``):
+  healthz             baseline: the cheapest route (no database), same server and client
+  warmup_verdict      first verdict at size 25: decodes the matrix and computes the exact
+                      benchmark-wide MDAD of random 25-subsets (cached afterwards)
+  subset_json         GET /v1/subsets/{id}
+  subset_lm_eval      GET /v1/subsets/{id}?format=lm-eval
+  verdict_random      GET /v1/benchmarks/{id}/verdict?model_a=&model_b=&size=25 (pairs rotate)
+
+Usage: .venv/bin/python bench/api_latency.py [--quick] [--rate 200] [--seconds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+ADMIN_URL = os.environ.get(
+    "BENCH_ADMIN_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+DATA = Path(os.environ.get("BENCHSLICE_SHARED_DATA", ROOT.parent / "shared" / "data"))
+
+
+@contextlib.contextmanager
+def scratch_database() -> Iterator[str]:
+    from sqlalchemy import create_engine, text
+
+    from app.db.migrate import upgrade
+
+    name = f"benchslice_latency_{os.getpid()}"
+    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+    try:
+        upgrade(url)
+        yield url
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def load_gpqa(url: str) -> tuple[str, str, list[tuple[str, str]]]:
+    """Store GPQA (all models) and a random 25-item subset; return (version id, subset id,
+    model pairs to ask verdicts for)."""
+    from app.db.session import make_engine, make_sessionmaker
+    from app.ingest import parse_columnar
+    from app.schemas.results import ModelCreate
+    from app.services import subsets
+    from app.services.benchmarks import create_version
+    from app.services.results import store_results
+    from app.settings import Settings
+
+    with np.load(DATA / "gpqa.npz", allow_pickle=False) as npz:
+        correct, ids, models = npz["correct"], npz["item_ids"], npz["models"]
+    engine = make_engine(Settings(database_url=url))
+    with make_sessionmaker(engine)() as session:
+        version, _ = create_version(
+            session, "gpqa", [str(i) for i in ids], ["gpqa_main"] * len(ids)
+        )
+        names = [str(m) for m in models]
+        for name, row in zip(names, correct, strict=True):  # setup, not timed
+            store_results(session, version.id, ModelCreate(name=name), parse_columnar(row.tolist()))
+        req = subsets.resolve_request(session, version.id, "random", 25, {}, 0, None)
+        subset, _ = subsets.build_subset(session, req, None)
+        session.commit()
+        vid, sid = str(version.id), subset.id
+    engine.dispose()
+    rng = np.random.default_rng(0)
+    pairs = [tuple(names[j] for j in rng.choice(len(names), 2, replace=False)) for _ in range(50)]
+    return vid, sid, pairs
+
+
+@contextlib.contextmanager
+def server(url: str) -> Iterator[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "DATABASE_URL": url, "AUTH_ENABLED": "false", "ENVIRONMENT": "test"}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "app.main:create_app",
+            "--factory",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        import httpx
+
+        for _ in range(300):
+            try:
+                if httpx.get(base + "/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+async def drive(base: str, paths: list[str], rate: float, seconds: float) -> tuple[np.ndarray, int]:
+    """Open loop: request i is sent at t0 + i / rate; latency from that scheduled time."""
+    import httpx
+
+    n = int(rate * seconds)
+    lat = np.full(n, np.nan)
+    errors = 0
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=30) as client:
+        t0 = time.perf_counter() + 0.05
+
+        async def one(i: int) -> None:
+            nonlocal errors
+            scheduled = t0 + i / rate
+            r = await client.get(paths[i % len(paths)])
+            lat[i] = time.perf_counter() - scheduled
+            if r.status_code != 200:
+                errors += 1
+
+        tasks = []
+        for i in range(n):  # the schedule itself: one task per request
+            delay = t0 + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(i)))
+        await asyncio.gather(*tasks)
+    return lat * 1000.0, errors
+
+
+def row(case: str, rate: float, lat: np.ndarray, errors: int) -> str:
+    p50, p95, p99 = np.percentile(lat, [50, 95, 99])
+    return (
+        f"| {case} | {rate:g} req/s x {lat.size} | {p50:.1f} | {p95:.1f} | {p99:.1f} | "
+        f"{lat.max():.1f} | {errors} |"
+    )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="2 s per case")
+    ap.add_argument("--rate", type=float, default=200.0)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    args = ap.parse_args()
+    seconds = 2.0 if args.quick else args.seconds
+    import httpx
+
+    print(
+        f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"python {platform.python_version()}, numpy {np.__version__}",
+        file=sys.stderr,
+    )
+    with scratch_database() as url:
+        t = time.perf_counter()
+        vid, sid, pairs = load_gpqa(url)
+        print(
+            f"# setup (420 models stored, subset built): {time.perf_counter() - t:.1f} s",
+            file=sys.stderr,
+        )
+        with server(url) as base:
+            verdicts = [
+                f"/v1/benchmarks/{vid}/verdict?model_a={a}&model_b={b}&size=25" for a, b in pairs
+            ]
+            t = time.perf_counter()
+            first = httpx.get(base + verdicts[0], timeout=300)
+            assert first.status_code == 200, first.text
+            warm = (time.perf_counter() - t) * 1000
+            for path in (f"/v1/subsets/{sid}", f"/v1/subsets/{sid}?format=lm-eval", *verdicts):
+                assert httpx.get(base + path, timeout=60).status_code == 200, path
+            print("| case | load | p50 ms | p95 ms | p99 ms | max ms | errors |")
+            print("| --- | --- | --- | --- | --- | --- | --- |")
+            print(f"| warmup_verdict | 1 request | {warm:.0f} | | | | 0 |")
+            cases = [
+                ("healthz (baseline: no DB)", ["/healthz"]),
+                ("subset_json", [f"/v1/subsets/{sid}"]),
+                ("subset_lm_eval", [f"/v1/subsets/{sid}?format=lm-eval"]),
+                ("verdict_random", verdicts),
+            ]
+            with httpx.Client(base_url=base) as seq:
+                for case, paths in cases:  # one request at a time: the service time
+                    lat = np.empty(200)
+                    for i in range(lat.size):
+                        t = time.perf_counter()
+                        seq.get(paths[i % len(paths)])
+                        lat[i] = (time.perf_counter() - t) * 1000.0
+                    print(
+                        f"| {case} | sequential x {lat.size} | "
+                        + " | ".join(f"{x:.1f}" for x in np.percentile(lat, [50, 95, 99]))
+                        + f" | {lat.max():.1f} | 0 |",
+                        flush=True,
+                    )
+            for case, paths in cases:
+                lat, errors = asyncio.run(drive(base, paths, args.rate, seconds))
+                print(row(case, args.rate, lat, errors), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
