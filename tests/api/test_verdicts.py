@@ -170,3 +170,60 @@ def test_subset_verdict_says_whether_this_subset_keeps_the_order(
     assert fresh["p_same_order"] == pytest.approx(
         float(pair_probability(seeded.correct, a, b, 25).p_greater)
     )
+
+
+def test_curve_method_verdict_and_plan_read_the_latest_analysis(
+    client: TestClient, db_session: Session, seeded: Seeded
+) -> None:
+    from sqlalchemy.orm import sessionmaker
+
+    from app.core.planning import curve_probability
+    from app.db.models import JobStatus
+    from app.services.analyses import latest_analysis
+    from app.services.jobs import execute_job
+
+    r = client.post(
+        f"/v1/benchmarks/{seeded.version_id}/analyses",
+        json={
+            "methods": ["dpp"],
+            "sizes": [10, 25, 50],
+            "runs": 4,
+            "n_sources": 25,
+            "n_targets": 10,
+            "seed": 3,
+        },
+    )
+    assert r.status_code == 202, r.text
+    factory = sessionmaker(
+        bind=db_session.connection(),
+        join_transaction_mode="create_savepoint",
+        expire_on_commit=False,
+    )
+    assert execute_job(factory, uuid.UUID(r.json()["job_id"])) is JobStatus.succeeded
+    stored = latest_analysis(db_session, seeded.version_id, ["dpp"])
+    assert stored is not None
+    cells = [stored.cell("dpp", n, "seen") for n in stored.sizes]
+
+    a, b = _pair_with_gap(seeded, 0.08)
+    v = client.get(
+        f"/v1/benchmarks/{seeded.version_id}/verdict",
+        params={
+            "model_a": seeded.names[a],
+            "model_b": seeded.names[b],
+            "size": 25,
+            "method": "dpp",
+        },
+    )
+    assert v.status_code == 200, v.text
+    body = v.json()
+    p_same, p_tie, _, lo, hi = curve_probability(cells, body["gap"], 25)
+    assert body["p_same_order"] == pytest.approx(p_same)
+    assert body["p_tie"] == pytest.approx(p_tie)
+    assert body["ci"] == pytest.approx([lo, hi])
+    assert body["mdad_at_size"] == cells[1].mdad
+
+    p = client.get(
+        f"/v1/benchmarks/{seeded.version_id}/plan", params={"gap": 0.1, "method": "dpp"}
+    ).json()
+    assert p["basis"] == "robust_curve" and p["evidence"]["analysis_id"] == str(stored.id)
+    assert p["size"] == core_plan(0.1, "dpp", 0.8, results=cells).n
