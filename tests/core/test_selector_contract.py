@@ -27,6 +27,7 @@ CONTRACT_PARAMS: dict[str, list[dict]] = {
     ],
     "confidence_stratified": [{"inclusion": "paper"}, {"inclusion": "exact"}],
     "dpp": [{"weighting": "mean"}, {"weighting": "sampler"}],
+    "anchor_points": [{"estimate_on": "confidence"}, {"estimate_on": "correct"}],
     "tiny_benchmarks": [{"dims": 2}],
 }
 # Selectors whose subset may differ in size from n: ">=" (overflow) or "<=" (shared anchors).
