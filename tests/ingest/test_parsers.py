@@ -305,3 +305,34 @@ def test_columnar_errors(kwargs, field, fragment):
         parse_columnar(**kwargs)
     assert exc.value.errors[0].field == field
     assert fragment in exc.value.errors[0].message
+
+
+@pytest.mark.parametrize(
+    "encoded",
+    [
+        [["-1.5", "False"], ["-0.2", "True"], ["-3.0", "False"]],
+        ["(-1.5, False)", "(-0.2, True)", "(-3.0, False)"],
+        "[[-1.5, false], [-0.2, true], [-3.0, false]]",
+        "[('-1.5', 'False'), ('-0.2', 'True'), ('-3.0', 'False')]",
+    ],
+)
+def test_filtered_resps_encodings(encoded):
+    rec = {
+        "doc_id": 0,
+        "doc_hash": "h0",
+        "target": 1,
+        "acc": 1.0,
+        "filtered_resps": encoded,
+        "doc": {"choices": ["a", "b", "c"]},
+    }
+    parsed = parse_lm_eval_samples(json.dumps(rec))
+    ll = np.array([-1.5, -0.2, -3.0])
+    np.testing.assert_allclose(parsed.confidence, [np.exp(ll[1]) / np.exp(ll).sum()], rtol=1e-6)
+
+
+def test_nan_literal_in_a_log_line_is_reported_not_malformed():
+    rec = json.dumps({"doc_id": 0, "doc_hash": "h0", "target": 0, "acc": float("nan")})
+    with pytest.raises(IngestError) as exc:
+        parse_lm_eval_samples(rec)
+    assert (exc.value.errors[0].line, exc.value.errors[0].field) == (1, "acc")
+    assert "NaN" in exc.value.errors[0].message
