@@ -44,6 +44,36 @@ class DPPParams(_Params):
     pca_seed: int = Field(default=0, ge=0, le=MAX_SEED, description="random_state of the PCA")
 
 
+class AnchorPointsParams(_Params):
+    estimate_on: Literal["confidence", "correct"] = Field(
+        default="confidence",
+        description="Signal of the default estimator on the medoids (paper: confidence; falls "
+        "back to correct, recorded, when models have no confidences)",
+    )
+    max_full_items: int = Field(
+        default=20_000, ge=100, le=1_000_000, description="Above this, CLARA-style sampling"
+    )
+    max_iter: int = Field(default=100, ge=1, le=10_000, description="FasterPAM iterations")
+
+
+class TinyBenchmarksParams(_Params):
+    dims: int = Field(default=10, ge=1, le=50, description="IRT latent dimension (paper: 10)")
+    form: Literal["scalar_difficulty", "per_dimension"] = "scalar_difficulty"
+    prior: Literal["hierarchical", "fixed"] = "hierarchical"
+    fit_seed: int = Field(default=42, ge=0, le=MAX_SEED, description="Seed of the IRT fit")
+    kmeans_seed: int | None = Field(
+        default=None,
+        ge=0,
+        le=2**31 - 1,
+        description="None: drawn from the subset seed; 42 reproduces the paper",
+    )
+    holdout_fraction: float = Field(
+        default=0.2, gt=0, lt=1, description="Source models held out to calibrate gp-IRT's beta"
+    )
+    ability_prior: float = Field(default=1.0, gt=0, le=100)
+    max_iter: int = Field(default=400, ge=1, le=10_000, description="L-BFGS iterations per fit")
+
+
 class _SubsetCreateBase(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -82,11 +112,23 @@ class DPPSubsetCreate(_SubsetCreateBase):
     params: DPPParams = Field(default_factory=DPPParams)
 
 
+class AnchorPointsSubsetCreate(_SubsetCreateBase):
+    method: Literal["anchor_points"]
+    params: AnchorPointsParams = Field(default_factory=AnchorPointsParams)
+
+
+class TinyBenchmarksSubsetCreate(_SubsetCreateBase):
+    method: Literal["tiny_benchmarks"]
+    params: TinyBenchmarksParams = Field(default_factory=TinyBenchmarksParams)
+
+
 SubsetCreate = Annotated[
     RandomSubsetCreate
     | SubtaskStratifiedSubsetCreate
     | ConfidenceStratifiedSubsetCreate
-    | DPPSubsetCreate,
+    | DPPSubsetCreate
+    | AnchorPointsSubsetCreate
+    | TinyBenchmarksSubsetCreate,
     Field(discriminator="method"),
 ]
 
@@ -95,6 +137,8 @@ SUBSET_CREATE_MODELS: tuple[type[_SubsetCreateBase], ...] = (
     SubtaskStratifiedSubsetCreate,
     ConfidenceStratifiedSubsetCreate,
     DPPSubsetCreate,
+    AnchorPointsSubsetCreate,
+    TinyBenchmarksSubsetCreate,
 )
 
 

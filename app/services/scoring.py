@@ -7,24 +7,28 @@ Estimates, one per estimator the subset's method supports:
 * weighted / Horvitz-Thompson / Anchor Points: the weighted analogue, Wilson at Kish's effective
   size with the FPC (:func:`app.core.scoring.weighted_estimate`); on gold-option probabilities
   for ``weighted_confidence`` (needs confidences in the upload);
-* IRT estimators (when the method registers them): the engine's value; the interval from the
-  IRT ability's standard error by the delta method when the subset's fitted state holds the item
-  parameters, else no interval.
+* tinyBenchmarks: ``irt`` (the anchor-weighted mean) as a weighted mean; ``p_irt`` and ``gp_irt``
+  with a normal interval from delta-method SEs of the MAP ability scored on the anchors
+  (``(1 - lambda) se_P`` for p-IRT, se_P the SE of the predicted non-anchor accuracy; gp-IRT
+  combines ``lambda'`` times the linear part's SE and ``1 - lambda'`` times p-IRT's as if
+  independent). Item parameters are treated as known.
 
-Population shift: with IRT state, the scored model's MAP ability outside the source models'
-range on any dimension, or person fit ``l_z < -2``; otherwise its accuracy on the subset outside
+Population shift: with IRT state (tinyBenchmarks), the scored model's MAP ability outside the
+source models' range on any dimension, or person fit ``l_z < -2``; otherwise its accuracy on the subset outside
 the range of the reference models' accuracies on the same items (the source models, or every
 model with full results when the method uses none).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from sqlalchemy.orm import Session
 
 from app.core.estimators import estimate as core_estimate
+from app.core.estimators.irt import item_bank
 from app.core.results import Estimate, Selection
 from app.core.scoring import size_needed_for_gap, weighted_estimate, weighted_paired_comparison
 from app.core.selectors import SELECTORS
@@ -42,7 +46,8 @@ from app.services.benchmarks import get_version, item_index
 from app.services.subsets import get_subset, to_selection
 from app.services.verdicts import DEFAULT_THRESHOLD, full_matrix, model_row
 
-LINEAR = frozenset({"mean", "weighted_mean", "horvitz_thompson"})
+LINEAR = frozenset({"mean", "weighted_mean", "horvitz_thompson", "irt"})
+Z95 = 1.959963984540054
 PERSON_FIT_LIMIT = -2.0
 
 
@@ -117,35 +122,44 @@ def _from_estimate(name: str, est: Estimate, value: float | None = None) -> Esti
     )
 
 
-def _irt_interval(
-    selection: Selection, y: np.ndarray, value: float
-) -> tuple[float, float, float] | None:
-    """``(low, high, se)`` from the ability's delta-method SE when the fitted state has items."""
-    model = irt_model(selection)
-    if model is None:
+@dataclass(frozen=True)
+class IRTScore:
+    """A scored model's ability on a tiny_benchmarks subset and the pieces of its SEs."""
+
+    theta: np.ndarray
+    lz: float
+    se_rest: float  # delta-method SE of mean_{non-anchor} P(theta_hat, i)
+    lam: float  # k / N
+    lam_gp: float
+
+
+def irt_score(selection: Selection, y: np.ndarray) -> IRTScore | None:
+    """Score the model's ability from its anchor results when the subset stores an item bank."""
+    if selection.method != "tiny_benchmarks" or "irt_a" not in selection.fitted:
         return None
-    ability = model.score(y[None, :], selection.indices)
-    _, se = model.predict_accuracy(ability)
-    s = float(se[0])
-    return max(0.0, value - 1.959964 * s), min(1.0, value + 1.959964 * s), s
-
-
-def irt_model(selection: Selection):
-    """The IRT item bank stored in a selection's fitted state, or None."""
     f = selection.fitted
-    if not {"irt_a", "irt_b", "irt_theta"} <= set(f):
-        return None
-    from app.core.irt import IRTModel
-
-    form = str(f["irt_form"]) if "irt_form" in f else "scalar_difficulty"
-    return IRTModel(
-        a=f["irt_a"],
-        b=f["irt_b"],
-        theta=f["irt_theta"],
-        form=form,
-        prior="fixed",
-        dims=int(f["irt_a"].shape[1]),
+    bank = item_bank(selection)
+    anchors = np.asarray(f["anchor_candidate_positions"], dtype=np.int64)
+    ability = bank.score(y[None, :], anchors, prior=float(f["ability_prior"]))
+    rest = np.setdiff1d(np.arange(bank.n_items), anchors, assume_unique=True)
+    se_rest = float(bank.predict_accuracy(ability, rest)[1][0]) if rest.size else 0.0
+    lz = float(bank.person_fit(y[None, :], ability.theta, anchors)[0])
+    return IRTScore(
+        theta=ability.theta[0],
+        lz=lz,
+        se_rest=se_rest,
+        lam=anchors.size / bank.n_items,
+        lam_gp=float(f["lambda_gp"]),
     )
+
+
+def _irt_se(name: str, score: IRTScore, linear_se: float) -> float:
+    """Delta-method SEs: p-IRT ``(1 - lambda) se_P``; gp-IRT combines the linear part's SE and
+    p-IRT's as if independent, ``sqrt((lambda' se_lin)^2 + ((1 - lambda') (1 - lambda) se_P)^2)``."""
+    p_se = (1.0 - score.lam) * score.se_rest
+    if name == "p_irt":
+        return p_se
+    return float(np.hypot(score.lam_gp * linear_se, (1.0 - score.lam_gp) * p_se))
 
 
 def estimates_for(
@@ -205,8 +219,8 @@ def estimates_for(
                 )
             )
             continue
-        interval = _irt_interval(selection, y, value)
-        if interval is None:
+        score = irt_score(selection, y) if name in ("p_irt", "gp_irt") else None
+        if score is None:
             out.append(
                 EstimatePublic(
                     estimator=name,
@@ -218,30 +232,30 @@ def estimates_for(
                     note="no item parameters stored for an interval",
                 )
             )
-        else:
-            out.append(
-                EstimatePublic(
-                    estimator=name,
-                    value=value,
-                    ci_low=interval[0],
-                    ci_high=interval[1],
-                    se=interval[2],
-                    interval="irt_ability_delta_method",
-                )
+            continue
+        se = _irt_se(name, score, weighted_estimate(y, w, n_items).se)
+        out.append(
+            EstimatePublic(
+                estimator=name,
+                value=value,
+                ci_low=max(0.0, value - Z95 * se),
+                ci_high=min(1.0, value + Z95 * se),
+                se=se,
+                interval="irt_ability_delta_method",
             )
+        )
     return out
 
 
 def population_shift(
     session: Session, row: Subset, selection: Selection, y: np.ndarray
 ) -> PopulationShift:
-    model = irt_model(selection)
-    if model is not None:
-        ability = model.score(y[None, :], selection.indices)
-        theta = ability.theta[0]
-        lo, hi = model.theta.min(axis=0), model.theta.max(axis=0)
+    score = irt_score(selection, y)
+    if score is not None:
+        theta, lz = score.theta, score.lz
+        lo = np.asarray(selection.fitted["theta_min"])
+        hi = np.asarray(selection.fitted["theta_max"])
         outside = np.flatnonzero((theta < lo) | (theta > hi))
-        lz = float(model.person_fit(y[None, :], ability.theta, selection.indices)[0])
         reasons = []
         if outside.size:
             reasons.append(

@@ -123,3 +123,60 @@ def test_bad_uploads_are_422(client: TestClient, db_session: Session, seeded: Se
         ).status_code
         == 404
     )
+
+
+def test_tiny_benchmarks_irt_estimates_and_shift(
+    client: TestClient, db_session: Session, seeded: Seeded
+) -> None:
+    from app.core.estimators import estimate
+
+    subset, idx = _subset(db_session, seeded, "tiny_benchmarks", 25, dims=2, max_iter=100)
+    selection = subset_service.to_selection(subset)
+    y = seeded.correct[22, idx].astype(float)  # a source model: expected in range
+    r = client.post(
+        f"/v1/subsets/{subset.id}/scores",
+        json={
+            "model": "tb-model",
+            "results": {seeded.item_ids[p]: int(v) for p, v in zip(idx, y, strict=True)},
+        },
+    )
+    assert r.status_code == 201, r.text
+    body = r.json()
+    by = {e["estimator"]: e for e in body["estimates"]}
+    assert list(by) == ["irt", "p_irt", "gp_irt"]
+    for name, e in by.items():
+        assert e["value"] == pytest.approx(
+            float(estimate(selection, y[None, :], estimator=name)[0])
+        )
+        assert e["ci_low"] <= e["value"] <= e["ci_high"] and e["se"] > 0
+    assert by["p_irt"]["interval"] == by["gp_irt"]["interval"] == "irt_ability_delta_method"
+    assert by["irt"]["interval"] == "wilson_kish_fpc"
+    shift = body["population_shift"]
+    assert shift["checked"] == "irt_ability_and_person_fit"
+    assert len(shift["details"]["theta"]) == 2 and "person_fit_lz" in shift["details"]
+
+    perfect = client.post(
+        f"/v1/subsets/{subset.id}/scores", json={"model": "oracle", "correct": [1] * len(idx)}
+    ).json()["population_shift"]
+    assert perfect["flagged"] is True and perfect["reasons"]
+
+
+def test_anchor_points_confidence_estimator_needs_confidences(
+    client: TestClient, db_session: Session, seeded: Seeded
+) -> None:
+    subset, idx = _subset(db_session, seeded, "anchor_points", 15)
+    ys = [int(v) for v in seeded.correct[3, np.sort(idx)]]  # columnar: in position order
+    r = client.post(f"/v1/subsets/{subset.id}/scores", json={"model": "ap", "correct": ys})
+    by = {e["estimator"]: e for e in r.json()["estimates"]}
+    assert by["weighted_confidence"]["available"] is False
+    assert by["weighted_mean"]["value"] == pytest.approx(
+        float(
+            np.sort(idx).size
+            and seeded.correct[3, idx] @ np.frombuffer(subset.weights, dtype="<f8")
+        )
+    )
+    conf = [0.9 if v else 0.2 for v in ys]
+    r = client.post(
+        f"/v1/subsets/{subset.id}/scores", json={"model": "ap2", "correct": ys, "confidence": conf}
+    )
+    assert {e["estimator"]: e for e in r.json()["estimates"]}["weighted_confidence"]["available"]

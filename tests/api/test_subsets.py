@@ -204,3 +204,20 @@ def _version(session: Session, seeded: Seeded):
     from app.services.benchmarks import get_version
 
     return get_version(session, seeded.version_id)
+
+
+def test_param_defaults_match_the_selectors() -> None:
+    import inspect
+
+    from app.schemas.subsets import SUBSET_CREATE_MODELS
+
+    for model in SUBSET_CREATE_MODELS:
+        tag = model.model_fields["method"].annotation.__args__[0]
+        params_cls = model.model_fields["params"].default_factory
+        sig = inspect.signature(SELECTORS[tag].__init__)
+        defaults = {
+            k: p.default
+            for k, p in sig.parameters.items()
+            if k != "self" and p.kind is not p.VAR_KEYWORD
+        }
+        assert params_cls().model_dump() == defaults, tag
