@@ -260,7 +260,8 @@ def plan_size(
     """Smallest subset size whose MDAD at ``probability`` is at most ``gap``.
 
     ``random``: exact curves at a geometric grid of sizes (10..N, cached per results stamp),
-    crossing interpolated in log n. Other methods: the latest analysis' robust curves.
+    bisected to the two sizes bracketing the answer, crossing interpolated in log n
+    (``evidence`` lists the sizes evaluated). Other methods: the latest analysis' robust curves.
     """
     _check_method(method)
     _check_threshold(probability, "probability")
@@ -274,8 +275,7 @@ def plan_size(
         fm = full_matrix(session, version_id)
         if fm.correct.shape[0] < 2:
             raise Conflict("planning needs at least two models with full 0/1 results")
-        grid = exact_grid(fm.n_items)
-        cells = [exact_random_mdad(fm, int(n), probability) for n in grid]
+        cells = _bracketing_cells(fm, gap, probability)
         evidence["n_models"] = int(fm.correct.shape[0])
         evidence["n_items"] = fm.n_items
     else:
@@ -293,6 +293,36 @@ def plan_size(
         basis=p.basis,  # type: ignore[arg-type]
         evidence=evidence,
     )
+
+
+def _bracketing_cells(fm: FullMatrix, gap: float, probability: float) -> list[MDADResult]:
+    """Exact curves at the grid sizes that bracket the answer, found by bisection on the grid.
+
+    Assumes the exact agreement at ``gap`` is non-decreasing in ``n`` along the grid (true of
+    exact random curves in practice); then the crossing computed from the first grid size that
+    reaches ``probability`` and its predecessor equals the one from the whole grid, at a third
+    of the cost (each size is one exact pass over all model pairs, cached per results stamp).
+    """
+    grid = exact_grid(fm.n_items)
+    cell = {}
+
+    def reaches(i: int) -> bool:
+        if i not in cell:
+            cell[i] = exact_random_mdad(fm, int(grid[i]), probability)
+        return float(cell[i].curve.at(gap)) >= probability
+
+    lo, hi = -1, len(grid) - 1
+    if not reaches(hi):
+        return [cell[hi]]
+    while hi - lo > 1:  # first reaching index in (lo, hi]
+        mid = (lo + hi) // 2
+        if reaches(mid):
+            hi = mid
+        else:
+            lo = mid
+    if hi > 0:
+        reaches(hi - 1)
+    return [cell[i] for i in sorted(cell)]
 
 
 def exact_grid(n_items: int, points: int = PLAN_SIZES_POINTS) -> Sequence[int]:

@@ -143,8 +143,13 @@ def test_random_plan_equals_the_engine_on_exact_curves(client: TestClient, seede
     cells = [exact_agreement(seeded.correct, n, threshold=0.8) for n in grid]
     expected = core_plan(0.1, "random", 0.8, results=cells)
     assert body["size"] == expected.n and body["basis"] == "exact"
-    assert body["evidence"]["sizes"] == list(grid)
-    assert body["evidence"]["mdads"][0] == cells[0].mdad
+    sizes = body["evidence"]["sizes"]  # bisection: the bracketing sizes are among those evaluated
+    assert set(sizes) <= set(grid) and len(sizes) < len(grid)
+    for n, mdad in zip(sizes, body["evidence"]["mdads"], strict=True):
+        assert mdad == cells[list(grid).index(n)].mdad
+    for gap in (0.03, 0.3, 0.9):  # small, large, unreachable-at-small-n gaps
+        got = client.get(f"/v1/benchmarks/{seeded.version_id}/plan", params={"gap": gap}).json()
+        assert got["size"] == core_plan(gap, "random", 0.8, results=cells).n, gap
     bad = client.get(f"/v1/benchmarks/{seeded.version_id}/plan", params={"gap": 0})
     assert bad.status_code == 422
 
