@@ -34,7 +34,9 @@ def normalize_rng(rng: SeedLike) -> tuple[np.random.Generator, int | None]:
         seed = int(np.random.SeedSequence().entropy % (2**63))
         return np.random.default_rng(seed), seed
     if isinstance(rng, bool) or not isinstance(rng, int | np.integer):
-        raise ValueError(f"rng: expected an int seed, a numpy Generator or None, got {type(rng).__name__}")
+        raise ValueError(
+            f"rng: expected an int seed, a numpy Generator or None, got {type(rng).__name__}"
+        )
     if int(rng) < 0:
         raise ValueError("rng: seed must be non-negative")
     return np.random.default_rng(int(rng)), int(rng)

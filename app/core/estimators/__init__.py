@@ -20,7 +20,9 @@ def _linear(selection: Selection, values: np.ndarray) -> np.ndarray:
     return values @ selection.weights
 
 
-def weighted_mean(selection: Selection, correct: np.ndarray, confidence: np.ndarray | None) -> np.ndarray:
+def weighted_mean(
+    selection: Selection, correct: np.ndarray, confidence: np.ndarray | None
+) -> np.ndarray:
     """``sum_i w_i y_i`` with the selection's weights (plain mean when weights are uniform)."""
     return _linear(selection, correct)
 
@@ -56,13 +58,17 @@ def _as_2d(name: str, values, k: int) -> np.ndarray:
     return arr
 
 
-def estimate(selection: Selection, correct, confidence=None, *, estimator: str | None = None) -> np.ndarray:
+def estimate(
+    selection: Selection, correct, confidence=None, *, estimator: str | None = None
+) -> np.ndarray:
     """Apply a registered estimator; see the module docstring for shapes."""
     name = estimator or selection.estimator
     try:
         fn = ESTIMATORS[name]
     except KeyError:
-        raise ValueError(f"estimator: unknown estimator {name!r}; choose from {sorted(ESTIMATORS)}") from None
+        raise ValueError(
+            f"estimator: unknown estimator {name!r}; choose from {sorted(ESTIMATORS)}"
+        ) from None
     y = _as_2d("correct", correct, selection.size)
     p = None if confidence is None else _as_2d("confidence", confidence, selection.size)
     return fn(selection, y, p)

@@ -30,7 +30,9 @@ def make_selector(name: str, **params: Any) -> Selector:
     try:
         cls = SELECTORS[name]
     except KeyError:
-        raise ValueError(f"method: unknown selector {name!r}; choose from {sorted(SELECTORS)}") from None
+        raise ValueError(
+            f"method: unknown selector {name!r}; choose from {sorted(SELECTORS)}"
+        ) from None
     return cls(**params)
 
 

@@ -20,7 +20,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from app.core._validation import ResultsData, SeedLike, normalize_rng, validate_results, validate_size
+from app.core._validation import (
+    ResultsData,
+    SeedLike,
+    normalize_rng,
+    validate_results,
+    validate_size,
+)
 from app.core.results import Selection
 
 
@@ -113,7 +119,9 @@ class Selector(ABC):
             fitted=chosen.fitted,
         )
 
-    def estimate(self, selection: Selection, correct, confidence=None, *, estimator: str | None = None):
+    def estimate(
+        self, selection: Selection, correct, confidence=None, *, estimator: str | None = None
+    ):
         """Estimate full-benchmark scores of models known only on ``selection``'s items.
 
         Parameters
@@ -134,7 +142,9 @@ class Selector(ABC):
 
         name = estimator or selection.estimator
         if name not in self.estimators:
-            raise ValueError(f"estimator: {name!r} is not supported by {self.name} ({self.estimators})")
+            raise ValueError(
+                f"estimator: {name!r} is not supported by {self.name} ({self.estimators})"
+            )
         return _estimate(selection, correct, confidence, estimator=name)
 
     @property
