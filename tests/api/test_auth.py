@@ -141,3 +141,25 @@ def test_cli_creates_a_key_and_prints_it_once(committed_sessionmaker, cleanup) -
     assert row.prefix in listed.stdout and token not in listed.stdout
     bad = CliRunner().invoke(cli, ["keys", "create", "--scope", "root", "--name", "x"])
     assert bad.exit_code == 2
+
+
+def test_upload_without_a_key_is_401_before_the_body_is_read(app: Any, client: TestClient) -> None:
+    original = app.state.settings
+    app.state.settings = original.model_copy(update={"auth_enabled": True, "max_body_bytes": 8})
+    try:
+        big = b'{"model": "m", "correct": [1, 0, 1]}'
+        results = client.post(
+            "/v1/benchmarks/00000000-0000-0000-0000-000000000000/results",
+            content=big,
+            headers={"content-type": "application/json"},
+        )
+        samples = client.post(
+            "/v1/benchmarks/from-samples",
+            params={"name": "x"},
+            content=big,
+            headers={"content-type": "application/x-ndjson"},
+        )
+    finally:
+        app.state.settings = original
+    assert results.status_code == 401 and results.headers["content-type"] == PROBLEM
+    assert samples.status_code == 401  # not 413: the key is checked first

@@ -76,10 +76,10 @@ def create_benchmark(
     ),
 )
 def create_benchmark_from_samples(
+    _: WritePrincipal,  # before the body is read: no key, no upload
     upload: UploadDep,
     session: SessionDep,
     response: Response,
-    _: WritePrincipal,
     name: Annotated[str, Query(min_length=1, max_length=200, pattern=r"^[^\s/][^/]*$")],
     subtask: Annotated[
         Literal["task", "subject"],

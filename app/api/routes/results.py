@@ -55,9 +55,9 @@ UPLOAD_BODY = request_body(
 def upload_results(
     benchmark_id: uuid.UUID,
     request: Request,
+    principal: WritePrincipal,  # before the body is read: no key, no upload
     upload: UploadDep,
     session: SessionDep,
-    principal: WritePrincipal,
     model: Annotated[
         str | None, Query(min_length=1, max_length=300, description="Model name (non-JSON uploads)")
     ] = None,
