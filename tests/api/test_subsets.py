@@ -221,3 +221,34 @@ def test_param_defaults_match_the_selectors() -> None:
             if k != "self" and p.kind is not p.VAR_KEYWORD
         }
         assert params_cls().model_dump() == defaults, tag
+
+
+def test_scopes_reads_need_read_writes_need_write(
+    app, client: TestClient, db_session: Session, seeded: Seeded
+) -> None:
+    from app.services.keys import create_key
+
+    req = service.resolve_request(db_session, seeded.version_id, "random", 5, {}, 2, None)
+    subset, _ = service.build_subset(db_session, req, None)
+    _, read = create_key(db_session, "subset-read", ["read"])
+    db_session.commit()
+    original = app.state.settings
+    app.state.settings = original.model_copy(update={"auth_enabled": True})
+    try:
+        hdr = {"Authorization": f"Bearer {read}"}
+        post = f"/v1/benchmarks/{seeded.version_id}/subsets"
+        body = {"method": "random", "size": 5, "seed": 2}
+        assert client.post(post, json=body).status_code == 401
+        assert client.post(post, json=body, headers=hdr).status_code == 403
+        assert client.get(f"/v1/subsets/{subset.id}").status_code == 401
+        assert client.get(f"/v1/subsets/{subset.id}", headers=hdr).status_code == 200
+        names = {"model_a": seeded.names[0], "model_b": seeded.names[1]}
+        verdict = f"/v1/benchmarks/{seeded.version_id}/verdict"
+        assert client.get(verdict, params=names, headers=hdr).status_code == 200
+        scores = f"/v1/subsets/{subset.id}/scores"
+        assert (
+            client.post(scores, json={"model": "m", "correct": [1] * 5}, headers=hdr).status_code
+            == 403
+        )
+    finally:
+        app.state.settings = original
