@@ -11,6 +11,8 @@ Targets: subset fetch p99 < 20 ms and random verdict p99 < 50 ms at 200 requests
 
 Cases (each first sequentially, one request at a time, then open-loop at ``--rate``):
   healthz             baseline: the cheapest route (no database), same server and client
+  plan_random_*       GET /v1/benchmarks/{id}/plan?gap=0.05 (cold: exact curves at the bracketing
+                      sizes over all 87,990 model pairs; warm: cached)
   warmup_verdict      first verdict at size 25: decodes the matrix and computes the exact
                       benchmark-wide MDAD of random 25-subsets (cached afterwards)
   subset_json         GET /v1/subsets/{id}
@@ -202,9 +204,18 @@ def main() -> int:
             warm = (time.perf_counter() - t) * 1000
             for path in (f"/v1/subsets/{sid}", f"/v1/subsets/{sid}?format=lm-eval", *verdicts):
                 assert httpx.get(base + path, timeout=60).status_code == 200, path
+            plan = f"/v1/benchmarks/{vid}/plan?gap=0.05&method=random"
+            t = time.perf_counter()
+            assert httpx.get(base + plan, timeout=600).status_code == 200
+            plan_cold = (time.perf_counter() - t) * 1000
+            t = time.perf_counter()
+            assert httpx.get(base + plan, timeout=600).status_code == 200
+            plan_warm = (time.perf_counter() - t) * 1000
             print("| case | load | p50 ms | p95 ms | p99 ms | max ms | errors |")
             print("| --- | --- | --- | --- | --- | --- | --- |")
             print(f"| warmup_verdict | 1 request | {warm:.0f} | | | | 0 |")
+            print(f"| plan_random_cold (gap 0.05) | 1 request | {plan_cold:.0f} | | | | 0 |")
+            print(f"| plan_random_warm (gap 0.05) | 1 request | {plan_warm:.0f} | | | | 0 |")
             cases = [
                 ("healthz (baseline: no DB)", ["/healthz"]),
                 ("subset_json", [f"/v1/subsets/{sid}"]),
