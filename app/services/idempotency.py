@@ -6,11 +6,12 @@ import hashlib
 from collections.abc import Iterable
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.db.models.access import IdempotencyKey
 from app.db.repositories.access import IdempotencyKeyRepository
-from app.errors import InvalidInput
+from app.errors import Conflict, InvalidInput
 
 MAX_KEY_LENGTH = 255
 
@@ -62,12 +63,17 @@ def store(
     status_code: int,
     body: dict[str, Any],
 ) -> None:
-    IdempotencyKeyRepository(session).add(
-        IdempotencyKey(
-            key=key,
-            principal=principal,
-            request_hash=req_hash,
-            status_code=status_code,
-            response=body,
-        )
+    row = IdempotencyKey(
+        key=key,
+        principal=principal,
+        request_hash=req_hash,
+        status_code=status_code,
+        response=body,
     )
+    try:
+        IdempotencyKeyRepository(session).add(row)
+    except IntegrityError:  # the same key raced in another request; this one rolls back
+        raise Conflict(
+            "a request with this Idempotency-Key is already being processed; retry to get its "
+            "response"
+        ) from None
