@@ -502,7 +502,10 @@ class Client:
         params: Mapping[str, Any],
         *,
         key: bool | str,
+        raw: bool = False,
     ) -> httpx.Response:
+        """POST files as multipart ``file`` parts (their names carry the lm-eval task), or with
+        ``raw`` one in-memory document as the body."""
         loaded = [_read_file(f) for f in files]
         if not loaded:
             raise BenchsliceError("Invalid input", detail="no file to upload")
@@ -511,8 +514,8 @@ class Client:
         for fname, data in loaded:
             parts += [fname, data]
         idem = key if isinstance(key, str) else content_idempotency_key(*parts) if key else None
-        if len(loaded) == 1:
-            fname, data = loaded[0]
+        if raw:
+            ((fname, data),) = loaded
             return self.request(
                 "POST",
                 path,
@@ -559,7 +562,13 @@ class Client:
                 body["item_ids"] = list(item_ids)
         data = json.dumps(body).encode()
         return self._post_results(
-            benchmark_id, [("results.json", data)], {}, replace, idempotency_key, verify_replay
+            benchmark_id,
+            [("results.json", data)],
+            {},
+            replace,
+            idempotency_key,
+            verify_replay,
+            raw=True,
         )
 
     def upload_results_file(
@@ -603,10 +612,12 @@ class Client:
         replace: bool,
         key: str | bool,
         verify_replay: bool,
+        *,
+        raw: bool = False,
     ) -> UploadReply:
         path = f"/v1/benchmarks/{benchmark_id}/results"
         clean = {**params, "replace": replace or None}
-        response = self._send_files(path, files, clean, key=key)
+        response = self._send_files(path, files, clean, key=key, raw=raw)
         reply = UploadReply.model_validate(
             {
                 **response.json(),
@@ -615,7 +626,7 @@ class Client:
         )
         if verify_replay and reply.replayed and not self.replay_holds(benchmark_id, [reply]):
             fresh = f"bs-{uuid.uuid4().hex}"
-            response = self._send_files(path, files, clean, key=fresh)
+            response = self._send_files(path, files, clean, key=fresh, raw=raw)
             reply = UploadReply.model_validate(response.json())
         return reply
 
@@ -741,6 +752,7 @@ class Client:
             "task": task,
             "item_key": item_key,
         }
+        raw = results is not None
         if results is not None:
             data = json.dumps({"model": model, "results": dict(results)}).encode()
             many: Sequence[FileLike] = [("results.json", data)]
@@ -752,7 +764,7 @@ class Client:
                 if isinstance(files, (list, tuple)) and not _is_named_bytes(files)
                 else [files]  # type: ignore[list-item]
             )
-        response = self._send_files(path, many, params, key=True)
+        response = self._send_files(path, many, params, key=True, raw=raw)
         return SubsetScorePublic.model_validate(response.json())
 
     def subset_verdict(

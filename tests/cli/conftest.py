@@ -73,7 +73,7 @@ def gpqa_path(shared_data_dir: Path) -> Path:
     return path
 
 
-HELD_OUT = "meta-llama/Llama-3.1-8B-Instruct"
+HELD_OUT = "Qwen/Qwen2.5-7B-Instruct"
 
 
 @pytest.fixture(scope="session")

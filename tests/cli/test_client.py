@@ -18,6 +18,8 @@ from app.client import (
 from tests.cli.conftest import FIXTURES
 from tests.cli.service import LiveService, free_port, thread_server
 
+pytestmark = pytest.mark.integration
+
 ARC = FIXTURES / "samples_arc_easy_2024-05-01T10-00-00.123456.jsonl"
 
 

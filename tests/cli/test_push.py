@@ -7,10 +7,13 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from app.client import Client
 from tests.cli.conftest import CLI, FIXTURES
 from tests.cli.service import LiveService
+
+pytestmark = pytest.mark.integration
 
 ARC = FIXTURES / "samples_arc_easy_2024-05-01T10-00-00.123456.jsonl"
 
