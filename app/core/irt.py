@@ -1,8 +1,10 @@
 """Multidimensional two-parameter logistic (2PL) IRT: MAP fit, ability scoring, person fit.
 
-Hand-written in numpy/scipy (no torch/pyro). The fit maximises the log posterior of all parameters
-at once with L-BFGS on a flattened parameter vector, using a full-batch vectorised log-likelihood
-and its analytic gradient (matrix products in float64). It is what tinyBenchmarks (paper §3.6) needs:
+Hand-written in numpy (no torch/pyro). The fit maximises the log posterior of all parameters at
+once with L-BFGS (a numpy two-loop implementation: scipy's L-BFGS-B costs more per iteration in
+bookkeeping than our objective at 10^5 parameters) on a flattened parameter vector, using a
+full-batch vectorised log-likelihood and its analytic gradient (matrix products in float64). The
+initialisation is spectral (seeded randomized SVD of the centred responses). It is what tinyBenchmarks (paper §3.6) needs:
 item parameters for the anchor embedding, and a fast, vectorised ability scorer for models that were
 only run on a subset of items (p-IRT / gp-IRT).
 
@@ -28,10 +30,13 @@ hierarchical ability prior cannot do under joint MAP.
 * ``prior="hierarchical"`` (the paper's item priors, §3.6): ``a_id ~ N(mu_a_d, s_a_d^2)`` and
   ``b_i ~ N(mu_b, s_b^2)`` with hyperpriors ``mu ~ N(0, 10^2)`` and ``u = 1/s ~ Gamma(1, 1)``
   (Pyro's second Normal argument is a standard deviation, so ``u`` is an inverse standard
-  deviation). The hyperparameters are estimated jointly with everything else (joint MAP over
-  ``(theta, a, b, mu, log s)``; the Gamma hyperprior keeps ``s`` away from 0). This replaces the
-  paper's mean-field SVI (2000 Adam epochs) by a deterministic MAP; the exported quantities (the
-  location of ``a``, ``b``, ``theta``) are what the paper uses.
+  deviation). Documented simplification: empirical Bayes by Laplace-EM. A MAP fit with the
+  hyperparameters held fixed alternates (``em_rounds`` times at most) with their closed-form
+  update from the MAP values plus the diagonal Laplace posterior variances (:func:`_update_hyper`).
+  Joint MAP over ``(theta, a, b, mu, s)`` was tried and rejected: it collapses ``s_a`` towards 0
+  (the hierarchical "funnel"). This replaces the paper's mean-field SVI (2000 Adam epochs) by a
+  deterministic fit; the exported quantities (locations of ``a``, ``b``, ``theta``) are the ones
+  the paper uses.
 
 Deviation from py-irt, on purpose: the paper's hierarchical prior on abilities is replaced by the
 fixed ``N(0, I)`` (see above).
@@ -52,6 +57,9 @@ FORMS = ("scalar_difficulty", "per_dimension")
 PRIORS = ("hierarchical", "fixed")
 
 _HYPER_MU_SD = 10.0  # mu ~ N(0, 10^2)
+_MIN_ITER = 10  # L-BFGS iterations before the relative-decrease test may stop a run
+_EM_LOOSE = 10.0  # tolerance multiplier of the intermediate EM rounds
+_EM_SETTLED = 0.02  # relative hyperparameter move below which the next round is the last
 
 
 # ---------------------------------------------------------------------------------------------
@@ -440,9 +448,11 @@ def _make_objective(y: np.ndarray, w: np.ndarray | None, lay: _Layout, hyp: _Hyp
     of an elementwise pass) and ``log(1 + e^z) = max(z, 0) + log1p(e^{-|z|})``,
     ``sigmoid(z) = (1 + tanh(z / 2)) / 2`` (stable everywhere).
     """
-    d = lay.d
+    d, m = lay.d, lay.m
     yw = y if w is None else y * w
     y_col = yw.sum(axis=0)
+    # G = w (sigmoid(z) - y) = 0.5 w tanh(z / 2) - (w y - 0.5 w)
+    shift = yw - 0.5 if w is None else yw - 0.5 * w
     ia2 = 1.0 / hyp.sd_a**2
     ib2 = 1.0 / hyp.sd_b**2
     buf = np.empty((lay.m, lay.n))
@@ -451,27 +461,26 @@ def _make_objective(y: np.ndarray, w: np.ndarray | None, lay: _Layout, hyp: _Hyp
     def fun(x):
         theta, a, b = lay.unpack(x)
         c = np.einsum("id,id->i", a, b) if lay.per_dim else d * b
-        z = np.matmul(theta, a.T, out=buf)
-        z -= c
-        t = np.abs(z, out=buf2)
+        half_theta = 0.5 * theta
+        zh = np.matmul(half_theta, a.T, out=buf)  # z / 2
+        zh -= 0.5 * c
+        t = np.abs(zh, out=buf2)
+        # sum max(z, 0) = (sum z + sum |z|) / 2 = sum z/2 + sum |z/2|
         if w is None:
-            f = 0.5 * (z.sum() + t.sum())  # sum max(z, 0)
+            f = half_theta.sum(axis=0) @ a.sum(axis=0) - 0.5 * m * c.sum() + t.sum()
         else:
-            f = 0.5 * (np.einsum("ij,ij->", w, z) + np.einsum("ij,ij->", w, t))
-        np.negative(t, out=t)
+            f = np.einsum("ij,ij->", w, zh) + np.einsum("ij,ij->", w, t)
+        t *= -2.0
         np.exp(t, out=t)
         np.log1p(t, out=t)
         f += t.sum() if w is None else np.einsum("ij,ij->", w, t)
         ya = yw @ a
         f -= np.einsum("md,md->", theta, ya) - np.einsum("i,i->", c, y_col)
-        # gradient: G = w * (sigmoid(z) - y)
-        g_z = np.multiply(z, 0.5, out=z)
-        np.tanh(g_z, out=g_z)
+        g_z = np.tanh(zh, out=zh)
         g_z *= 0.5
-        g_z += 0.5
         if w is not None:
             g_z *= w
-        g_z -= yw
+        g_z -= shift
         g = np.empty_like(x)
         gt, ga, gb = lay.unpack(g)
         np.matmul(g_z, a, out=gt)
@@ -585,7 +594,8 @@ def _lbfgs(
     Written here because scipy's L-BFGS-B spends ~20-60 ms of bookkeeping per iteration at 10^5
     parameters, more than our vectorised objective costs; the two-loop recursion is O(memory * n).
     Stops when ``max|g| <= gtol`` or the relative decrease ``(f_k - f_{k+1}) / max(|f_k|, 1)`` is
-    at most ``ftol`` (scipy's ``ftol`` convention).
+    at most ``ftol`` (scipy's ``ftol`` convention) on two consecutive iterations, after the first
+    ``_MIN_ITER`` iterations.
     """
     x = x0.copy()
     f, g = fun(x)
@@ -594,8 +604,8 @@ def _lbfgs(
     y_hist: list[np.ndarray] = []
     rho: list[float] = []
     success = False
-    nit = 0
-    for nit in range(1, max_iter + 1):  # noqa: B007 - optimiser iterations
+    nit = small = 0
+    for nit in range(1, max_iter + 1):
         if np.max(np.abs(g)) <= gtol:
             success = True
             break
@@ -637,7 +647,9 @@ def _lbfgs(
                 s_hist.pop(0), y_hist.pop(0), rho.pop(0)
         decrease = (f - f_new) / max(abs(f), abs(f_new), 1.0)
         x, f, g = x_new, f_new, g_new
-        if decrease <= ftol:
+        small = small + 1 if decrease <= ftol else 0
+        # two small decreases in a row, and not among the first (poorly scaled) steps
+        if small >= 2 and nit > _MIN_ITER:
             success = True
             break
     return _OptResult(x=x, fun=float(f), nit=nit, nfev=nfev, success=success)
@@ -677,11 +689,18 @@ def fit_irt(
     max_iter : int
         Total L-BFGS iteration budget (shared by the EM rounds of the hierarchical prior).
     tol : float
-        Relative objective-decrease tolerance of L-BFGS (scipy's ``ftol`` convention); the projected-gradient
-        tolerance is ``tol`` times the number of observed responses.
+        Relative objective-decrease tolerance of L-BFGS (scipy's ``ftol`` convention); the
+        gradient (max-norm) tolerance is ``tol * max(n_subjects, n_items)``. The default 2e-5
+        was chosen on 300 x 6,000 simulated data: tightening it to 1e-6 doubles the iterations
+        and changes neither the difficulty recovery nor the predicted accuracies measurably.
     em_rounds : int
         Maximum number of hyperparameter updates for ``prior="hierarchical"`` (each followed by a
-        warm-started L-BFGS run); stops early when the hyperparameters move by < 1%.
+        warm-started L-BFGS run, intermediate runs at a 10x looser tolerance); the round after the
+        hyperparameters move by < 2% is the last.
+    init : {"spectral", "random"}
+        ``"spectral"`` (default): abilities and discriminations from a seeded randomized SVD of
+        the centred responses (:func:`_spectral_init`), about half the iterations of
+        ``"random"``: ``theta ~ N(0, 1)``, ``a ~ N(0, 0.1^2)``.
     a_scale, b_scale : float
         Prior standard deviations of ``a`` and ``b`` for ``prior="fixed"`` (and the starting
         hyperparameters of the hierarchical prior).
@@ -704,7 +723,7 @@ def fit_irt(
     update of ``(mu_a, sd_a, mu_b, sd_b)`` under ``mu ~ N(0, 10^2)``, ``1/sd ~ Gamma(1, 1)``
     (:func:`_update_hyper`), starting from ``mu_a = 0, sd_a = a_scale, sd_b = b_scale``.
 
-    Initialisation: ``theta ~ N(0, 1)``, ``a ~ N(0, 0.1^2)`` (seeded), ``b`` from the logit of the
+    Initialisation: ``theta`` and ``a`` per ``init`` (seeded), ``b`` from the logit of the
     smoothed item p-values (``b_i = -logit(p_i) / D`` in the scalar form).
 
     References
@@ -714,6 +733,8 @@ def fit_irt(
     """
     if form not in FORMS:
         raise ValueError(f"form: expected one of {FORMS}, got {form!r}")
+    if init not in ("spectral", "random"):
+        raise ValueError(f"init: expected 'spectral' or 'random', got {init!r}")
     if prior not in PRIORS:
         raise ValueError(f"prior: expected one of {PRIORS}, got {prior!r}")
     if isinstance(dims, bool) or not isinstance(dims, int | np.integer) or dims < 1:
@@ -754,13 +775,13 @@ def fit_irt(
     hyp = _Hyper(
         mu_a=np.zeros(dims), sd_a=np.full(dims, float(a_scale)), mu_b=0.0, sd_b=float(b_scale)
     )
-    total = float(w.sum()) if w is not None else float(m * n)
     rounds = 1 + (int(em_rounds) if prior == "hierarchical" else 0)
     n_iter, success, loss = 0, False, float("nan")
     for r in range(rounds):
         budget = int(max_iter) - n_iter
         if budget <= 0:
             break
+        last = r == rounds - 1
         if r > 0:
             new = _update_hyper(w, lay, x, hyp)
             moved = max(
@@ -770,14 +791,17 @@ def fit_irt(
                 abs(new.mu_b - hyp.mu_b) / max(new.sd_b, 1e-12),
             )
             hyp = new
-            if moved < 1e-2 and r > 1:
-                break
+            last = last or moved < _EM_SETTLED
+        # intermediate rounds only need to be roughly converged: the prior moves afterwards
+        ftol = tol if last else tol * _EM_LOOSE
         res = _lbfgs(
-            _make_objective(y, w, lay, hyp), x, max_iter=budget, ftol=tol, gtol=tol * total
+            _make_objective(y, w, lay, hyp), x, max_iter=budget, ftol=ftol, gtol=ftol * max(m, n)
         )
         x = res.x
         n_iter += int(res.nit)
         success, loss = bool(res.success), float(res.fun)
+        if last:
+            break
     theta, a, b = lay.unpack(x)
     return IRTModel(
         a=a.copy(),
