@@ -76,21 +76,38 @@ def _order_probabilities_unique(
         while idx.size > 1 and idx.size * int(wx[idx].max() * wy[idx].max()) > 4 * _CHUNK_ELEMENTS:
             idx = idx[: idx.size // 2]
         start += idx.size
-        gx = xl[idx, None, None] + np.arange(int(wx[idx].max()))[None, :, None]
-        gy = yl[idx, None, None] + np.arange(int(wy[idx].max()))[None, None, :]
-        a, b, m = n10[idx, None, None], n01[idx, None, None], n[idx, None, None]
-        logp = (
-            _log_comb(lf, a, gx)
-            + _log_comb(lf, b, gy)
-            + _log_comb(lf, n_items - a - b, m - gx - gy)
-            - _log_comb(lf, np.full_like(m, n_items), m)
-        )
-        p = np.exp(logp)
-        f = flip[idx, None, None]
-        diff = np.where(f, delta[idx, None, None] - (gx - gy), gx - gy)
-        out[0, idx] = np.where(diff > 0, p, 0.0).sum(axis=(1, 2))
-        out[1, idx] = np.where(diff == 0, p, 0.0).sum(axis=(1, 2))
-        out[2, idx] = np.where(diff < 0, p, 0.0).sum(axis=(1, 2))
+        kx, ky = int(wx[idx].max()), int(wy[idx].max())
+        # The joint pmf factorises as u(x) v(y) w(x + y) / C(N, n): two 1-d factors and one that
+        # depends on x + y only, so logs and exps are 1-d and the 2-d grid is products + a gather.
+        gx = xl[idx, None] + np.arange(kx)[None, :]
+        gy = yl[idx, None] + np.arange(ky)[None, :]
+        gs = (xl + yl)[idx, None] + np.arange(kx + ky - 1)[None, :]
+        a, b, m = n10[idx, None], n01[idx, None], n[idx, None]
+        lu = _log_comb(lf, a, gx)
+        lv = _log_comb(lf, b, gy)
+        lw = _log_comb(lf, n_items - a - b, m - gs)
+        scale = []
+        factors = []
+        for lg in (lu, lv, lw):
+            top = np.max(lg, axis=1, keepdims=True)
+            top = np.where(np.isfinite(top), top, 0.0)
+            scale.append(top[:, 0])
+            factors.append(np.exp(lg - top))
+        u, v, w = factors
+        log_norm = scale[0] + scale[1] + scale[2] - _log_comb(lf, np.int64(n_items), n[idx])
+        ii, jj = np.arange(kx)[:, None], np.arange(ky)[None, :]
+        p = u[:, :, None] * v[:, None, :] * w[:, ii + jj]
+        # sum the grid along its diagonals (x - y constant) in one bincount pass
+        n_diag = kx + ky - 1
+        diag = (ii - jj + ky - 1)[None] + n_diag * np.arange(idx.size)[:, None, None]
+        sums = np.bincount(diag.ravel(), weights=p.ravel(), minlength=idx.size * n_diag)
+        sums = sums.reshape(idx.size, n_diag) * np.exp(log_norm)[:, None]
+        # x - y = (xl - yl) + (i - j); flipped: X > Y  <=>  delta - (x' - y') > 0
+        d = (np.arange(n_diag) - (ky - 1))[None, :] + (xl - yl)[idx, None]
+        d = np.where(flip[idx, None], delta[idx, None] - d, d)
+        out[0, idx] = np.where(d > 0, sums, 0.0).sum(axis=1)
+        out[1, idx] = np.where(d == 0, sums, 0.0).sum(axis=1)
+        out[2, idx] = np.where(d < 0, sums, 0.0).sum(axis=1)
     return out[0], out[1], out[2]
 
 
@@ -114,7 +131,11 @@ def order_probabilities(n10, n01, n_items: int, n) -> OrderProbabilities:
     Notes
     -----
     Computed from the joint multivariate hypergeometric pmf above with log-factorial tables,
-    vectorised over distinct ``(n10, n01, n)`` triples (duplicate pairs are evaluated once). Each
+    vectorised over distinct ``(n10, n01, n)`` triples (duplicate pairs are evaluated once). The
+    pmf factorises as ``u(x) v(y) w(x + y)``, so only 1-d factors need logs/exps; the grid is
+    their product, summed along its diagonals (``x - y`` constant) with one ``bincount``. For
+    ``n > N / 2`` the ``N - n`` left-out items are counted instead (``X > Y`` iff
+    ``X' - Y' < n10 - n01``), which keeps windows small and makes ``n = N`` deterministic. Each
     triple's ``(x, y)`` grid is restricted to the window where the marginal pmfs of ``X`` and
     ``Y`` exceed 1e-22; the neglected mass is below ``(n + 1) * 2e-22``. The remaining error is
     float rounding of the log-factorials (relative ~1e-13 for N in the thousands), so the three
