@@ -8,6 +8,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# Postgres text cannot hold NUL characters: refuse them up front (422, not a 500).
+NO_NUL = r"^[^\x00]*$"
+NAME_PATTERN = r"^[^\s/\x00][^/\x00]*$"
+
 ItemId = Field(min_length=1, max_length=512, description="External item id, e.g. lm-eval doc_hash")
 
 
@@ -15,7 +19,7 @@ class ItemCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str = ItemId
-    subtask: str | None = Field(default=None, max_length=256)
+    subtask: str | None = Field(default=None, max_length=256, pattern=NO_NUL)
     text: str | None = Field(default=None, description="Question text (optional)")
     metadata: dict[str, Any] | None = None
 
@@ -38,8 +42,8 @@ class BenchmarkCreate(BaseModel):
         },
     )
 
-    name: str = Field(min_length=1, max_length=200, pattern=r"^[^\s/][^/]*$")
-    description: str | None = Field(default=None, max_length=2000)
+    name: str = Field(min_length=1, max_length=200, pattern=NAME_PATTERN)
+    description: str | None = Field(default=None, max_length=2000, pattern=NO_NUL)
     items: list[ItemCreate] = Field(min_length=1)
 
 

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from app.schemas.benchmarks import NO_NUL
 
 
 class ModelCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=300)
+    name: str = Field(min_length=1, max_length=300, pattern=NO_NUL)
     params_b: float | None = Field(default=None, ge=0, description="Parameters, billions")
-    family: str | None = Field(default=None, max_length=200)
-    tags: list[str] | None = None
+    family: str | None = Field(default=None, max_length=200, pattern=NO_NUL)
+    tags: list[Annotated[str, Field(max_length=200, pattern=NO_NUL)]] | None = None
 
 
 class ModelPublic(BaseModel):
@@ -56,7 +58,7 @@ class ResultsCreate(BaseModel):
         },
     )
 
-    model: str | ModelCreate
+    model: Annotated[str, Field(min_length=1, max_length=300, pattern=NO_NUL)] | ModelCreate
     results: dict[str, float | ItemResult] | None = Field(
         default=None, description="{item_id: correct} or {item_id: {correct, confidence}}"
     )

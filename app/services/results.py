@@ -139,7 +139,7 @@ def store_results(
     row.accuracy = packed.accuracy
     row.content_hash = packed.content_hash
     row.source_format = parsed.source_format
-    row.metric = parsed.metric
+    row.metric = parsed.metric.replace("\x00", "")[:64] if parsed.metric else None
     session.add(row)
     try:
         session.flush()
@@ -185,7 +185,7 @@ def delete_results(session: Session, version_id: uuid.UUID, model: str) -> None:
     """Delete a model's results on a version; ``model`` is its name or id."""
     version = get_version(session, version_id)
     models = LanguageModelRepository(session)
-    found = models.get_by_name(model)
+    found = models.get_by_name(model) if "\x00" not in model else None
     if found is None:
         try:
             found = models.get(uuid.UUID(model))

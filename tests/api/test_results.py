@@ -441,3 +441,24 @@ def test_several_sample_logs_in_one_multipart_upload(client: TestClient) -> None
     r = client.post(url, params={"model": "x", "metric": "acc"}, files=broken)
     assert r.status_code == 422
     assert r.json()["errors"][0]["loc"] == ["body", "file", 2, "line", 2]
+
+
+def test_nul_characters_are_422_not_500(client: TestClient, db_session: Session) -> None:
+    bad_bench = client.post("/v1/benchmarks", json={"name": "n\x00x", "items": [{"id": "a"}]})
+    assert bad_bench.status_code == 422
+    bench = _bench(client)
+    url = f"/v1/benchmarks/{bench['id']}/results"
+    for r in (
+        client.post(url, json={"model": "m\x00", "correct": [1, 0, 1, 0]}),
+        client.post(url, json={"model": {"name": "m", "family": "f\x00"}, "correct": [1] * 4}),
+        client.post(
+            url,
+            params={"model": "m\x00"},
+            content=b"item_id,correct\nq0,1\n",
+            headers={"content-type": "text/csv"},
+        ),
+        client.get("/v1/benchmarks", params={"name": "a\x00"}),
+    ):
+        assert r.status_code == 422, r.text
+    assert client.delete(f"/v1/benchmarks/{bench['id']}/models/x%00y").status_code == 404
+    assert _count(db_session) == 0

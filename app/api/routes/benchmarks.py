@@ -11,6 +11,8 @@ from app.api.deps import ReadPrincipal, SessionDep, WritePrincipal
 from app.api.errors import INVALID, NOT_FOUND, problem
 from app.api.uploads import FILE_SCHEMA, MULTIPART_SCHEMA, UploadDep, request_body
 from app.schemas.benchmarks import (
+    NAME_PATTERN,
+    NO_NUL,
     BenchmarkCreate,
     BenchmarkDetail,
     BenchmarkPage,
@@ -80,7 +82,7 @@ def create_benchmark_from_samples(
     upload: UploadDep,
     session: SessionDep,
     response: Response,
-    name: Annotated[str, Query(min_length=1, max_length=200, pattern=r"^[^\s/][^/]*$")],
+    name: Annotated[str, Query(min_length=1, max_length=200, pattern=NAME_PATTERN)],
     subtask: Annotated[
         Literal["task", "subject"],
         Query(description="Subtask per item: the task name, or the doc's subject field"),
@@ -93,7 +95,7 @@ def create_benchmark_from_samples(
         str | None,
         Query(description="doc field used by subtask=subject (default subject/category)"),
     ] = None,
-    description: Annotated[str | None, Query(max_length=2000)] = None,
+    description: Annotated[str | None, Query(max_length=2000, pattern=NO_NUL)] = None,
 ) -> BenchmarkPublic:
     """Create a benchmark whose items are a sample log's `doc_hash`es (in `doc_id` order)."""
     opts = ParseOptions(task=task, item_key=item_key, subject_field=subject_field)
@@ -111,7 +113,9 @@ def list_benchmarks(
     _: ReadPrincipal,
     limit: Annotated[int, Query(ge=1, le=service.MAX_PAGE)] = 50,
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
-    name: Annotated[str | None, Query(description="only versions of this benchmark")] = None,
+    name: Annotated[
+        str | None, Query(pattern=NO_NUL, description="only versions of this benchmark")
+    ] = None,
 ) -> BenchmarkPage:
     """Benchmark versions, newest first (cursor pagination)."""
     return service.list_benchmarks(session, limit=limit, cursor=cursor, name=name)

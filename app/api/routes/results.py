@@ -12,6 +12,7 @@ from app.api.deps import ReadPrincipal, SessionDep, WritePrincipal
 from app.api.errors import CONFLICT, INVALID, NOT_FOUND
 from app.api.routes.benchmarks import AUTH, UNSUPPORTED
 from app.api.uploads import FILE_SCHEMA, MULTIPART_SCHEMA, UploadDep, inline_schema, request_body
+from app.schemas.benchmarks import NO_NUL
 from app.schemas.results import ModelCreate, ModelResultList, ResultsCreate, ResultsWritten
 from app.services import idempotency
 from app.services import results as service
@@ -59,10 +60,16 @@ def upload_results(
     upload: UploadDep,
     session: SessionDep,
     model: Annotated[
-        str | None, Query(min_length=1, max_length=300, description="Model name (non-JSON uploads)")
+        str | None,
+        Query(
+            min_length=1,
+            max_length=300,
+            pattern=NO_NUL,
+            description="Model name (non-JSON uploads)",
+        ),
     ] = None,
     params_b: Annotated[float | None, Query(ge=0, description="Parameters, billions")] = None,
-    family: Annotated[str | None, Query(max_length=200)] = None,
+    family: Annotated[str | None, Query(max_length=200, pattern=NO_NUL)] = None,
     metric: Annotated[
         str | None,
         Query(
