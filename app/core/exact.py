@@ -265,6 +265,8 @@ def smallest_n(
     grid = np.unique(np.geomspace(1, n_items, n_grid).round().astype(np.int64))
     p = order_probabilities(hi_c, lo_c, n_items, grid).p_greater
     ok = np.flatnonzero(p >= probability)
+    if ok.size == 0:  # P_N = 1 exactly; round-off can leave it a hair under a target near 1
+        return n_items
     first = int(ok[0])
     low = 1 if first == 0 else int(grid[first - 1]) + 1
     cand = np.arange(low, int(grid[first]) + 1)
