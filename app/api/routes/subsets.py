@@ -90,11 +90,25 @@ def create_subset(
 
 @router.get(
     "/subsets/{subset_id}",
-    response_model=SubsetPublic,
+    response_class=Response,
     responses={
         200: {
             "content": {
-                "application/json": {},
+                "application/json": {
+                    "schema": {
+                        "anyOf": [
+                            {"$ref": "#/components/schemas/SubsetPublic"},
+                            {"type": "array", "items": {"type": "string"}},
+                            {
+                                "type": "object",
+                                "additionalProperties": {
+                                    "type": "array",
+                                    "items": {"type": "integer"},
+                                },
+                            },
+                        ]
+                    }
+                },
                 "text/csv": {"schema": {"type": "string"}},
             },
             "description": "format=json: the subset; ids: JSON list of item ids; csv: "
