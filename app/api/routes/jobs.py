@@ -4,24 +4,29 @@ import uuid
 
 from fastapi import APIRouter, Response, status
 
-from app.api.deps import CeleryDep, SessionDep
-from app.api.errors import CONFLICT, INVALID, NOT_FOUND, UNAVAILABLE
+from app.api.deps import CeleryDep, ReadPrincipal, SessionDep, WritePrincipal
+from app.api.errors import CONFLICT, INVALID, NOT_FOUND, UNAVAILABLE, problem
 from app.schemas.jobs import JobCreate, JobPublic
 from app.services import jobs as job_service
 from worker.enqueue import enqueue_job_after_commit
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
+AUTH = {401: problem("Missing or invalid API key"), 403: problem("The API key lacks the scope")}
 
 
 @router.post(
     "",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=JobPublic,
-    responses={**INVALID, **UNAVAILABLE},
+    responses={**INVALID, **UNAVAILABLE, **AUTH},
     name="create_job",
 )
 def create_job(
-    body: JobCreate, session: SessionDep, celery: CeleryDep, response: Response
+    body: JobCreate,
+    session: SessionDep,
+    celery: CeleryDep,
+    response: Response,
+    _: WritePrincipal,
 ) -> JobPublic:
     """Queue a job (built-in kind: `ping`). Poll the URL in `Location` for its status.
 
@@ -33,17 +38,17 @@ def create_job(
     return JobPublic.from_job(job)
 
 
-@router.get("/{job_id}", response_model=JobPublic, responses={**NOT_FOUND}, name="get_job")
-def get_job(job_id: uuid.UUID, session: SessionDep) -> JobPublic:
+@router.get("/{job_id}", response_model=JobPublic, responses={**NOT_FOUND, **AUTH}, name="get_job")
+def get_job(job_id: uuid.UUID, session: SessionDep, _: ReadPrincipal) -> JobPublic:
     return JobPublic.from_job(job_service.get_job(session, job_id))
 
 
 @router.post(
     "/{job_id}/cancel",
     response_model=JobPublic,
-    responses={**NOT_FOUND, **CONFLICT},
+    responses={**NOT_FOUND, **CONFLICT, **AUTH},
     name="cancel_job",
 )
-def cancel_job(job_id: uuid.UUID, session: SessionDep) -> JobPublic:
+def cancel_job(job_id: uuid.UUID, session: SessionDep, _: WritePrincipal) -> JobPublic:
     """Cancel a queued job at once, or ask a running one to stop at its next progress report."""
     return JobPublic.from_job(job_service.cancel_job(session, job_id))
