@@ -11,6 +11,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.errors import DomainError
@@ -104,6 +106,21 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _database_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    # Connection refused/lost, pool exhausted, statement timeout: the caller can retry later.
+    log.warning(
+        "database unavailable on %s %s: %s", request.method, request.url.path, type(exc).__name__
+    )
+    return problem_response(
+        request,
+        503,
+        title="Service unavailable",
+        type_slug="service-unavailable",
+        detail="the database is unavailable or busy; retry later",
+        headers={"Retry-After": "5"},
+    )
+
+
 async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return problem_response(
@@ -119,6 +136,8 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(DomainError, _domain_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
+    for db_error in (OperationalError, InterfaceError, PoolTimeout):
+        app.add_exception_handler(db_error, _database_unavailable)
     app.add_exception_handler(Exception, _unhandled)
 
 
@@ -146,8 +165,15 @@ def install_problem_openapi(app: FastAPI) -> None:
         spec = build()
         problem_ref = {"schema": {"$ref": "#/components/schemas/Problem"}}
         used_problem = False
-        for path in spec.get("paths", {}).values():
+        for route, path in spec.get("paths", {}).items():
             for operation in path.values():
+                responses = operation.setdefault("responses", {})
+                if "requestBody" in operation and "400" not in responses:
+                    responses["400"] = {"description": "Malformed body (not decodable)"}
+                if route.startswith("/v1/") and "503" not in responses:
+                    responses["503"] = {
+                        "description": "The database or the queue is unavailable; see Retry-After"
+                    }
                 for code, response in operation.get("responses", {}).items():
                     if code[0] not in "45":
                         continue

@@ -18,6 +18,17 @@ def make_engine(settings: Settings) -> Engine:
     kwargs: dict[str, Any] = {"echo": settings.database_echo, "pool_pre_ping": True}
     if url.startswith("sqlite"):
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+    elif url.startswith("postgresql"):
+        # Bounded waits: an unreachable or stuck database becomes a 503, never a hung request.
+        connect_args: dict[str, Any] = {"connect_timeout": settings.database_connect_timeout}
+        if settings.database_statement_timeout:
+            connect_args["options"] = f"-c statement_timeout={settings.database_statement_timeout}"
+        kwargs.update(
+            connect_args=connect_args,
+            pool_size=settings.database_pool_size,
+            max_overflow=settings.database_max_overflow,
+            pool_timeout=settings.database_pool_timeout,
+        )
     engine = create_engine(url, **kwargs)
     if url.startswith("sqlite"):
         event.listen(engine, "connect", _sqlite_pragmas)
