@@ -46,7 +46,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sessionmaker = make_sessionmaker(engine)
     app.state.celery = make_celery(settings)
     install_error_handlers(app)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodySizeLimit, max_bytes=settings.max_body_bytes, max_json_depth=settings.max_json_depth
+    )
     load_job_kinds()
 
     app.include_router(health.router)

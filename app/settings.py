@@ -38,6 +38,20 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=1, le=65535)
     auth_enabled: bool = False
     max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    max_json_depth: int = Field(default=32, ge=2, description="nesting limit of JSON bodies")
+    max_upload_lines: int = Field(default=2_000_000, gt=0, description="lines per uploaded file")
+    max_line_bytes: int = Field(
+        default=16 * 1024 * 1024, gt=0, description="longest line of an uploaded text file"
+    )
+    database_connect_timeout: int = Field(default=5, ge=1, description="seconds (Postgres)")
+    database_statement_timeout: int = Field(
+        default=60_000, ge=0, description="milliseconds per statement (Postgres); 0 = none"
+    )
+    database_pool_size: int = Field(default=5, ge=1)
+    database_max_overflow: int = Field(default=10, ge=0)
+    database_pool_timeout: float = Field(
+        default=10.0, gt=0, description="seconds to wait for a pooled connection"
+    )
     job_soft_time_limit: int = Field(default=1800, gt=0, description="seconds")
     job_hard_time_limit: int = Field(default=1860, gt=0, description="seconds")
     worker_concurrency: int = Field(default=1, ge=1)

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
+import numpy as np
 from fastapi import Depends, Request
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from app.errors import InvalidInput, PayloadTooLarge
-from app.services.uploads import MULTIPART, UploadPart, media_type
+from app.services.uploads import MULTIPART, PARQUET_TYPES, UploadPart, media_type
 
 MAX_FILES = 200
 
@@ -33,9 +34,12 @@ async def read_upload(request: Request) -> list[UploadPart]:
             f"request body of {declared} bytes exceeds the limit of {limit} bytes"
         )
     mt = media_type(request.headers.get("content-type"))
+    settings = request.app.state.settings
     if mt != MULTIPART:
         body = b"".join([chunk async for chunk in _limited(request, limit)])
-        return [UploadPart(mt, body, None)]
+        part = UploadPart(mt, body, None)
+        check_lines(part, settings.max_upload_lines, settings.max_line_bytes)
+        return [part]
     parser = MultiPartParser(
         request.headers, _limited(request, limit), max_files=MAX_FILES, max_fields=100
     )
@@ -50,12 +54,32 @@ async def read_upload(request: Request) -> list[UploadPart]:
     try:
         for _, value in form.multi_items():
             if isinstance(value, UploadFile):
-                parts.append(
-                    UploadPart(media_type(value.content_type), await value.read(), value.filename)
+                part = UploadPart(
+                    media_type(value.content_type), await value.read(), value.filename
                 )
+                check_lines(part, settings.max_upload_lines, settings.max_line_bytes)
+                parts.append(part)
     finally:
         await form.close()
     return parts
+
+
+def check_lines(part: UploadPart, max_lines: int, max_line_bytes: int) -> None:
+    """413 for a text upload (JSONL, CSV, JSON) with too many lines or an over-long line."""
+    if part.media_type in PARQUET_TYPES or part.data[:4] == b"PAR1":
+        return
+    data = part.data
+    newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n"))
+    n_lines = newlines.size + (1 if data and not data.endswith(b"\n") else 0)
+    name = f"file {part.filename!r}" if part.filename else "the body"
+    if n_lines > max_lines:
+        raise PayloadTooLarge(f"{name} has {n_lines} lines; the limit is {max_lines}")
+    bounds = np.concatenate(([-1], newlines, [len(data)]))
+    longest = int(np.diff(bounds).max(initial=0)) - 1
+    if longest > max_line_bytes:
+        raise PayloadTooLarge(
+            f"{name} has a line of {longest} bytes; the limit is {max_line_bytes}"
+        )
 
 
 UploadDep = Annotated[list[UploadPart], Depends(read_upload)]
