@@ -16,6 +16,7 @@ import hashlib
 import io
 import json
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -426,29 +427,41 @@ def render(public: SubsetPublic, fmt: ExportFormat) -> bytes:
     return json.dumps({k: sorted(v) for k, v in sorted(tasks.items())}).encode()
 
 
-_RENDERED: OrderedDict[tuple[str, str], bytes] = OrderedDict()
+_RENDERED: OrderedDict[tuple[str, str], tuple[bytes, float]] = OrderedDict()
 _RENDER_LOCK = threading.Lock()
 RENDER_CACHE_SIZE = 512
+RENDER_REVALIDATE_SECONDS = 60.0
 
 
 def rendered_subset(session: Session, sid: str, fmt: ExportFormat) -> bytes:
-    """An export of a stored subset. Subsets are immutable: the rendering is cached per process
-    (LRU); a cached hit still checks, by primary key only, that the subset exists."""
+    """An export of a stored subset, cached per process (LRU).
+
+    Subsets are immutable and the API never deletes one (only removing its benchmark version
+    out of band does), so a cached rendering is served without touching the database; its
+    existence is re-checked by primary key at most every ``RENDER_REVALIDATE_SECONDS``, which
+    bounds how long a process may keep serving a subset deleted behind its back.
+    """
     key = (sid, fmt)
+    now = time.monotonic()
     with _RENDER_LOCK:
         hit = _RENDERED.get(key)
         if hit is not None:
             _RENDERED.move_to_end(key)
     if hit is not None:
+        data, checked = hit
+        if now - checked < RENDER_REVALIDATE_SECONDS:
+            return data
         if not SubsetRepository(session).exists(sid):
             with _RENDER_LOCK:
                 _RENDERED.pop(key, None)
             raise NotFound(f"subset {sid} does not exist")
-        return hit
+        with _RENDER_LOCK:
+            _RENDERED[key] = (data, now)
+        return data
     row = get_subset(session, sid)
     data = render(to_public(row, get_version(session, row.benchmark_version_id)), fmt)
     with _RENDER_LOCK:
-        _RENDERED[key] = data
+        _RENDERED[key] = (data, now)
         while len(_RENDERED) > RENDER_CACHE_SIZE:
             _RENDERED.popitem(last=False)
     return data

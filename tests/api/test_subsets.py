@@ -186,14 +186,17 @@ def test_subset_job_params_are_validated_for_generic_job_creation(client: TestCl
     assert "body.params.benchmark_id" in fields and "body.params.random.size" in fields
 
 
-def test_cached_render_still_answers_404_once_the_subset_is_gone(
-    client: TestClient, db_session: Session, seeded: Seeded
+def test_cached_render_answers_404_once_the_subset_is_gone_and_revalidated(
+    client: TestClient, db_session: Session, seeded: Seeded, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     req = service.resolve_request(db_session, seeded.version_id, "random", 5, {}, 11, None)
     subset, _ = service.build_subset(db_session, req, None)
     assert client.get(f"/v1/subsets/{subset.id}", params={"format": "ids"}).status_code == 200
     db_session.delete(db_session.get(Subset, subset.id))
     db_session.flush()
+    # within the revalidation window the immutable rendering is served from the cache
+    assert client.get(f"/v1/subsets/{subset.id}", params={"format": "ids"}).status_code == 200
+    monkeypatch.setattr(service, "RENDER_REVALIDATE_SECONDS", 0.0)
     assert client.get(f"/v1/subsets/{subset.id}", params={"format": "ids"}).status_code == 404
     assert json.loads(
         service.render(service.to_public(subset, _version(db_session, seeded)), "ids")
