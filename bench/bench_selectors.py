@@ -230,7 +230,13 @@ def main(argv=None) -> None:
         results.append((data["label"], shape, rows))
     load_end = os.getloadavg()[0]
     m = machine()
-    cmd = "python bench/bench_selectors.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    env = " ".join(
+        f"{k}={os.environ[k]}"
+        for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
+        if k in os.environ
+    )
+    args_text = " ".join(argv if argv is not None else sys.argv[1:])
+    cmd = f"{env} python bench/bench_selectors.py {args_text}".strip()
     out = table(results)
     print()
     print(out)
