@@ -135,8 +135,12 @@ def case_scaling(args) -> None:
     from bench.synth import make_synthetic
 
     sizes = (10, 25, 50, 100)
-    methods = available_methods()
-    rows = []
+    methods = [m for m in available_methods() if m not in args.skip]
+
+    def row(axis, value, res) -> None:
+        cells = " | ".join(f"{m} {s:.2f}" for m, s in res.seconds.items())
+        print(f"| scaling {axis} | {value} | {cells} |", flush=True)
+
     base = make_synthetic(447, 4000, seed=1)
     for runs in (2, 4, 8):
         res = run_protocol(
@@ -148,13 +152,13 @@ def case_scaling(args) -> None:
             n_sources=300,
             seed=0,
         )
-        rows.append(("runs", runs, dict(res.seconds)))
+        row("runs", runs, res)
     for items in (1000, 2000, 4000, 8000):
         syn = make_synthetic(447, items, seed=1)
         res = run_protocol(
             syn.correct, methods, sizes, confidence=syn.confidence, runs=2, n_sources=300, seed=0
         )
-        rows.append(("items", items, dict(res.seconds)))
+        row("items", items, res)
     for models, sources in ((150, 100), (300, 200), (447, 300)):
         res = run_protocol(
             base.correct[:models],
@@ -165,13 +169,7 @@ def case_scaling(args) -> None:
             n_sources=sources,
             seed=0,
         )
-        rows.append(("models/sources", f"{models}/{sources}", dict(res.seconds)))
-    for axis, value, secs in rows:
-        print(
-            f"| scaling {axis} | {value} | "
-            + " | ".join(f"{m} {s:.2f}" for m, s in secs.items())
-            + " |"
-        )
+        row("models/sources", f"{models}/{sources}", res)
 
 
 def render_table(paths: list[str]) -> None:
@@ -203,6 +201,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--skip", nargs="*", default=[], help="methods to leave out (scaling case)")
     parser.add_argument(
         "--table", nargs="+", metavar="JSON", help="render `benchslice mdad --json` outputs"
     )
