@@ -93,7 +93,11 @@ def run(migrate_first: bool = typer.Option(True, "--migrate/--no-migrate")) -> N
 app.add_typer(__import__("app.cli_keys", fromlist=["app"]).app, name="keys")
 from app.cli_offline import mdad  # noqa: E402
 
-app.command("mdad")(mdad)
+app.command(
+    "mdad",
+    epilog="Example: `benchslice mdad --matrix ../shared/data/gpqa.npz --methods random,"
+    "tiny_benchmarks --sizes 10,25,50 --runs 10 --json`",
+)(mdad)
 
 # Client-side commands (talk to a running service through app.client).
 from app.cli_analyses import analyze  # noqa: E402
@@ -110,6 +114,16 @@ app.command("plan")(plan)
 app.command("analyze")(analyze)
 app.add_typer(benchmarks_app, name="benchmarks")
 app.add_typer(jobs_app, name="jobs")
+
+# An example under every --help: the keys commands get theirs here (their module has none).
+_EXAMPLES = {
+    "create": "benchslice keys create --name ci --scope write",
+    "list": "benchslice keys list",
+    "revoke": "benchslice keys revoke 3f9a1c2b7d4e",
+}
+for _info in __import__("app.cli_keys", fromlist=["app"]).app.registered_commands:
+    if _info.epilog is None and _info.name in _EXAMPLES:
+        _info.epilog = f"Example: `{_EXAMPLES[_info.name]}`"
 
 
 if __name__ == "__main__":

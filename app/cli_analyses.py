@@ -145,9 +145,14 @@ def _print_analysis(a: AnalysisPublic, split: str) -> None:
     )
     typer.echo(f"smallest n detecting a {_pts(rec.gap)}-point gap: {smallest}")
     for row in rec.random_vs_best or ():
-        if row.random_within_ci is not None and row.best_method not in (None, "random"):
-            within = "within" if row.random_within_ci else "outside"
-            typer.echo(
-                f"  n={row.n}: best {row.best_method} {_pts(row.best_mdad)}, random "
-                f"{_pts(row.random_mdad)} ({within} the best method's CI)"
-            )
+        if row.best_method in (None, "random"):
+            continue
+        random = "not reached" if row.random_mdad is None else _pts(row.random_mdad)
+        within = {
+            True: "within the best method's CI",
+            False: "outside the best method's CI",
+            None: "CI comparison undecidable",
+        }[row.random_within_ci]
+        typer.echo(
+            f"  n={row.n}: best {row.best_method} {_pts(row.best_mdad)}, random {random} ({within})"
+        )

@@ -258,13 +258,17 @@ def _print_score(s: SubsetScorePublic) -> None:
     )
     b = s.baseline
     if b is not None:
-        verdict = "large enough" if b.large_enough else "NOT large enough"
-        need = f"; needs ~{b.size_needed} items" if b.size_needed else ""
+        size = (
+            f"; at the gap seen on the subset a random subset needs ~{b.size_needed} items "
+            f"for P >= {b.threshold:g}: this one is "
+            + ("large enough" if b.large_enough else "NOT large enough")
+            if b.size_needed
+            else ""
+        )
         typer.echo(
             f"vs {b.baseline} (full {pct(b.baseline_full_accuracy)}): P(better) = "
             f"{b.p_better:.2f}, difference {100 * b.mean_diff:+.1f} ± {100 * b.se:.1f} pts, "
-            f"McNemar p = {b.mcnemar_p:.3g} on {b.n_shared} shared items; subset {verdict} "
-            f"to tell them apart at P >= {b.threshold:g}{need}"
+            f"McNemar p = {b.mcnemar_p:.3g} on {b.n_shared} shared items{size}"
         )
     if s.population_shift.flagged:
         typer.echo(
