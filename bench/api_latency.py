@@ -155,6 +155,19 @@ class _Pool:
 
     async def get(self, path: str) -> int:
         conn = await self._acquire()
+        try:
+            status = await self._exchange(conn, path)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            # the server closed an idle keep-alive connection: retry once on a fresh one
+            conn[1].close()
+            conn = await asyncio.open_connection(self.host, self.port)
+            status = await self._exchange(conn, path)
+        async with self.freed:
+            self.idle.append(conn)
+            self.freed.notify()
+        return status
+
+    async def _exchange(self, conn, path: str) -> int:
         reader, writer = conn
         writer.write(f"GET {path} HTTP/1.1\r\nHost: {self.host}\r\n\r\n".encode())
         head = await reader.readuntil(b"\r\n\r\n")
@@ -165,9 +178,6 @@ class _Pool:
                 length = int(line[15:])
         if length:
             await reader.readexactly(length)
-        async with self.freed:
-            self.idle.append(conn)
-            self.freed.notify()
         return status
 
     async def _acquire(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

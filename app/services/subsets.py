@@ -433,6 +433,16 @@ RENDER_CACHE_SIZE = 512
 RENDER_REVALIDATE_SECONDS = 60.0
 
 
+def cached_rendering(sid: str, fmt: ExportFormat) -> bytes | None:
+    """The cached rendering when it was (re)validated within the window, else None (no I/O:
+    callable from the event loop)."""
+    with _RENDER_LOCK:
+        hit = _RENDERED.get((sid, fmt))
+    if hit is not None and time.monotonic() - hit[1] < RENDER_REVALIDATE_SECONDS:
+        return hit[0]
+    return None
+
+
 def rendered_subset(session: Session, sid: str, fmt: ExportFormat) -> bytes:
     """An export of a stored subset, cached per process (LRU).
 

@@ -6,6 +6,7 @@ import uuid
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Query, Response, status
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from app.api.deps import CeleryDep, ReadPrincipal, SessionDep, WritePrincipal
@@ -120,7 +121,7 @@ def create_subset(
     },
     name="get_subset",
 )
-def get_subset(
+async def get_subset(
     subset_id: str,
     session: SessionDep,
     _: ReadPrincipal,
@@ -130,7 +131,10 @@ def get_subset(
     provenance (method, params, seed, source models, signal used). Items are sorted by position;
     `doc_id` is the item's position within its subtask (lm-eval's doc id when the benchmark was
     created from sample logs, subtask = task name)."""
-    data = service.rendered_subset(session, subset_id, format)
+    # async: a cached rendering (immutable) is answered on the event loop, without a thread hop
+    data = service.cached_rendering(subset_id, format)
+    if data is None:
+        data = await run_in_threadpool(service.rendered_subset, session, subset_id, format)
     return Response(data, media_type=service.MEDIA_TYPES[format])
 
 
