@@ -113,6 +113,9 @@ def store_results(
     version = get_version(session, version_id)
     index = item_index(version)
     packed = pack(parsed, _positions(parsed, index), index.n_items)
+    # Concurrent uploads for one model queue here: the second sees the first's committed row
+    # (identical results: 200 unchanged) instead of losing a unique-constraint race (409).
+    LanguageModelRepository(session).lock_name(model_ref.name)
     model = get_or_create_model(session, model_ref)
     repo = ModelResultRepository(session)
     existing = repo.get_for(version.id, model.id)

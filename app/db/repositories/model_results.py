@@ -21,6 +21,13 @@ class LanguageModelRepository(Repository[LanguageModel]):
     def get_by_name(self, name: str) -> LanguageModel | None:
         return self.session.scalars(select(LanguageModel).where(LanguageModel.name == name)).first()
 
+    def lock_name(self, name: str) -> None:
+        """Serialise writers of one model name until this transaction ends (Postgres; elsewhere
+        writes are serialised by the database itself)."""
+        if self.session.connection().dialect.name == "postgresql":
+            key = func.hashtextextended(f"benchslice.model:{name}", 0)
+            self.session.execute(select(func.pg_advisory_xact_lock(key)))
+
     def get_by_names(self, names: Sequence[str]) -> Sequence[LanguageModel]:
         stmt = select(LanguageModel).where(LanguageModel.name.in_(list(names)))
         return self.session.scalars(stmt).all()
