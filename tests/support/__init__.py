@@ -1,0 +1,1 @@
+"""Real processes for hardening tests: private Redis/Postgres, uvicorn, Celery workers."""
