@@ -6,7 +6,8 @@ analysis that covers them (409 naming the analysis to run when there is none).
 
 Speed: the decoded full-coverage 0/1 matrix of a benchmark version is cached per process (LRU),
 keyed by the version and a stamp of its results (count, newest ``updated_at``), so a verdict
-costs two small queries plus O(items) numpy. The benchmark-wide exact MDAD of random subsets at a
+costs one small query plus O(items) numpy; a verdict asked before is answered from memory while
+the results stamp was confirmed within the last second (:func:`cached_verdict`). The benchmark-wide exact MDAD of random subsets at a
 size is also cached under the same stamp; the first verdict at a new size computes it over all
 model pairs (seconds on GPQA), later ones read it.
 """
@@ -14,6 +15,7 @@ model pairs (seconds on GPQA), later ones read it.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -66,6 +68,10 @@ _MDADS: dict[tuple[uuid.UUID, tuple, int, float], MDADResult] = {}
 _LOCK = threading.Lock()
 MATRIX_CACHE_SIZE = 8
 MDAD_CACHE_SIZE = 256
+VERDICT_CACHE_SIZE = 65536
+STAMP_TTL_SECONDS = 1.0
+_CHECKED: dict[uuid.UUID, float] = {}  # when a version's results stamp last matched its matrix
+_VERDICTS: OrderedDict[tuple, VerdictPublic] = OrderedDict()
 
 
 def _version_exists(session: Session, version_id: uuid.UUID) -> None:
@@ -79,10 +85,12 @@ def full_matrix(session: Session, version_id: uuid.UUID) -> FullMatrix:
     stamp = results_stamp(session, version_id)
     if stamp[0] == 0:
         _version_exists(session, version_id)
+    checked = time.monotonic()
     with _LOCK:
         hit = _MATRICES.get(version_id)
         if hit is not None and hit.stamp == stamp:
             _MATRICES.move_to_end(version_id)
+            _CHECKED[version_id] = checked
             return hit
     mat = load_matrix(session, version_id)
     full = mat.coverage.all(axis=1)
@@ -109,6 +117,7 @@ def full_matrix(session: Session, version_id: uuid.UUID) -> FullMatrix:
     )
     with _LOCK:
         _MATRICES[version_id] = entry
+        _CHECKED[version_id] = checked
         while len(_MATRICES) > MATRIX_CACHE_SIZE:
             _MATRICES.popitem(last=False)
         for key in [k for k in _MDADS if k[0] == version_id and k[1] != stamp]:
@@ -212,10 +221,37 @@ def pair_verdict(
         n10 = int(np.count_nonzero(pair[0] > pair[1]))
         n01 = int(np.count_nonzero(pair[0] < pair[1]))
         v = _exact_verdict(fm.n_items, n10, n01, size, method, threshold, mdad)
-    else:
-        _, cells = _analysis_cells(session, version_id, method)
-        v = core_verdict(pair, 0, 1, size, method=method, results=cells, threshold=threshold)
+        public = to_public(v, model_a, model_b, fm.accuracy[a], fm.accuracy[b])
+        key = (version_id, fm.stamp, model_a, model_b, int(size), method, float(threshold))
+        with _LOCK:
+            _VERDICTS[key] = public
+            while len(_VERDICTS) > VERDICT_CACHE_SIZE:
+                _VERDICTS.popitem(last=False)
+        return public
+    _, cells = _analysis_cells(session, version_id, method)
+    v = core_verdict(pair, 0, 1, size, method=method, results=cells, threshold=threshold)
     return to_public(v, model_a, model_b, fm.accuracy[a], fm.accuracy[b])
+
+
+def cached_verdict(
+    version_id: uuid.UUID,
+    model_a: str,
+    model_b: str,
+    *,
+    size: int,
+    method: str = "random",
+    threshold: float = DEFAULT_THRESHOLD,
+) -> VerdictPublic | None:
+    """An exact verdict computed before, if the version's results stamp was confirmed within
+    ``STAMP_TTL_SECONDS`` (no I/O: callable from the event loop). A results change is therefore
+    seen by this process at most that long after it commits; anything else goes the full way."""
+    with _LOCK:
+        fm = _MATRICES.get(version_id)
+        checked = _CHECKED.get(version_id)
+        if fm is None or checked is None or time.monotonic() - checked > STAMP_TTL_SECONDS:
+            return None
+        key = (version_id, fm.stamp, model_a, model_b, int(size), method, float(threshold))
+        return _VERDICTS.get(key)
 
 
 @lru_cache(maxsize=65536)
@@ -395,4 +431,6 @@ def clear_caches() -> None:
     with _LOCK:
         _MATRICES.clear()
         _MDADS.clear()
+        _CHECKED.clear()
+        _VERDICTS.clear()
     _exact_verdict.cache_clear()

@@ -232,3 +232,24 @@ def test_curve_method_verdict_and_plan_read_the_latest_analysis(
     ).json()
     assert p["basis"] == "robust_curve" and p["evidence"]["analysis_id"] == str(stored.id)
     assert p["size"] == core_plan(0.1, "dpp", 0.8, results=cells).n
+
+
+def test_cached_verdict_follows_results_changes(
+    client: TestClient, db_session: Session, seeded: Seeded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.services import verdicts
+
+    a, b = seeded.names[0], seeded.names[1]
+    url = f"/v1/benchmarks/{seeded.version_id}/verdict"
+    first = client.get(url, params={"model_a": a, "model_b": b, "size": 30}).json()
+    cached = verdicts.cached_verdict(seeded.version_id, a, b, size=30)
+    assert cached is not None and cached.model_dump() == first
+    flipped = (1 - seeded.correct[0]).tolist()
+    store_results(
+        db_session, seeded.version_id, ModelCreate(name=a), parse_columnar(flipped), replace=True
+    )
+    db_session.commit()
+    monkeypatch.setattr(verdicts, "STAMP_TTL_SECONDS", 0.0)  # no grace window: re-check now
+    assert verdicts.cached_verdict(seeded.version_id, a, b, size=30) is None
+    after = client.get(url, params={"model_a": a, "model_b": b, "size": 30}).json()
+    assert after["full_accuracy_a"] == pytest.approx(1 - seeded.correct[0].mean())

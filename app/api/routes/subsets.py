@@ -210,7 +210,7 @@ def subset_verdict(
     responses={**NOT_FOUND, **CONFLICT, **INVALID, **AUTH},
     name="pair_verdict",
 )
-def pair_verdict(
+async def pair_verdict(
     benchmark_id: uuid.UUID,
     model_a: ModelName,
     model_b: ModelName,
@@ -225,9 +225,23 @@ def pair_verdict(
     `random`: exact (multivariate hypergeometric) from the stored results. Other methods: from
     the latest robust analysis' agreement curves at the pair's gap (interpolated in log n); 409
     naming the analysis to run when none covers the method. Both models need full 0/1 results
-    (404 unknown, 409 partial)."""
-    return verdict_service.pair_verdict(
-        session, benchmark_id, model_a, model_b, size=size, method=method, threshold=threshold
+    (404 unknown, 409 partial). Answers are cached per process; a results upload is reflected
+    within one second."""
+    # async: a verdict asked before (results unchanged) is answered on the event loop
+    cached = verdict_service.cached_verdict(
+        benchmark_id, model_a, model_b, size=size, method=method, threshold=threshold
+    )
+    if cached is not None:
+        return cached
+    return await run_in_threadpool(
+        verdict_service.pair_verdict,
+        session,
+        benchmark_id,
+        model_a,
+        model_b,
+        size=size,
+        method=method,
+        threshold=threshold,
     )
 
 
