@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import click
 import typer
 
 from app.cli_common import (
@@ -166,12 +165,19 @@ def with_choices(call: Callable[[dict[str, Any]], T], opts: dict[str, Any], inte
                     f"the results hold several {name}s; pass --{name} with one of: "
                     + ", ".join(choices)
                 ) from None
-            opts[name] = typer.prompt(
-                f"Several {name}s in the results; which one gives correctness?",
-                type=click.Choice(choices),
-                default=choices[0],
-                err=True,
-            )
+            opts[name] = _ask(name, choices)
+
+
+def _ask(name: str, choices: list[str]) -> str:
+    while True:
+        answer = typer.prompt(
+            f"Several {name}s in the results ({', '.join(choices)}); which one gives correctness?",
+            default=choices[0],
+            err=True,
+        ).strip()
+        if answer in choices:
+            return answer
+        err(f"choose one of: {', '.join(choices)}")
 
 
 def _npz_rows(path: Path, include: list[str] | None, exclude: list[str] | None) -> Any:

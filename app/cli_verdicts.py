@@ -48,8 +48,8 @@ def verdict(
 
         benchslice verdict --benchmark gpqa org/model-a org/model-b --size 25 || echo "too close"
     """
-    if threshold is not None and not 0.5 < threshold < 1:
-        raise typer.BadParameter("expected a probability in (0.5, 1)", param_hint="--threshold")
+    if threshold is not None and not 0.5 <= threshold < 1:
+        raise typer.BadParameter("expected a probability in [0.5, 1)", param_hint="--threshold")
     with api(url, api_key) as client:
         bench = benchmark_by_name(client, benchmark)
         v = client.verdict(

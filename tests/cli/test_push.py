@@ -149,3 +149,35 @@ def test_models_filter_only_for_npz(cli: CLI) -> None:
         "push", "--benchmark", "x", "--models", "a*", "--model", "m", str(FIXTURES / "results.csv")
     )
     assert run.code == 2 and "only for .npz" in run.stderr
+
+
+def test_ambiguous_metric_is_asked_on_a_terminal(service: LiveService) -> None:
+    """With a terminal on stdin the CLI asks which metric to use instead of failing."""
+    import os
+    import pty
+    import subprocess
+    import time
+
+    from tests.cli.conftest import BENCHSLICE
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [str(BENCHSLICE), "push", "--create", "-b", "arc-tty", "-m", "org/t", str(ARC), "--json"],
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env=service.client_env(),
+    )
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + 120
+    while b"which one gives correctness?" not in seen:
+        assert time.monotonic() < deadline and proc.poll() is None, seen
+        seen += os.read(master, 1024)
+    assert b"acc, acc_norm" in seen
+    os.write(master, b"acc_norm\n")
+    out, _ = proc.communicate(timeout=120)
+    os.close(master)
+    assert proc.returncode == 0, seen
+    (result,) = json.loads(out)["results"]
+    assert result["metric"] == "acc_norm" and result["accuracy"] == _mean(ARC, "acc_norm")

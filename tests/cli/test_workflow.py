@@ -275,3 +275,30 @@ def test_analyze_prints_mdad_table_and_writes_plots(
     after = cli("verdict", "-b", "gpqa", *FAR, "-n", "25", "--method", method, "--json")
     assert after.code in (0, 1), after
     assert after.json()["method"] == method
+
+
+def test_method_params_and_bad_params(cli: CLI, gpqa: dict[str, Any]) -> None:
+    run = cli(
+        "subset",
+        "create",
+        "-b",
+        "gpqa",
+        "--method",
+        "subtask_stratified",
+        "-n",
+        "20",
+        "--seed",
+        "2",
+        "--param",
+        "allocation=proportional",
+        "--json",
+    )
+    assert run.code == 0, run
+    body = run.json()
+    assert body["method"] == "subtask_stratified" and len(body["items"]) == 20
+    assert body["provenance"]["params"]["allocation"] == "proportional"
+    bad = cli(
+        "subset", "create", "-b", "gpqa", "--method", "random", "-n", "20", "--param", "nonsense=1"
+    )
+    assert bad.code == 2 and "422" in bad.stderr and "params.nonsense" in bad.stderr
+    assert cli("subset", "create", "-b", "gpqa", "-n", "5", "--param", "novalue").code == 2
