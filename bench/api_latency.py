@@ -245,8 +245,11 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=200.0)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    ap.add_argument("--repeats", type=int, default=3, help="open-loop runs per case")
     args = ap.parse_args()
     seconds = 2.0 if args.quick else args.seconds
+    if args.quick:
+        args.repeats = 1
     import httpx
 
     print(
@@ -302,9 +305,10 @@ def main() -> int:
                         + f" | {lat.max():.1f} | 0 |",
                         flush=True,
                     )
-            for case, paths in cases:
-                lat, errors = _run(drive(base, paths, args.rate, seconds))
-                print(row(case, args.rate, lat, errors), flush=True)
+            for rep in range(args.repeats):  # interleaved, so a stall of the machine hits one
+                for case, paths in cases:
+                    lat, errors = _run(drive(base, paths, args.rate, seconds))
+                    print(row(f"{case} (run {rep + 1})", args.rate, lat, errors), flush=True)
     return 0
 
 
