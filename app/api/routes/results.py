@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Annotated, Literal
+from urllib.parse import quote
 
 from fastapi import APIRouter, Header, Query, Request, Response, status
 from fastapi.responses import JSONResponse
@@ -172,5 +174,12 @@ def get_matrix(benchmark_id: uuid.UUID, session: SessionDep, _: ReadPrincipal) -
     return Response(
         data,
         media_type="application/octet-stream",
-        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+        headers={"Content-Disposition": content_disposition(filename)},
     )
+
+
+def content_disposition(filename: str) -> str:
+    """An attachment header safe for any benchmark name: an ASCII fallback plus the exact name
+    percent-encoded (RFC 6266/5987); quotes, CR/LF and non-Latin-1 never reach the header."""
+    fallback = re.sub(r"[^A-Za-z0-9._-]+", "_", filename).strip("_") or "matrix.npz"
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"
