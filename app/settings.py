@@ -34,6 +34,11 @@ class Settings(BaseSettings):
         default="", description="Redis key prefix, isolates several deployments on one Redis"
     )
     broker_publish_timeout: float = Field(default=3.0, gt=0)
+    broker_visibility_timeout: int | None = Field(
+        default=None,
+        gt=0,
+        description="seconds before Redis redelivers an unacked task (default: hard limit + 600)",
+    )
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     auth_enabled: bool = False
@@ -83,7 +88,7 @@ class Settings(BaseSettings):
     @property
     def visibility_timeout(self) -> int:
         """Redis redelivers unacked tasks after this long: keep it above the hard limit."""
-        return self.job_hard_time_limit + 600
+        return self.broker_visibility_timeout or self.job_hard_time_limit + 600
 
     def ensure_local_dirs(self) -> None:
         """Create the parent folder of file-based SQLite URLs (database and embedded broker)."""
