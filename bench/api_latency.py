@@ -147,7 +147,7 @@ class _Pool:
     request, this raw client a few tens of microseconds, so the figures measure the server.
     """
 
-    def __init__(self, host: str, port: int, limit: int = 256) -> None:
+    def __init__(self, host: str, port: int, limit: int = 64) -> None:
         self.host, self.port, self.limit = host, port, limit
         self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
         self.opened = 0
