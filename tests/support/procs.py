@@ -320,6 +320,7 @@ class ApiServer:
 
     env: dict[str, str]
     workers: int = 1
+    log_level: str = "info"
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[str] | None = None
     output: _Output | None = None
@@ -347,7 +348,7 @@ class ApiServer:
                 "--workers",
                 str(self.workers),
                 "--log-level",
-                "info",
+                self.log_level,
             ],
             cwd=REPO_ROOT,
             env=self.env,
@@ -434,6 +435,19 @@ class Worker:
         if not self.output.ready.wait(timeout=timeout):
             self.stop()
             raise RuntimeError(f"celery worker {self.name} did not become ready:\n{self.log}")
+
+    def pids(self) -> set[int]:
+        """The worker's processes (its process group: main process and pool children)."""
+        assert self.proc is not None
+        found = set()
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == self.proc.pid:  # field 5 of stat: the process group id
+                found.add(int(stat.parent.name))
+        return found
 
     def kill(self) -> None:
         assert self.proc is not None
