@@ -204,3 +204,20 @@ def test_api_key_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         with Client(url) as client:
             assert client.create_benchmark("keyed", ["a"]).n_items == 1
             assert [b.name for b in client.list_benchmarks().items] == ["keyed"]
+
+
+def test_503_post_with_idempotency_key_is_retried(broker_down: str, attempts: Attempts) -> None:
+    """A seeded subset request carries a content-derived Idempotency-Key (the subset is
+    content-addressed, so repeating it is safe): a 503 from the down broker is retried."""
+    with Client(broker_down) as setup:
+        bench = setup.create_benchmark("retry", [f"q{i}" for i in range(10)])
+    path = f"/v1/benchmarks/{bench.id}/subsets"
+    with attempts.client(broker_down, retries=2, backoff=0.0, max_wait=0.01) as client:
+        with pytest.raises(BenchsliceError) as info:
+            client.create_subset(bench.id, "random", 5, seed=1)
+        assert info.value.status == 503
+        assert attempts.requests == [("POST", path)] * 3
+        attempts.requests.clear()
+        with pytest.raises(BenchsliceError):
+            client.create_subset(bench.id, "random", 5)  # no seed: a new subset each time
+        assert attempts.requests == [("POST", path)]
