@@ -5,7 +5,6 @@ from __future__ import annotations
 import typer
 
 from app.cli_common import (
-    EXIT_ERROR,
     ApiKeyOpt,
     JsonOpt,
     UrlOpt,
@@ -28,9 +27,15 @@ def _pts(value: float | None) -> str:
 def verdict(
     model_a: str = typer.Argument(..., help="First model (full results on the benchmark)"),
     model_b: str = typer.Argument(..., help="Second model"),
-    benchmark: str = typer.Option(..., "--benchmark", "-b", help="Benchmark name"),
-    size: int = typer.Option(..., "--size", "-n", min=1, help="Subset size to judge"),
+    benchmark: str | None = typer.Option(None, "--benchmark", "-b", help="Benchmark name"),
+    size: int | None = typer.Option(None, "--size", "-n", min=1, help="Subset size to judge"),
     method: str = typer.Option("random", "--method", help="Selector (random is exact)"),
+    subset: str | None = typer.Option(
+        None,
+        "--subset",
+        help="Judge this fixed subset instead (exit 0 when it orders the pair like the full "
+        "benchmark, 1 when not); replaces --benchmark/--size/--method",
+    ),
     threshold: float | None = typer.Option(
         None, "--threshold", help="P(same order) needed to call them distinguishable [0.8]"
     ),
@@ -44,12 +49,22 @@ def verdict(
     **1** when not, **2** on any error, so a CI step can gate on it. Methods other than random
     answer from the benchmark's latest analysis (run `benchslice analyze` first).
 
+    With `--subset ID`: does that fixed subset order the pair as the full benchmark does (exit 0
+    yes, 1 no), plus the probability for a fresh subset of its method and size.
+
     Example:
 
         benchslice verdict --benchmark gpqa org/model-a org/model-b --size 25 || echo "too close"
+        benchslice verdict --subset $SUBSET org/model-a org/model-b
     """
     if threshold is not None and not 0.5 <= threshold < 1:
         raise typer.BadParameter("expected a probability in [0.5, 1)", param_hint="--threshold")
+    if subset is not None:
+        if benchmark is not None or size is not None:
+            raise typer.BadParameter("give either --subset or --benchmark/--size")
+        _subset_verdict(subset, model_a, model_b, threshold, url, api_key, as_json)
+    if benchmark is None or size is None:
+        raise typer.BadParameter("--benchmark and --size are required (or --subset)")
     with api(url, api_key) as client:
         bench = benchmark_by_name(client, benchmark)
         v = client.verdict(
@@ -90,6 +105,39 @@ def verdict(
             ],
         )
     raise typer.Exit(EXIT_DISTINGUISHABLE if v.distinguishable else EXIT_NOT_DISTINGUISHABLE)
+
+
+def _subset_verdict(
+    subset_id: str,
+    model_a: str,
+    model_b: str,
+    threshold: float | None,
+    url: str | None,
+    api_key: str | None,
+    as_json: bool,
+) -> None:
+    with api(url, api_key) as client:
+        v = client.subset_verdict(subset_id, model_a, model_b, threshold=threshold)
+    if as_json:
+        print_json(v)
+    else:
+        answer = "SAME ORDER" if v.same_order else "TIE" if v.tie else "REVERSED"
+        typer.echo(
+            f"{answer}: subset {v.subset_id[:12]} estimates {v.model_a} at "
+            f"{pct(v.subset_estimate_a)} and {v.model_b} at {pct(v.subset_estimate_b)}; the full "
+            f"benchmark says {pct(v.full_accuracy_a)} vs {pct(v.full_accuracy_b)} "
+            f"(gap {_pts(abs(v.gap))})"
+        )
+        fresh = v.fresh_draw
+        if fresh is not None:
+            typer.echo(
+                f"a fresh {fresh.method} subset of {fresh.size} would order them right with "
+                f"P = {fresh.p_same_order:.2f} "
+                f"({'distinguishable' if fresh.distinguishable else 'not distinguishable'})"
+            )
+        elif v.fresh_draw_unavailable:
+            typer.echo(f"fresh draw: {v.fresh_draw_unavailable}")
+    raise typer.Exit(EXIT_DISTINGUISHABLE if v.same_order else EXIT_NOT_DISTINGUISHABLE)
 
 
 def plan(
@@ -143,6 +191,3 @@ def _evidence_rows(evidence: dict) -> list[list[object]]:
     if isinstance(mdads, dict):
         return [[int(n), _pts(m)] for n, m in sorted(mdads.items(), key=lambda kv: int(kv[0]))]
     return []
-
-
-__all__ = ["EXIT_ERROR", "plan", "verdict"]

@@ -302,3 +302,19 @@ def test_method_params_and_bad_params(cli: CLI, gpqa: dict[str, Any]) -> None:
     )
     assert bad.code == 2 and "422" in bad.stderr and "params.nonsense" in bad.stderr
     assert cli("subset", "create", "-b", "gpqa", "-n", "5", "--param", "novalue").code == 2
+
+
+def test_verdict_on_a_fixed_subset(cli: CLI, subset: str, matrix: dict[str, Any]) -> None:
+    items = cli("subset", "get", subset, "-f", "json").json()["items"]
+    positions = [i["position"] for i in items]
+    correct, models = matrix["correct"], matrix["models"]
+    for a, b in (CLOSE, FAR):
+        ra, rb = correct[models.index(a)], correct[models.index(b)]
+        full, sub = ra.mean() - rb.mean(), ra[positions].mean() - rb[positions].mean()
+        same = bool(np.sign(full) == np.sign(sub) and sub != 0)
+        run = cli("verdict", "--subset", subset, a, b, "--json")
+        assert run.code == (0 if same else 1), run
+        body = run.json()
+        assert body["same_order"] is same
+        assert body["subset_estimate_a"] == pytest.approx(ra[positions].mean())
+    assert cli("verdict", "--subset", subset, "-b", "gpqa", *FAR).code == 2
