@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import quote
 
 import httpx
 
@@ -644,7 +645,7 @@ class Client:
 
     def delete_model_results(self, benchmark_id: str | uuid.UUID, model: str) -> None:
         """``DELETE /v1/benchmarks/{id}/models/{model}``."""
-        self.request("DELETE", f"/v1/benchmarks/{benchmark_id}/models/{model}")
+        self.request("DELETE", f"/v1/benchmarks/{benchmark_id}/models/{quote(model, safe='/')}")
 
     def get_matrix(self, benchmark_id: str | uuid.UUID) -> bytes:
         """``GET /v1/benchmarks/{id}/matrix``: the results as ``.npz`` bytes."""

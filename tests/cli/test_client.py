@@ -221,3 +221,52 @@ def test_503_post_with_idempotency_key_is_retried(broker_down: str, attempts: At
         with pytest.raises(BenchsliceError):
             client.create_subset(bench.id, "random", 5)  # no seed: a new subset each time
         assert attempts.requests == [("POST", path)]
+
+
+# Every operation of the committed OpenAPI has a client method (a new endpoint needs one).
+CLIENT_METHODS = {
+    "health-healthz": "health",
+    "health-readyz": "ready",
+    "jobs-create_job": "create_job",
+    "jobs-get_job": "get_job",
+    "jobs-cancel_job": "cancel_job",
+    "benchmarks-list_benchmarks": "list_benchmarks",
+    "benchmarks-create_benchmark": "create_benchmark",
+    "benchmarks-create_benchmark_from_samples": "create_benchmark_from_samples",
+    "benchmarks-get_benchmark": "get_benchmark",
+    "results-upload_results": "upload_results_file",
+    "results-list_models": "list_models",
+    "results-delete_model_results": "delete_model_results",
+    "results-get_matrix": "get_matrix",
+    "subsets-create_subset": "create_subset",
+    "subsets-get_subset": "get_subset",
+    "subsets-score_on_subset": "score_subset",
+    "subsets-subset_verdict": "subset_verdict",
+    "subsets-pair_verdict": "verdict",
+    "subsets-plan_size": "plan",
+    "analyses-create_analysis": "create_analysis",
+    "analyses-list_analyses": "list_analyses",
+    "analyses-get_analysis": "get_analysis",
+    "analyses-plot_mdad": "plot",
+    "analyses-plot_agreement": "plot",
+}
+
+
+def test_every_operation_has_a_client_method() -> None:
+    import json
+    from pathlib import Path
+
+    spec = json.loads((Path(__file__).resolve().parents[2] / "openapi/openapi.json").read_text())
+    operations = {op["operationId"] for path in spec["paths"].values() for op in path.values()}
+    assert operations == set(CLIENT_METHODS), operations ^ set(CLIENT_METHODS)
+    for method in CLIENT_METHODS.values():
+        assert callable(getattr(Client, method)), method
+
+
+def test_model_names_with_slashes_and_odd_characters(service: LiveService) -> None:
+    with Client(service.url) as client:
+        bench = client.create_benchmark("odd-names", ["a", "b"])
+        for name in ("org/model-7b", "org/we?ird #1 100%"):
+            client.upload_results(bench.id, name, correct=[1, 0])
+            client.delete_model_results(bench.id, name)
+        assert client.list_models(bench.id).items == []
