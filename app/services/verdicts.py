@@ -18,7 +18,8 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -80,18 +81,50 @@ def _version_exists(session: Session, version_id: uuid.UUID) -> None:
         raise NotFound(f"benchmark {version_id} does not exist")
 
 
-def full_matrix(session: Session, version_id: uuid.UUID) -> FullMatrix:
-    """The cached full-coverage 0/1 matrix of a version (reloaded when its results change)."""
-    stamp = results_stamp(session, version_id)
-    if stamp[0] == 0:
-        _version_exists(session, version_id)
-    checked = time.monotonic()
+_INFLIGHT: dict[tuple, threading.Lock] = {}
+
+
+@contextmanager
+def _single_flight(key: tuple) -> Iterator[None]:
+    """One computation per cache key at a time: on a cold cache under load, concurrent misses
+    wait for the first instead of each request thread computing the same thing (which
+    starved both CPUs for tens of seconds at 200 req/s; bench/load.py)."""
+    with _LOCK:
+        lock = _INFLIGHT.setdefault(key, threading.Lock())
+    with lock:
+        yield
+    with _LOCK:
+        if _INFLIGHT.get(key) is lock:
+            del _INFLIGHT[key]
+
+
+def _cached_matrix(version_id: uuid.UUID, stamp: tuple, checked: float) -> FullMatrix | None:
     with _LOCK:
         hit = _MATRICES.get(version_id)
         if hit is not None and hit.stamp == stamp:
             _MATRICES.move_to_end(version_id)
             _CHECKED[version_id] = checked
             return hit
+    return None
+
+
+def full_matrix(session: Session, version_id: uuid.UUID) -> FullMatrix:
+    """The cached full-coverage 0/1 matrix of a version (reloaded when its results change)."""
+    stamp = results_stamp(session, version_id)
+    if stamp[0] == 0:
+        _version_exists(session, version_id)
+    checked = time.monotonic()
+    hit = _cached_matrix(version_id, stamp, checked)
+    if hit is not None:
+        return hit
+    with _single_flight(("matrix", version_id, stamp)):
+        hit = _cached_matrix(version_id, stamp, checked)
+        return hit if hit is not None else _load_full_matrix(session, version_id, stamp, checked)
+
+
+def _load_full_matrix(
+    session: Session, version_id: uuid.UUID, stamp: tuple, checked: float
+) -> FullMatrix:
     mat = load_matrix(session, version_id)
     full = mat.coverage.all(axis=1)
     filled = np.nan_to_num(mat.correct, nan=0.5)
@@ -148,11 +181,16 @@ def exact_random_mdad(fm: FullMatrix, n: int, threshold: float) -> MDADResult:
         hit = _MDADS.get(key)
     if hit is not None:
         return hit
-    result = exact_agreement(fm.correct, int(n), threshold=threshold)
-    with _LOCK:
-        _MDADS[key] = result
-        while len(_MDADS) > MDAD_CACHE_SIZE:
-            del _MDADS[next(iter(_MDADS))]
+    with _single_flight(("mdad", *key)):
+        with _LOCK:
+            hit = _MDADS.get(key)
+        if hit is not None:
+            return hit
+        result = exact_agreement(fm.correct, int(n), threshold=threshold)
+        with _LOCK:
+            _MDADS[key] = result
+            while len(_MDADS) > MDAD_CACHE_SIZE:
+                del _MDADS[next(iter(_MDADS))]
     return result
 
 
