@@ -186,6 +186,8 @@ class JobProgress:
 
     def __call__(self, job: JobPublic) -> None:
         done, total = job.progress.done, job.progress.total
+        if job.status == "succeeded" and total:
+            done = total  # some job kinds do not report their last step
         if self._bar is not None:
             self._bar.update(
                 self._task, completed=done, total=total, description=f"{self.label} ({job.status})"
