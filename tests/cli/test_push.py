@@ -181,3 +181,32 @@ def test_ambiguous_metric_is_asked_on_a_terminal(service: LiveService) -> None:
     assert proc.returncode == 0, seen
     (result,) = json.loads(out)["results"]
     assert result["metric"] == "acc_norm" and result["accuracy"] == _mean(ARC, "acc_norm")
+
+
+def test_leaderboard_details_parquet_and_jsonl_agree(cli: CLI, tmp_path: Path) -> None:
+    """Open LLM Leaderboard details: the metric defaults from the task (no --metric needed);
+    the parquet form (nested values as JSON strings) stores what the JSONL form stores."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    jsonl = FIXTURES / "samples_leaderboard_mmlu_pro_2024-07-03T08-15-00.000001.jsonl"
+    records = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    rows = [
+        {
+            k: json.dumps(v) if k in ("doc", "filtered_resps", "resps", "arguments") else v
+            for k, v in r.items()
+        }
+        for r in records
+    ]
+    details = tmp_path / "details"
+    details.mkdir()
+    pq.write_table(pa.Table.from_pylist(rows), details / (jsonl.stem + ".parquet"))
+
+    from_jsonl = cli("push", "--create", "-b", "mmlu-pro", "-m", "org/j", str(jsonl), "--json")
+    assert from_jsonl.code == 0, from_jsonl
+    from_parquet = cli("push", "-b", "mmlu-pro", "-m", "org/p", str(details), "--json")
+    assert from_parquet.code == 0, from_parquet
+    a, b = from_jsonl.json()["results"][0], from_parquet.json()["results"][0]
+    assert from_parquet.json()["files"] == [str(details / (jsonl.stem + ".parquet"))]
+    assert (a["n_items"], a["accuracy"], a["metric"]) == (b["n_items"], b["accuracy"], b["metric"])
+    assert a["metric"] == "acc" and a["n_items"] == len(records)
