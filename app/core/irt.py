@@ -357,45 +357,58 @@ def _score_objective(theta, a, c, y, w, prec):
     return ll.sum(axis=1) + 0.5 * prec * np.einsum("md,md->m", theta, theta), p
 
 
+_MAX_SCORE_STEP = 1.0
+
+
 def _score_newton(a, c, y, w, prec, max_iter, tol) -> AbilityEstimate:
     m, d = y.shape[0], a.shape[1]
     theta = np.zeros((m, d))
     eye = np.eye(d)
     f, p = _score_objective(theta, a, c, y, w, prec)
-    n_iter, converged = 0, False
+    # Each model's problem is strictly convex: Newton converges in a handful of steps. Models are
+    # retired individually (small gradient, or no further decrease possible at machine precision),
+    # so one slow model never makes the others iterate or line-search again.
+    done = np.zeros(m, dtype=bool)
+    n_iter = 0
     for n_iter in range(1, max_iter + 1):  # noqa: B007 - iterations, batched over models
         r = p - y
         h = p * (1.0 - p)
         if w is not None:
             r, h = r * w, h * w
         grad = r @ a + prec * theta
-        if np.max(np.abs(grad)) < tol:
-            converged = True
+        done |= np.max(np.abs(grad), axis=1) < tol
+        live = np.flatnonzero(~done)
+        if live.size == 0:
             break
-        hess = np.einsum("mi,id,ie->mde", h, a, a) + prec * eye
-        step = np.linalg.solve(hess, grad[..., None])[..., 0]
-        # per-model backtracking (Armijo) line search, vectorised
-        t = np.ones(m)
-        slope = np.einsum("md,md->m", grad, step)
-        active = np.ones(m, dtype=bool)
-        new_theta = theta.copy()
+        hess = np.einsum("mi,id,ie->mde", h[live], a, a) + prec * eye
+        step = np.linalg.solve(hess, grad[live][..., None])[..., 0]
+        # Cap the step length (abilities live on an N(0, prior^2) scale): where the likelihood is
+        # flat the raw Newton step is huge and the line search would halve it many times.
+        norm = np.linalg.norm(step, axis=1)
+        step *= np.minimum(1.0, _MAX_SCORE_STEP / np.maximum(norm, 1e-300))[:, None]
+        slope = np.einsum("md,md->m", grad[live], step)
+        # per-model backtracking (Armijo) line search, vectorised over the live models
+        t = np.ones(live.size)
+        pending = np.ones(live.size, dtype=bool)
         for _ in range(30):
-            cand = theta - t[:, None] * step
-            fc, pc = _score_objective(cand, a, c, y, w, prec)
-            ok = active & (fc <= f - 1e-4 * t * slope)
-            new_theta[ok] = cand[ok]
-            f = np.where(ok, fc, f)
-            p[ok] = pc[ok]
-            active &= ~ok
-            if not active.any():
+            rows = live[pending]
+            cand = theta[rows] - t[pending, None] * step[pending]
+            fc, pc = _score_objective(cand, a, c, y[rows], None if w is None else w[rows], prec)
+            ok = fc <= f[rows] - 1e-4 * t[pending] * slope[pending]
+            theta[rows[ok]] = cand[ok]
+            f[rows[ok]] = fc[ok]
+            p[rows[ok]] = pc[ok]
+            idx = np.flatnonzero(pending)
+            pending[idx[ok]] = False
+            if not pending.any():
                 break
-            t = np.where(active, t * 0.5, t)
-        theta = new_theta
-    else:
-        r = p - y
-        if w is not None:
-            r = r * w
-        converged = bool(np.max(np.abs(r @ a + prec * theta)) < tol * 10)
+            t[pending] *= 0.5
+        # no decrease after 30 halvings: the model sits at its optimum up to round-off
+        done[live[pending]] = True
+    r = p - y
+    if w is not None:
+        r = r * w
+    converged = bool(np.max(np.abs(r @ a + prec * theta)) < max(tol * 10, 1e-6))
     h = p * (1.0 - p)
     if w is not None:
         h = h * w

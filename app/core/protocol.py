@@ -156,7 +156,9 @@ def _run_chunk_body(run_ids: Sequence[int]) -> dict[str, Any]:
         p_t_seen = None if confidence is None else confidence[np.ix_(targets, seen_idx)]
         for mi, name in enumerate(methods):
             t0 = time.perf_counter()
-            selector = make_selector(name, **params.get(name, {}))
+            selector = make_selector(
+                name, **{**SELECTORS[name].protocol_params, **params.get(name, {})}
+            )
             selector.fit(src_correct, confidence=src_conf, subtasks=subtasks[seen_idx])
             for si, n in enumerate(sizes):
                 sel = selector.select(n, rng=selection_seed(s["seed"], int(run), name, n))

@@ -70,6 +70,9 @@ class TinyBenchmarksParams(_Params):
     holdout_fraction: float = Field(
         default=0.2, gt=0, lt=1, description="Source models held out to calibrate gp-IRT's beta"
     )
+    calibrate_gp_irt: bool = Field(
+        default=True, description="Calibrate gp-IRT on held-out sources (False: irt and p_irt only)"
+    )
     ability_prior: float = Field(default=1.0, gt=0, le=100)
     max_iter: int = Field(default=400, ge=1, le=10_000, description="L-BFGS iterations per fit")
 

@@ -149,7 +149,7 @@ def irt_score(selection: Selection, y: np.ndarray) -> IRTScore | None:
         lz=lz,
         se_rest=se_rest,
         lam=anchors.size / bank.n_items,
-        lam_gp=float(f["lambda_gp"]),
+        lam_gp=float(f.get("lambda_gp", np.nan)),  # absent when gp-IRT was not calibrated
     )
 
 

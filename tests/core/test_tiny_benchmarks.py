@@ -193,3 +193,27 @@ def test_item_bank_is_an_irt_model(fitted):
 
     bank = item_bank(fitted.select(10, rng=0))
     assert isinstance(bank, IRTModel) and bank.n_items == 224
+
+
+def test_uncalibrated_selection_skips_heldout_fit_and_refuses_gp_irt(fitted, gpqa_split):
+    """calibrate_gp_irt=False (what the protocol uses) selects the same anchors with one IRT fit
+    and says clearly that gp-IRT is unavailable, instead of silently returning p-IRT."""
+    from app.core.selectors import SELECTORS
+
+    correct, sources, targets, candidates = gpqa_split
+    full = fitted
+    lean = make_selector("tiny_benchmarks", calibrate_gp_irt=False).fit(
+        correct[sources], candidates=candidates
+    )
+    assert lean.irt_train_ is None and full.irt_train_ is not None
+    a, b = full.select(25, rng=3), lean.select(25, rng=3)
+    np.testing.assert_array_equal(a.indices, b.indices)
+    np.testing.assert_allclose(a.weights, b.weights)
+    assert "lambda_gp" not in b.fitted
+    y = correct[np.ix_(targets, b.indices)]
+    np.testing.assert_allclose(
+        lean.estimate(b, y, estimator="p_irt"), full.estimate(a, y, estimator="p_irt")
+    )
+    with pytest.raises(ValueError, match="estimator: gp_irt"):
+        lean.estimate(b, y, estimator="gp_irt")
+    assert SELECTORS["tiny_benchmarks"].protocol_params == {"calibrate_gp_irt": False}

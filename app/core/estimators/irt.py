@@ -19,7 +19,6 @@ _REQUIRED = (
     "irt_b",
     "irt_form",
     "anchor_candidate_positions",
-    "lambda_gp",
     "ability_prior",
 )
 
@@ -89,6 +88,11 @@ def gp_irt(selection: Selection, correct: np.ndarray, confidence: np.ndarray | N
     ``IRT`` is the anchor-weighted mean; ``lambda'`` was computed at selection time on held-out
     **source** models (never on target labels) and is stored as ``fitted["lambda_gp"]``.
     """
+    if "lambda_gp" not in selection.fitted:
+        raise ValueError(
+            "estimator: gp_irt needs a selection calibrated on held-out sources "
+            "(tiny_benchmarks with calibrate_gp_irt=True)"
+        )
     lam_gp = float(selection.fitted["lambda_gp"])
     irt = correct @ selection.weights
     return lam_gp * irt + (1.0 - lam_gp) * p_irt(selection, correct, confidence)

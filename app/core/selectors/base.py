@@ -15,6 +15,7 @@ once; ``select`` validates ``n``, normalises ``rng`` and wraps the hook's output
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -52,12 +53,17 @@ class Selector(ABC):
         Whether the selection depends on the source models' results.
     randomized : bool
         Whether different seeds give different subsets (used by the contract test).
+    protocol_params : Mapping
+        Parameter overrides the meta-evaluation protocol applies. The protocol reads only the
+        default estimator, so a selector may skip work that serves its other estimators; the
+        overrides must not change which items are selected.
     """
 
     name: ClassVar[str]
     estimators: ClassVar[tuple[str, ...]] = ("mean",)
     uses_sources: ClassVar[bool] = True
     randomized: ClassVar[bool] = True
+    protocol_params: ClassVar[Mapping[str, Any]] = {}
 
     def __init__(self, **params: Any) -> None:
         self.params = dict(params)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.cluster import KMeans
@@ -36,6 +38,10 @@ class TinyBenchmarksSelector(Selector):
     holdout_fraction : float, default 0.2
         Share of source models held out (a seeded permutation) to calibrate gp-IRT's ``beta``.
         A second IRT model is fitted on the remaining sources for that purpose only.
+    calibrate_gp_irt : bool, default True
+        Whether to do that calibration. ``False`` halves the fit cost; the selection then supports
+        ``"irt"`` and ``"p_irt"`` only (the meta-evaluation protocol, which reads the default
+        ``"irt"`` estimator, sets it: see :attr:`protocol_params`). Anchors are unaffected.
     ability_prior : float, default 1.0
         Standard deviation of the ability prior used when scoring models from their anchors.
     max_iter : int, default 400
@@ -70,6 +76,7 @@ class TinyBenchmarksSelector(Selector):
 
     name = "tiny_benchmarks"
     estimators = ("irt", "p_irt", "gp_irt")
+    protocol_params: ClassVar[Mapping[str, Any]] = {"calibrate_gp_irt": False}
 
     def __init__(
         self,
@@ -80,6 +87,7 @@ class TinyBenchmarksSelector(Selector):
         fit_seed: int = 42,
         kmeans_seed: int | None = None,
         holdout_fraction: float = 0.2,
+        calibrate_gp_irt: bool = True,
         ability_prior: float = 1.0,
         max_iter: int = 400,
     ) -> None:
@@ -90,6 +98,7 @@ class TinyBenchmarksSelector(Selector):
             fit_seed=fit_seed,
             kmeans_seed=kmeans_seed,
             holdout_fraction=holdout_fraction,
+            calibrate_gp_irt=calibrate_gp_irt,
             ability_prior=ability_prior,
             max_iter=max_iter,
         )
@@ -124,7 +133,7 @@ class TinyBenchmarksSelector(Selector):
         # held-out sources for gp-IRT's beta (a seeded split; part of the fit, not of the selection)
         m = y.shape[0]
         n_hold = min(max(1, round(float(p["holdout_fraction"]) * m)), m - 1)
-        if n_hold >= 1:
+        if n_hold >= 1 and bool(p["calibrate_gp_irt"]):
             perm = np.random.default_rng(int(p["fit_seed"])).permutation(m)
             self.holdout_ = np.sort(perm[:n_hold])
             train = np.sort(perm[n_hold:])
@@ -163,11 +172,12 @@ class TinyBenchmarksSelector(Selector):
             "kmeans_seed": np.int64(km_seed),
             "v": np.float64(self.v_),
         }
-        beta = self._heldout_beta(data, anchors, weights)
-        v_prime = self.v_ / (4.0 * anchors.size)
-        lam = beta**2 / (v_prime + beta**2) if (v_prime + beta**2) > 0 else 1.0
-        fitted["beta"] = np.float64(beta)
-        fitted["lambda_gp"] = np.float64(lam)
+        if bool(p["calibrate_gp_irt"]):
+            beta = self._heldout_beta(data, anchors, weights)
+            v_prime = self.v_ / (4.0 * anchors.size)
+            lam = beta**2 / (v_prime + beta**2) if (v_prime + beta**2) > 0 else 1.0
+            fitted["beta"] = np.float64(beta)
+            fitted["lambda_gp"] = np.float64(lam)
         return Chosen(indices=cand[anchors], weights=weights, fitted=fitted)
 
     def _heldout_beta(self, data: ResultsData, anchors: np.ndarray, weights: np.ndarray) -> float:
