@@ -491,6 +491,7 @@ class Client:
             "subject_field": subject_field,
             "description": description,
         }
+        # Retry-safe: versions are content-addressed (the same items return the same version).
         response = self._send_files("/v1/benchmarks/from-samples", files, params, key=True)
         return BenchmarkPublic.model_validate(response.json())
 
@@ -765,7 +766,9 @@ class Client:
                 if isinstance(files, (list, tuple)) and not _is_named_bytes(files)
                 else [files]  # type: ignore[list-item]
             )
-        response = self._send_files(path, many, params, key=True, raw=raw)
+        # Not retried: the scores endpoint does not honour Idempotency-Key, and each request
+        # stores a score.
+        response = self._send_files(path, many, params, key=False, raw=raw)
         return SubsetScorePublic.model_validate(response.json())
 
     def subset_verdict(
