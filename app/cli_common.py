@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import typer
+from typer.exceptions import TyperException
 
 if TYPE_CHECKING:
     from app.client import Client
@@ -61,6 +62,14 @@ def api(url: str | None, api_key: str | None) -> Iterator[Client]:
             yield client
     except BenchsliceError as exc:
         err(f"error: {exc}")
+        raise typer.Exit(EXIT_ERROR) from None
+    except (typer.Exit, typer.Abort, TyperException):
+        raise
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    except Exception as exc:
+        # Never exit 1 (verdict's "not distinguishable") on a failure we did not foresee.
+        err(f"error: unexpected {type(exc).__name__}: {exc}")
         raise typer.Exit(EXIT_ERROR) from None
 
 
