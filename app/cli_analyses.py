@@ -96,7 +96,7 @@ def analyze(
         analysis = client.get_analysis(analysis.id)
         saved: list[Path] = []
         if plots is not None:
-            plots.mkdir(parents=True, exist_ok=True)
+            plots.mkdir(parents=True, exist_ok=True)  # an OSError here exits 2 (see api())
             target = plots / f"mdad.{image_format}"
             target.write_bytes(client.plot(analysis.id, "mdad", image_format))  # type: ignore[arg-type]
             saved.append(target)

@@ -139,8 +139,11 @@ def get(
     if output is None:
         typer.echo(text, nl=not text.endswith("\n"))
         return
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text if text.endswith("\n") else text + "\n")
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text if text.endswith("\n") else text + "\n")
+    except OSError as exc:
+        raise fail(f"cannot write {output}: {exc}") from None
     what = f"{n} items, " if n is not None else ""
     err(f"wrote {output} ({what}{format_} format)")
 
