@@ -15,6 +15,7 @@ from app.cli_common import (
     api,
     benchmark_by_name,
     err,
+    fail,
     fmt,
     int_list,
     print_json,
@@ -75,6 +76,11 @@ def analyze(
         raise typer.BadParameter("expected seen, unseen or all", param_hint="--split")
     if image_format not in ("svg", "png"):
         raise typer.BadParameter("expected svg or png", param_hint="--image-format")
+    if plots is not None:
+        try:  # before queueing the analysis, so an unwritable folder fails fast
+            plots.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise fail(f"cannot create {plots}: {exc}") from None
     method_list = split_list(methods) or []
     size_list = int_list(sizes, "--sizes") or []
     with api(url, api_key) as client:
@@ -96,7 +102,6 @@ def analyze(
         analysis = client.get_analysis(analysis.id)
         saved: list[Path] = []
         if plots is not None:
-            plots.mkdir(parents=True, exist_ok=True)  # an OSError here exits 2 (see api())
             target = plots / f"mdad.{image_format}"
             target.write_bytes(client.plot(analysis.id, "mdad", image_format))  # type: ignore[arg-type]
             saved.append(target)
