@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
+from celery.signals import worker_init, worker_process_init
 from kombu import Queue
+from threadpoolctl import threadpool_limits
 
 from app.settings import Settings, get_settings
 
@@ -47,6 +49,14 @@ def make_celery(settings: Settings) -> Celery:
     )
     return app
 
+
+def limit_native_threads(**_: Any) -> None:
+    """Cap BLAS/OpenMP pools in each worker process (prefork children and the solo pool)."""
+    threadpool_limits(limits=get_settings().worker_native_threads)
+
+
+worker_init.connect(limit_native_threads, weak=False)
+worker_process_init.connect(limit_native_threads, weak=False)
 
 celery_app = make_celery(get_settings())
 app = celery_app
