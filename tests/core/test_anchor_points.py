@@ -122,3 +122,26 @@ def test_clara_on_25k_items_keeps_memory_small():
     assert s.fitted["clara"] and s.size == 4
     assert sorted(cols[s.indices]) == [0, 1, 2, 3]
     assert s.weights.sum() == pytest.approx(1.0)
+
+
+def test_fasterpam_transposed_view_is_the_library_call_bit_for_bit():
+    """The selector hands FasterPAM ``D.T`` (contiguous column reads): same result as ``D``."""
+    import kmedoids
+
+    from app.core.selectors.anchor_points import fasterpam
+
+    conf, correct, _ = _blocks((60, 90, 50), n_models=40, seed=9, noise=1.2)
+    d = correlation_dissimilarity(conf)
+    np.testing.assert_array_equal(d, d.T)  # exactly symmetric: D.T is the same matrix
+    for n, seed in ((3, 0), (17, 5), (60, 11)):
+        fast = fasterpam(d, n, max_iter=100, seed=seed)
+        ref = kmedoids.fasterpam(d, n, max_iter=100, init="random", random_state=seed, n_cpu=1)
+        np.testing.assert_array_equal(fast.medoids, ref.medoids)
+        np.testing.assert_array_equal(fast.labels, ref.labels)
+        assert (fast.loss, fast.n_swap) == (ref.loss, ref.n_swap)
+    sel = make_selector("anchor_points").fit(correct, confidence=conf)
+    s = sel.select(17, rng=4)
+    ref = kmedoids.fasterpam(
+        d, 17, max_iter=100, init="random", random_state=int(s.fitted["kmedoids_seed"]), n_cpu=1
+    )
+    np.testing.assert_array_equal(s.indices, ref.medoids)

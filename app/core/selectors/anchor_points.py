@@ -50,6 +50,36 @@ def correlation_dissimilarity(x: np.ndarray, dtype=np.float64) -> np.ndarray:
     return d
 
 
+def fasterpam(d: np.ndarray, n: int, *, max_iter: int, seed: int):
+    """``kmedoids.fasterpam(d, n, init="random", random_state=seed, n_cpu=1)``, with fast reads.
+
+    Parameters
+    ----------
+    d : ndarray, shape (N, N)
+        Symmetric dissimilarities (C-ordered).
+    n : int
+        Number of medoids.
+    max_iter : int
+    seed : int
+        Seeds both the random initial medoids and FasterPAM's random processing order.
+
+    Returns
+    -------
+    kmedoids.KMedoidsResult
+
+    Notes
+    -----
+    FasterPAM evaluates a candidate medoid ``j`` by reading ``d[o, j]`` for every ``o``: a
+    *column*, i.e. one cache line per element of a C-ordered matrix. For a symmetric ``d`` the
+    transpose ``d.T`` (a free, F-ordered view) is the same matrix whose columns are contiguous
+    rows of ``d``, so handing it ``d.T`` gives bit-identical medoids, labels, loss and swap count
+    while every read is sequential (4-5x faster at 6,000 items). ``d`` is symmetric exactly:
+    :func:`correlation_dissimilarity` computes ``Z'Z`` with a symmetric rank-k update and
+    only applies elementwise operations afterwards (a test pins this).
+    """
+    return kmedoids.fasterpam(d.T, n, max_iter=max_iter, init="random", random_state=seed, n_cpu=1)
+
+
 class AnchorPointsSelector(Selector):
     """k-medoids (FasterPAM) on ``1 - R``; cluster-size weights on the medoids.
 
@@ -74,7 +104,8 @@ class AnchorPointsSelector(Selector):
     others and 1 with themselves (the reference's predictor variant also sets NaN to 0).
 
     Select (per ``n``): ``kmedoids.fasterpam(D, n, init="random", random_state=s, n_cpu=1)`` with
-    ``s`` drawn from the selection ``rng`` (single-threaded so the result is deterministic); each
+    ``s`` drawn from the selection ``rng`` (single-threaded so the result is deterministic; run
+    on the transposed view for contiguous reads, bit-identical: :func:`fasterpam`); each
     candidate goes to the medoid it is most correlated with (argmin of D; ties to the first
     medoid); weight of medoid ``c`` = ``|cluster c| / N`` (empty clusters keep weight 0).
 
@@ -133,14 +164,7 @@ class AnchorPointsSelector(Selector):
         if self.clara_:
             medoids, labels = self._clara(n, seed)
         else:
-            res = kmedoids.fasterpam(
-                self.dissim_,
-                n,
-                max_iter=int(self.params["max_iter"]),
-                init="random",
-                random_state=seed,
-                n_cpu=1,
-            )
+            res = fasterpam(self.dissim_, n, max_iter=int(self.params["max_iter"]), seed=seed)
             medoids = np.asarray(res.medoids, dtype=np.int64)
             labels = np.argmin(self.dissim_[medoids], axis=0)
         n_cand = data.candidates.shape[0]
@@ -173,13 +197,11 @@ class AnchorPointsSelector(Selector):
             np.subtract(1.0, d, out=d)
             np.fill_diagonal(d, 0.0)
             np.clip(d, 0.0, 2.0, out=d)
-            res = kmedoids.fasterpam(
+            res = fasterpam(
                 d,
                 n,
                 max_iter=int(self.params["max_iter"]),
-                init="random",
-                random_state=int(gen.integers(0, 2**31 - 1)),
-                n_cpu=1,
+                seed=int(gen.integers(0, 2**31 - 1)),
             )
             medoids = sample[np.asarray(res.medoids, dtype=np.int64)]
             dm = 1.0 - z[:, medoids].T @ z  # (n, N) dissimilarities to the medoids
