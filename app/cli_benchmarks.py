@@ -54,8 +54,10 @@ def list_(
 def show(
     benchmark: str = typer.Argument(..., help="Benchmark name (latest version) or version id"),
     models: bool = typer.Option(False, "--models", help="List every model with its accuracy"),
-    match: str | None = typer.Option(
-        None, "--match", help="Only models whose name matches this glob (implies --models)"
+    match: list[str] | None = typer.Option(
+        None,
+        "--match",
+        help="Only models whose name matches this glob (repeatable; implies --models)",
     ),
     url: str | None = UrlOpt,
     api_key: str | None = ApiKeyOpt,
@@ -69,7 +71,7 @@ def show(
         detail = client.get_benchmark(benchmark_by_name(client, benchmark).id)
     rows = sorted(detail.models, key=lambda m: (-m.accuracy, m.name))
     if match:
-        rows = [m for m in rows if fnmatch.fnmatchcase(m.name, match)]
+        rows = [m for m in rows if any(fnmatch.fnmatchcase(m.name, p) for p in match)]
     if as_json:
         print_json(detail.model_copy(update={"models": rows}))
         return

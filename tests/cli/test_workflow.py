@@ -318,3 +318,29 @@ def test_verdict_on_a_fixed_subset(cli: CLI, subset: str, matrix: dict[str, Any]
         assert body["same_order"] is same
         assert body["subset_estimate_a"] == pytest.approx(ra[positions].mean())
     assert cli("verdict", "--subset", subset, "-b", "gpqa", *FAR).code == 2
+
+
+def test_benchmarks_list_and_show(cli: CLI, gpqa: dict[str, Any], matrix: dict[str, Any]) -> None:
+    listed = cli("benchmarks", "list", "--name", "gpqa", "--json")
+    assert listed.code == 0, listed
+    (version,) = listed.json()["items"]
+    assert (version["n_items"], version["n_models"]) == (448, 419)  # one model held out
+    shown = cli(
+        "benchmarks", "show", "gpqa", "--match", "mistralai/*", "--match", "google/*", "--json"
+    )
+    assert shown.code == 0, shown
+    models = {m["name"]: m["accuracy"] for m in shown.json()["models"]}
+    names = matrix["models"]
+    expected = {
+        n: float(matrix["correct"][names.index(n)].mean())
+        for n in names
+        if n.startswith(("mistralai/", "google/"))
+    }
+    assert models == pytest.approx(expected)
+    people = cli("benchmarks", "show", version["id"], "--match", "mistralai/Mistral-Large*")
+    assert people.code == 0, people
+    assert people.stdout.splitlines()[-1].split() == [
+        "mistralai/Mistral-Large-Instruct-2411",
+        "45.3%",
+        "100.0%",
+    ]
