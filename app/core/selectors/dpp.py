@@ -168,9 +168,12 @@ def projection_basis(x: np.ndarray, n: int) -> np.ndarray:
         ``V[i, j] = prod_r x[i, r] ** alpha[j, r]`` with ``alpha = multi_indices(n, d)``.
     """
     alpha = multi_indices(n, x.shape[1])
+    powers = np.arange(int(alpha.max()) + 1)
     vander = np.ones((x.shape[0], n))
     for r in range(x.shape[1]):
-        vander *= x[:, r : r + 1] ** alpha[:, r]
+        # the table x_r ** k (k = 0..max degree), gathered by column: the same np.power values as
+        # x_r ** alpha[:, r] evaluated entry by entry, with N * (degree + 1) instead of N * n pows
+        vander *= (x[:, r : r + 1] ** powers)[:, alpha[:, r]]
     q, _ = np.linalg.qr(vander, mode="reduced")
     return q
 
