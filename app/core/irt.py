@@ -55,6 +55,7 @@ Form = Literal["scalar_difficulty", "per_dimension"]
 Prior = Literal["hierarchical", "fixed"]
 FORMS = ("scalar_difficulty", "per_dimension")
 PRIORS = ("hierarchical", "fixed")
+PRECISIONS = ("mixed", "float64")
 
 _HYPER_MU_SD = 10.0  # mu ~ N(0, 10^2)
 _MIN_ITER = 10  # L-BFGS iterations before the relative-decrease test may stop a run
@@ -518,6 +519,98 @@ def _make_objective(y: np.ndarray, w: np.ndarray | None, lay: _Layout, hyp: _Hyp
     return fun
 
 
+def _make_objective_mixed(y: np.ndarray, w: np.ndarray | None, lay: _Layout, hyp: _Hyper):
+    """:func:`_make_objective` with the ``m x n`` elementwise work in float32 (``precision="mixed"``).
+
+    The parameters, the L-BFGS state, the priors and every accumulation over the ``m x n`` grid
+    stay in float64; only the logits, their transcendental functions and the three matrix
+    products with the ``m x n`` residuals run in float32 (``exp``, ``log1p`` and ``tanh`` are
+    SIMD-vectorised and move half the bytes; 2-2.5x faster per evaluation at 300 x 6,000).
+    The offsets ``c`` ride in the logit product as an extra column (``[theta / 2, -1/2] @ [a';
+    c']``) and the column sums of the residuals in the ``G' theta`` product (``[theta, 1]``).
+
+    Accuracy: each elementwise term carries a relative error of ~6e-8 (float32 rounding); sums
+    are pairwise within rows and float64 across rows, so the objective is accurate to ~1e-7
+    relative and the gradient entries to ~1e-6 absolute. The fit stops on a relative decrease of
+    ``tol`` (2e-5 by default, 10x looser in the intermediate EM rounds) or a gradient max-norm of
+    ``tol * max(m, n)``: both two or more orders of magnitude above these errors, so the fit
+    converges to the same optimum, to within the optimiser's own tolerance (the difference to a
+    float64 fit is of the size of the difference between two float64 fits at tolerances 2e-5 and
+    1e-6; ``tests/core/test_fast_paths.py`` compares the two paths).
+    """
+    d, m, n = lay.d, lay.m, lay.n
+    f32 = np.float32
+    yw = y if w is None else y * w
+    y_col = yw.sum(axis=0)
+    y32 = np.ascontiguousarray(yw, dtype=f32)
+    shift32 = np.ascontiguousarray(yw - 0.5 if w is None else yw - 0.5 * w, dtype=f32)
+    w32 = None if w is None else np.ascontiguousarray(w, dtype=f32)
+    ia2 = 1.0 / hyp.sd_a**2
+    ib2 = 1.0 / hyp.sd_b**2
+    buf = np.empty((m, n), f32)
+    buf2 = np.empty((m, n), f32)
+    lhs = np.empty((m, d + 1), f32)  # [theta / 2, -1/2]
+    lhs[:, d] = -0.5
+    rhs = np.empty((d + 1, n), f32)  # [a'; c']
+    th1 = np.empty((m, d + 1), f32)  # [theta, 1]
+    th1[:, d] = 1.0
+
+    def wsum(v: np.ndarray) -> float:
+        if w32 is None:
+            return float(v.sum(axis=1).sum(dtype=np.float64))
+        return float(np.einsum("ij,ij->i", w32, v).sum(dtype=np.float64))
+
+    def fun(x):
+        theta, a, b = lay.unpack(x)
+        c = np.einsum("id,id->i", a, b) if lay.per_dim else d * b
+        lhs[:, :d] = 0.5 * theta
+        rhs[:d] = a.T
+        rhs[d] = c
+        zh = np.matmul(lhs, rhs, out=buf)  # z / 2
+        t = np.abs(zh, out=buf2)
+        # sum max(z, 0) = sum z/2 + sum |z/2|
+        if w is None:
+            f = 0.5 * (theta.sum(axis=0) @ a.sum(axis=0) - m * c.sum())
+        else:
+            f = wsum(zh)
+        f += wsum(t)
+        t *= f32(-2.0)
+        np.exp(t, out=t)
+        np.log1p(t, out=t)
+        f += wsum(t)
+        a32 = rhs[:d].T
+        f -= np.einsum("md,md->", theta, y32 @ a32) - c @ y_col
+        g_z = np.tanh(zh, out=zh)
+        g_z *= f32(0.5)
+        if w32 is not None:
+            g_z *= w32
+        g_z -= shift32
+        g = np.empty_like(x)
+        gt, ga, gb = lay.unpack(g)
+        gt[...] = g_z @ a32
+        th1[:, :d] = theta
+        gac = g_z.T @ th1
+        ga[...] = gac[:, :d]
+        col = gac[:, d].astype(np.float64)
+        if lay.per_dim:
+            ga -= col[:, None] * b
+            gb[...] = -col[:, None] * a
+        else:
+            gb[...] = -d * col
+        # priors (float64)
+        f += 0.5 * np.einsum("md,md->", theta, theta)
+        gt += theta
+        da = a - hyp.mu_a
+        f += 0.5 * np.sum(da * da * ia2)
+        ga += da * ia2
+        db = b - hyp.mu_b
+        f += 0.5 * ib2 * float(np.sum(db * db))
+        gb += ib2 * db
+        return float(f), g
+
+    return fun
+
+
 def _update_hyper(y_w, lay: _Layout, x: np.ndarray, hyp: _Hyper) -> _Hyper:
     """One Laplace-EM step for the hierarchical item priors (closed form).
 
@@ -682,6 +775,7 @@ def fit_irt(
     init: str = "spectral",
     a_scale: float = 1.0,
     b_scale: float = 1.0,
+    precision: str = "mixed",
 ) -> IRTModel:
     """Fit a multidimensional 2PL IRT model by MAP with L-BFGS.
 
@@ -717,6 +811,11 @@ def fit_irt(
     a_scale, b_scale : float
         Prior standard deviations of ``a`` and ``b`` for ``prior="fixed"`` (and the starting
         hyperparameters of the hierarchical prior).
+    precision : {"mixed", "float64"}
+        ``"mixed"`` (default): the elementwise work over the ``n_subjects x n_items`` grid in
+        float32, everything else in float64 (:func:`_make_objective_mixed`; about 2x faster per
+        L-BFGS iteration at 300 x 6,000, same optimum to within ``tol``). ``"float64"``: the
+        exact-arithmetic reference path.
 
     Returns
     -------
@@ -750,6 +849,8 @@ def fit_irt(
         raise ValueError(f"init: expected 'spectral' or 'random', got {init!r}")
     if prior not in PRIORS:
         raise ValueError(f"prior: expected one of {PRIORS}, got {prior!r}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision: expected one of {PRECISIONS}, got {precision!r}")
     if isinstance(dims, bool) or not isinstance(dims, int | np.integer) or dims < 1:
         raise ValueError(f"dims: expected a positive integer, got {dims!r}")
     y = np.asarray(correct, dtype=np.float64)
@@ -788,6 +889,7 @@ def fit_irt(
     hyp = _Hyper(
         mu_a=np.zeros(dims), sd_a=np.full(dims, float(a_scale)), mu_b=0.0, sd_b=float(b_scale)
     )
+    objective = _make_objective_mixed if precision == "mixed" else _make_objective
     rounds = 1 + (int(em_rounds) if prior == "hierarchical" else 0)
     n_iter, success, loss = 0, False, float("nan")
     for r in range(rounds):
@@ -808,7 +910,7 @@ def fit_irt(
         # intermediate rounds only need to be roughly converged: the prior moves afterwards
         ftol = tol if last else tol * _EM_LOOSE
         res = _lbfgs(
-            _make_objective(y, w, lay, hyp), x, max_iter=budget, ftol=ftol, gtol=ftol * max(m, n)
+            objective(y, w, lay, hyp), x, max_iter=budget, ftol=ftol, gtol=ftol * max(m, n)
         )
         x = res.x
         n_iter += int(res.nit)
