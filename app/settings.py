@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     database_pool_timeout: float = Field(
         default=10.0, gt=0, description="seconds to wait for a pooled connection"
     )
+    idempotency_ttl_hours: float = Field(
+        default=24.0, gt=0, description="hours an Idempotency-Key's stored response is replayed"
+    )
     job_soft_time_limit: int = Field(default=1800, gt=0, description="seconds")
     job_hard_time_limit: int = Field(default=1860, gt=0, description="seconds")
     worker_concurrency: int = Field(default=1, ge=1)

@@ -1,19 +1,38 @@
-"""Idempotency-Key: the first successful response to (principal, key) is stored and replayed."""
+"""Idempotency-Key: the first successful response to (principal, key) is stored and replayed.
+
+A record is replayed for ``ttl_hours`` (Settings ``IDEMPOTENCY_TTL_HOURS``); after that the key is
+free again. A record tied to a resource (``results_resource``) is dropped when that resource is
+deleted or replaced, so a retry runs again instead of replaying a reply that no longer holds.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.db.base import utcnow
 from app.db.models.access import IdempotencyKey
 from app.db.repositories.access import IdempotencyKeyRepository
 from app.errors import Conflict, InvalidInput
 
 MAX_KEY_LENGTH = 255
+DEFAULT_TTL_HOURS = 24.0
+
+
+def results_resource(version_id: uuid.UUID, model_id: uuid.UUID) -> str:
+    """The resource key of one model's results on one benchmark version."""
+    return f"results/{version_id}/{model_id}"
+
+
+def invalidate(session: Session, resource: str) -> None:
+    """Forget every stored response that describes ``resource`` (it was deleted or replaced)."""
+    IdempotencyKeyRepository(session).delete_for_resource(resource)
 
 
 def request_hash(parts: Iterable[bytes | str]) -> str:
@@ -26,9 +45,17 @@ def request_hash(parts: Iterable[bytes | str]) -> str:
 
 
 def lookup(
-    session: Session, principal: str, key: str, req_hash: str
+    session: Session,
+    principal: str,
+    key: str,
+    req_hash: str,
+    *,
+    ttl_hours: float = DEFAULT_TTL_HOURS,
 ) -> tuple[int, dict[str, Any]] | None:
-    """The stored ``(status, body)`` for a replay; 422 when the key came with another request."""
+    """The stored ``(status, body)`` for a replay; 422 when the key came with another request.
+
+    An expired record is deleted and the request runs as new.
+    """
     if not key or len(key) > MAX_KEY_LENGTH:
         raise InvalidInput(
             "invalid Idempotency-Key",
@@ -39,8 +66,12 @@ def lookup(
                 }
             ],
         )
-    row = IdempotencyKeyRepository(session).get_for(principal, key)
+    repo = IdempotencyKeyRepository(session)
+    row = repo.get_for(principal, key)
     if row is None:
+        return None
+    if row.created_at <= utcnow() - timedelta(hours=ttl_hours):
+        repo.delete(row)
         return None
     if row.request_hash != req_hash:
         raise InvalidInput(
@@ -62,6 +93,8 @@ def store(
     req_hash: str,
     status_code: int,
     body: dict[str, Any],
+    *,
+    resource: str | None = None,
 ) -> None:
     row = IdempotencyKey(
         key=key,
@@ -69,6 +102,7 @@ def store(
         request_hash=req_hash,
         status_code=status_code,
         response=body,
+        resource=resource,
     )
     try:
         IdempotencyKeyRepository(session).add(row)

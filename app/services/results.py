@@ -21,6 +21,7 @@ from app.db.repositories.model_results import LanguageModelRepository, ModelResu
 from app.errors import Conflict, InvalidInput, NotFound
 from app.ingest import ParsedResults
 from app.schemas.results import ModelCreate, ModelPublic, ModelResultPublic
+from app.services import idempotency
 from app.services.benchmarks import get_version, item_index
 
 WriteStatus = Literal["created", "unchanged", "replaced"]
@@ -129,6 +130,7 @@ def store_results(
                 errors=[{"loc": ["query", "replace"], "message": "set to true to overwrite"}],
             )
         row, status = existing, "replaced"
+        idempotency.invalidate(session, idempotency.results_resource(version.id, model.id))
     else:
         row, status = (
             ModelResult(benchmark_version_id=version.id, model_id=model.id, model=model),
@@ -196,6 +198,7 @@ def delete_results(session: Session, version_id: uuid.UUID, model: str) -> None:
             found = None
     if found is None or not ModelResultRepository(session).delete_for(version.id, found.id):
         raise NotFound(f"model {model!r} has no results on benchmark {version_id}")
+    idempotency.invalidate(session, idempotency.results_resource(version.id, found.id))
 
 
 class Matrix(NamedTuple):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -384,8 +385,6 @@ def test_idempotency_key_replays_and_rejects_a_different_body(
     payload = {"model": "m", "correct": [1, 0, 1, 1]}
     first = client.post(url, json=payload, headers={"Idempotency-Key": "run-42"})
     assert first.status_code == 201
-    # a later change must not alter what the key replays
-    client.post(url, params={"replace": "true"}, json={"model": "m", "correct": [0, 0, 0, 0]})
     replay = client.post(url, json=payload, headers={"Idempotency-Key": "run-42"})
     assert replay.status_code == 201 and replay.json() == first.json()
     assert replay.headers["idempotency-replayed"] == "true"
@@ -397,6 +396,59 @@ def test_idempotency_key_replays_and_rejects_a_different_body(
         "Idempotency-Key",
     ]
     assert _count(db_session, IdempotencyKey) == 1 and _count(db_session) == 1
+
+
+def test_idempotency_key_after_delete_stores_again(client: TestClient, db_session: Session) -> None:
+    bench = _bench(client)
+    url = f"/v1/benchmarks/{bench['id']}/results"
+    payload = {"model": "org/m", "correct": [1, 0, 1, 1]}
+    key = {"Idempotency-Key": "push-1"}
+    assert client.post(url, json=payload, headers=key).status_code == 201
+    assert client.delete(f"/v1/benchmarks/{bench['id']}/models/org/m").status_code == 204
+    again = client.post(url, json=payload, headers=key)
+    assert again.status_code == 201 and again.json()["status"] == "created"
+    assert "idempotency-replayed" not in again.headers
+    assert _count(db_session) == 1
+    assert _matrix(client, bench["id"])["models"].tolist() == ["org/m"]
+    replay = client.post(url, json=payload, headers=key)
+    assert replay.headers["idempotency-replayed"] == "true" and replay.json() == again.json()
+
+
+def test_idempotency_key_after_replace_runs_again(client: TestClient, db_session: Session) -> None:
+    bench = _bench(client)
+    url = f"/v1/benchmarks/{bench['id']}/results"
+    payload = {"model": "m", "correct": [1, 0, 1, 1]}
+    key = {"Idempotency-Key": "push-2"}
+    assert client.post(url, json=payload, headers=key).status_code == 201
+    replaced = client.post(
+        url, params={"replace": "true"}, json={"model": "m", "correct": [0, 0, 0, 0]}
+    )
+    assert replaced.json()["status"] == "replaced"
+    # the stored "created" no longer describes what is stored: the retry runs, and conflicts
+    retry = client.post(url, json=payload, headers=key)
+    assert retry.status_code == 409 and "idempotency-replayed" not in retry.headers
+
+
+def test_expired_idempotency_key_is_not_replayed(
+    client: TestClient, db_session: Session, settings
+) -> None:
+    bench = _bench(client)
+    url = f"/v1/benchmarks/{bench['id']}/results"
+    key = {"Idempotency-Key": "old"}
+    assert client.post(url, json={"model": "m", "correct": [1, 1, 1, 1]}, headers=key).status_code
+    row = db_session.scalars(select(IdempotencyKey)).one()
+    row.created_at = row.created_at - timedelta(hours=settings.idempotency_ttl_hours, minutes=1)
+    db_session.flush()
+    # an expired key is free again: another body is accepted, not a 422 replay mismatch
+    fresh = client.post(
+        url,
+        params={"replace": "true"},
+        json={"model": "m", "correct": [0, 0, 0, 0]},
+        headers=key,
+    )
+    assert fresh.status_code == 200 and fresh.json()["status"] == "replaced"
+    assert "idempotency-replayed" not in fresh.headers
+    assert _count(db_session, IdempotencyKey) == 1
 
 
 def test_list_and_delete_model_results(client: TestClient, db_session: Session) -> None:

@@ -10,7 +10,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Header, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
-from app.api.deps import ReadPrincipal, SessionDep, WritePrincipal
+from app.api.deps import ReadPrincipal, SessionDep, SettingsDep, WritePrincipal
 from app.api.errors import CONFLICT, INVALID, NOT_FOUND
 from app.api.routes.benchmarks import AUTH, UNSUPPORTED
 from app.api.uploads import FILE_SCHEMA, MULTIPART_SCHEMA, UploadDep, inline_schema, request_body
@@ -61,6 +61,7 @@ def upload_results(
     principal: WritePrincipal,  # before the body is read: no key, no upload
     upload: UploadDep,
     session: SessionDep,
+    settings: SettingsDep,
     model: Annotated[
         str | None,
         Query(
@@ -101,7 +102,13 @@ def upload_results(
             [request.method, request.url.path, str(request.url.query)]
             + [x for p in upload for x in (p.media_type, p.filename or "", p.data)]
         )
-        stored = idempotency.lookup(session, principal.id, idempotency_key, req_hash)
+        stored = idempotency.lookup(
+            session,
+            principal.id,
+            idempotency_key,
+            req_hash,
+            ttl_hours=settings.idempotency_ttl_hours,
+        )
         if stored is not None:
             return JSONResponse(
                 stored[1], status_code=stored[0], headers={"Idempotency-Replayed": "true"}
@@ -119,7 +126,13 @@ def upload_results(
     body = ResultsWritten(**service.to_public_for(session, row).model_dump(), status=outcome)
     if idempotency_key is not None and req_hash is not None:
         idempotency.store(
-            session, principal.id, idempotency_key, req_hash, code, body.model_dump(mode="json")
+            session,
+            principal.id,
+            idempotency_key,
+            req_hash,
+            code,
+            body.model_dump(mode="json"),
+            resource=idempotency.results_resource(row.benchmark_version_id, row.model_id),
         )
     return JSONResponse(body.model_dump(mode="json"), status_code=code)
 

@@ -40,6 +40,9 @@ class IdempotencyKey(UUIDPrimaryKey, Base):
     request_hash: Mapped[str] = mapped_column(String(64))
     status_code: Mapped[int] = mapped_column(Integer)
     response: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # what the response describes (e.g. ``results/<version>/<model>``): deleting or replacing it
+    # drops the record, so a retry runs again instead of replaying a stale reply
+    resource: Mapped[str | None] = mapped_column(String(200), nullable=True, index=True)
     created_at: Mapped[datetime] = mapped_column(
         UTCDateTime(),
         nullable=False,

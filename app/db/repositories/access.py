@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from app.db.models.access import ApiKey, IdempotencyKey
 from app.db.repositories.base import Repository
@@ -28,3 +28,10 @@ class IdempotencyKeyRepository(Repository[IdempotencyKey]):
             IdempotencyKey.principal == principal, IdempotencyKey.key == key
         )
         return self.session.scalars(stmt).first()
+
+    def delete_for_resource(self, resource: str) -> None:
+        self.session.execute(
+            delete(IdempotencyKey)
+            .where(IdempotencyKey.resource == resource)
+            .execution_options(synchronize_session="fetch")
+        )
