@@ -180,3 +180,28 @@ def test_anchor_points_confidence_estimator_needs_confidences(
         f"/v1/subsets/{subset.id}/scores", json={"model": "ap2", "correct": ys, "confidence": conf}
     )
     assert {e["estimator"]: e for e in r.json()["estimates"]}["weighted_confidence"]["available"]
+
+
+def test_idempotency_key_stores_one_score(
+    client: TestClient, db_session: Session, seeded: Seeded
+) -> None:
+    subset, idx = _subset(db_session, seeded)
+    new = gpqa()["correct"][101].astype(int)
+    payload = {"model": "retried", "results": {seeded.item_ids[p]: int(new[p]) for p in idx}}
+    url = f"/v1/subsets/{subset.id}/scores"
+    key = {"Idempotency-Key": "score-1"}
+    first = client.post(url, json=payload, headers=key)
+    assert first.status_code == 201, first.text
+    replay = client.post(url, json=payload, headers=key)
+    assert replay.status_code == 201 and replay.json() == first.json()
+    assert replay.headers["idempotency-replayed"] == "true"
+    payload["results"][seeded.item_ids[idx[0]]] = 1 - int(new[idx[0]])
+    other = client.post(url, json=payload, headers=key)
+    assert other.status_code == 422 and other.json()["errors"][0]["loc"] == [
+        "header",
+        "Idempotency-Key",
+    ]
+    stored = db_session.scalars(select(SubsetScore).where(SubsetScore.model_name == "retried"))
+    assert len(stored.all()) == 1
+    # no key: each request is a new score
+    assert client.post(url, json=payload).status_code == 201

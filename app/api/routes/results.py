@@ -18,9 +18,31 @@ from app.schemas.benchmarks import NO_NUL
 from app.schemas.results import ModelCreate, ModelResultList, ResultsCreate, ResultsWritten
 from app.services import idempotency
 from app.services import results as service
-from app.services.uploads import ParseOptions, parse_results_upload
+from app.services.uploads import ParseOptions, UploadPart, parse_results_upload
 
 router = APIRouter(prefix="/benchmarks", tags=["results"])
+
+IdempotencyKeyHeader = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        description="Retry-safe key: the same key with the same request replays the stored "
+        "response; with another request it is a 422",
+    ),
+]
+
+
+def upload_request_hash(request: Request, upload: list[UploadPart]) -> str:
+    """What an Idempotency-Key is bound to: method, path, query and every uploaded part."""
+    return idempotency.request_hash(
+        [request.method, request.url.path, str(request.url.query)]
+        + [x for p in upload for x in (p.media_type, p.filename or "", p.data)]
+    )
+
+
+def replayed(stored: tuple[int, dict]) -> JSONResponse:
+    return JSONResponse(stored[1], status_code=stored[0], headers={"Idempotency-Replayed": "true"})
+
 
 UPLOAD_BODY = request_body(
     "One model's per-item results. JSON keyed by item id or columnar (see schema); an "
@@ -89,7 +111,7 @@ def upload_results(
     ] = None,
     item_key: Annotated[Literal["doc_hash", "doc_id"], Query()] = "doc_hash",
     replace: Annotated[bool, Query(description="Overwrite different existing results")] = False,
-    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+    idempotency_key: IdempotencyKeyHeader = None,
 ) -> Response | ResultsWritten:
     """Store one model's results (full or partial coverage) as one packed row.
 
@@ -98,10 +120,7 @@ def upload_results(
     """
     req_hash = None
     if idempotency_key is not None:
-        req_hash = idempotency.request_hash(
-            [request.method, request.url.path, str(request.url.query)]
-            + [x for p in upload for x in (p.media_type, p.filename or "", p.data)]
-        )
+        req_hash = upload_request_hash(request, upload)
         stored = idempotency.lookup(
             session,
             principal.id,
@@ -110,9 +129,7 @@ def upload_results(
             ttl_hours=settings.idempotency_ttl_hours,
         )
         if stored is not None:
-            return JSONResponse(
-                stored[1], status_code=stored[0], headers={"Idempotency-Replayed": "true"}
-            )
+            return replayed(stored)
     query_model = (
         ModelCreate(name=model, params_b=params_b, family=family) if model is not None else None
     )

@@ -5,14 +5,19 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Body, Query, Response, status
+from fastapi import APIRouter, Body, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from app.api.deps import CeleryDep, ReadPrincipal, SessionDep, WritePrincipal
+from app.api.deps import CeleryDep, ReadPrincipal, SessionDep, SettingsDep, WritePrincipal
 from app.api.errors import CONFLICT, INVALID, NOT_FOUND, UNAVAILABLE
 from app.api.routes.benchmarks import AUTH, UNSUPPORTED
-from app.api.routes.results import UPLOAD_BODY
+from app.api.routes.results import (
+    UPLOAD_BODY,
+    IdempotencyKeyHeader,
+    replayed,
+    upload_request_hash,
+)
 from app.api.uploads import UploadDep
 from app.schemas.jobs import JobPublic
 from app.schemas.results import ModelCreate
@@ -24,6 +29,7 @@ from app.schemas.subsets import (
     SubsetVerdictPublic,
     VerdictPublic,
 )
+from app.services import idempotency
 from app.services import scoring as scoring_service
 from app.services import subsets as service
 from app.services import verdicts as verdict_service
@@ -148,9 +154,11 @@ async def get_subset(
 )
 def score_on_subset(
     subset_id: str,
+    request: Request,
+    principal: WritePrincipal,
     upload: UploadDep,
     session: SessionDep,
-    _: WritePrincipal,
+    settings: SettingsDep,
     model: Annotated[
         str | None, Query(min_length=1, max_length=300, description="Model name (non-JSON uploads)")
     ] = None,
@@ -162,7 +170,8 @@ def score_on_subset(
     filter: Annotated[str | None, Query()] = None,
     task: Annotated[str | None, Query()] = None,
     item_key: Annotated[Literal["doc_hash", "doc_id"], Query()] = "doc_hash",
-) -> SubsetScorePublic:
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> Response | SubsetScorePublic:
     """Estimate a model's full-benchmark accuracy from its results on this subset's items only
     (any upload format of `POST /v1/benchmarks/{id}/results`; every subset item, no others).
 
@@ -171,17 +180,36 @@ def score_on_subset(
     weighted analogue (Wilson at Kish's effective size, with the FPC); IRT estimators use the
     ability's delta-method SE. With `baseline`: P(new model better on the full benchmark),
     the exact McNemar p-value on the shared items, and whether this subset's size suffices at
-    the observed gap. Stored.
+    the observed gap. Stored; a repeated `Idempotency-Key` returns the first response.
     """
+    req_hash = None
+    if idempotency_key is not None:
+        req_hash = upload_request_hash(request, upload)
+        stored = idempotency.lookup(
+            session,
+            principal.id,
+            idempotency_key,
+            req_hash,
+            ttl_hours=settings.idempotency_ttl_hours,
+        )
+        if stored is not None:
+            return replayed(stored)
     query_model = ModelCreate(name=model) if model is not None else None
     parsed, ref = parse_results_upload(
         upload,
         ParseOptions(metric=metric, filter=filter, task=task, item_key=item_key),
         model=query_model,
     )
-    return scoring_service.score_model(
+    score = scoring_service.score_model(
         session, subset_id, ref.name, parsed, baseline=baseline, threshold=threshold
     )
+    if idempotency_key is None or req_hash is None:
+        return score
+    body = score.model_dump(mode="json")
+    idempotency.store(
+        session, principal.id, idempotency_key, req_hash, status.HTTP_201_CREATED, body
+    )
+    return JSONResponse(body, status_code=status.HTTP_201_CREATED)
 
 
 @router.get(
