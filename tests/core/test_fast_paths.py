@@ -58,3 +58,25 @@ def test_mixed_precision_fit_agrees_with_float64_within_the_optimiser_tolerance(
     assert np.mean(np.abs(p_exact - p_mixed)) < np.mean(np.abs(p_exact - p_tight))
     with pytest.raises(ValueError, match="precision"):
         fit_irt(y, precision="half")
+
+
+@pytest.mark.parametrize("n_clusters", [1, 10, 57, 200])
+def test_kmeans_plusplus_is_sklearns_bit_for_bit(gpqa, n_clusters):
+    """tiny_benchmarks' lean k-means++ seeding gives sklearn's KMeans result exactly."""
+    from sklearn.cluster import KMeans
+
+    from app.core.irt import fit_irt
+    from app.core.selectors.tiny_benchmarks import kmeans_plusplus
+
+    rng = np.random.default_rng(n_clusters)
+    y = np.asarray(gpqa["correct"], float)[rng.choice(420, 300, replace=False)][:, :224]
+    emb = fit_irt(y, dims=10, rng=42, max_iter=60).embeddings()
+    points = np.vstack([emb, emb[:30]])  # duplicates too
+    for seed in (0, 12345):
+        ref = KMeans(n_clusters=n_clusters, n_init=1, random_state=seed).fit(points)
+        fast = KMeans(n_clusters=n_clusters, init=kmeans_plusplus, n_init=1, random_state=seed).fit(
+            points
+        )
+        np.testing.assert_array_equal(fast.cluster_centers_, ref.cluster_centers_)
+        np.testing.assert_array_equal(fast.labels_, ref.labels_)
+        assert fast.inertia_ == ref.inertia_
