@@ -10,34 +10,17 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.errors import DomainError
+from app.schemas.common import FieldError, Problem  # defined in the schema layer (no FastAPI)
 
 log = logging.getLogger(__name__)
 
 PROBLEM_JSON = "application/problem+json"
 TYPE_BASE = "https://benchslice.dev/problems/"
-
-
-class FieldError(BaseModel):
-    loc: list[str | int] = Field(description="path to the offending field, e.g. ['body', 'kind']")
-    field: str = Field(description="the path joined with dots")
-    message: str
-
-
-class Problem(BaseModel):
-    """An RFC 9457 problem details object."""
-
-    type: str = "about:blank"
-    title: str
-    status: int
-    detail: str | None = None
-    instance: str | None = None
-    errors: list[FieldError] | None = None
 
 
 def problem_response(

@@ -2,9 +2,24 @@ from __future__ import annotations
 
 from typing import Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.errors import FieldError, Problem
+
+class FieldError(BaseModel):
+    loc: list[str | int] = Field(description="path to the offending field, e.g. ['body', 'kind']")
+    field: str = Field(description="the path joined with dots")
+    message: str
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem details object."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str | None = None
+    instance: str | None = None
+    errors: list[FieldError] | None = None
 
 
 class ORMModel(BaseModel):

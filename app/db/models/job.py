@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import enum
 from datetime import datetime
 from typing import Any
 
@@ -8,21 +7,9 @@ from sqlalchemy import JSON, BigInteger, Enum, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, Timestamps, UTCDateTime, UUIDPrimaryKey
+from app.schemas.enums import TERMINAL_STATUSES, JobStatus  # the enum lives without SQLAlchemy
 
-
-class JobStatus(enum.StrEnum):
-    queued = "queued"
-    running = "running"
-    succeeded = "succeeded"
-    failed = "failed"
-    cancelled = "cancelled"
-
-    @property
-    def terminal(self) -> bool:
-        return self in TERMINAL_STATUSES
-
-
-TERMINAL_STATUSES = frozenset({JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled})
+__all__ = ["TERMINAL_STATUSES", "Job", "JobStatus"]
 
 
 class Job(UUIDPrimaryKey, Timestamps, Base):
