@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.settings import Settings
@@ -41,6 +41,12 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")  # API and worker processes share the file
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
+
+
+def ping(engine: Engine) -> None:
+    """One round trip on a fresh pooled connection (raises when the database is unreachable)."""
+    with engine.connect() as conn:
+        conn.execute(text("SELECT 1"))
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

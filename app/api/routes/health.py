@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy import text
 
 from app.api.errors import UNAVAILABLE, problem_response
-from app.schemas.common import CheckPublic, HealthPublic, ReadinessPublic
+from app.schemas.common import HealthPublic, ReadinessPublic
+from app.services import health
 
 router = APIRouter(tags=["health"])
 
@@ -19,10 +19,13 @@ def healthz() -> HealthPublic:
 @router.get("/readyz", response_model=ReadinessPublic, responses={**UNAVAILABLE}, name="readyz")
 def readyz(request: Request) -> ReadinessPublic | JSONResponse:
     """The database and the message broker are reachable."""
-    checks = {"database": _check_database(request), "broker": _check_broker(request)}
-    if all(c.ok for c in checks.values()):
-        return ReadinessPublic(status="ok", checks=checks)
-    failing = ", ".join(f"{name}: {c.detail}" for name, c in checks.items() if not c.ok)
+    state = request.app.state
+    ready = health.readiness(
+        state.engine, state.celery, timeout=state.settings.broker_publish_timeout
+    )
+    if ready.status == "ok":
+        return ready
+    failing = ", ".join(f"{name}: {c.detail}" for name, c in ready.checks.items() if not c.ok)
     return problem_response(
         request,
         503,
@@ -31,23 +34,3 @@ def readyz(request: Request) -> ReadinessPublic | JSONResponse:
         detail=failing,
         headers={"Retry-After": "5"},
     )
-
-
-def _check_database(request: Request) -> CheckPublic:
-    try:
-        with request.app.state.engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
-    except Exception as exc:
-        return CheckPublic(ok=False, detail=type(exc).__name__)
-    return CheckPublic(ok=True)
-
-
-def _check_broker(request: Request) -> CheckPublic:
-    celery_app = request.app.state.celery
-    timeout = request.app.state.settings.broker_publish_timeout
-    try:
-        with celery_app.connection_for_write() as conn:
-            conn.ensure_connection(max_retries=1, timeout=timeout)
-    except Exception as exc:
-        return CheckPublic(ok=False, detail=type(exc).__name__)
-    return CheckPublic(ok=True)
