@@ -740,10 +740,14 @@ class Client:
         filter: str | None = None,
         task: str | None = None,
         item_key: Literal["doc_hash", "doc_id"] | None = None,
+        idempotency_key: str | bool = True,
     ) -> SubsetScorePublic:
         """``POST /v1/subsets/{id}/scores``: a model's results on the subset items (files in any
         upload format, or ``results={item_id: 0/1}``) → estimated full-benchmark accuracy with
-        CIs, and the paired comparison with ``baseline`` when given."""
+        CIs, and the paired comparison with ``baseline`` when given.
+
+        The request carries an ``Idempotency-Key`` derived from its content (``True``), so it is
+        retried safely: the server stores one score and replays it for the same key and body."""
         path = f"/v1/subsets/{subset_id}/scores"
         params = {
             "model": model,
@@ -766,9 +770,7 @@ class Client:
                 if isinstance(files, (list, tuple)) and not _is_named_bytes(files)
                 else [files]  # type: ignore[list-item]
             )
-        # Not retried: the scores endpoint does not honour Idempotency-Key, and each request
-        # stores a score.
-        response = self._send_files(path, many, params, key=False, raw=raw)
+        response = self._send_files(path, many, params, key=idempotency_key, raw=raw)
         return SubsetScorePublic.model_validate(response.json())
 
     def subset_verdict(

@@ -114,6 +114,16 @@ def test_connection_errors_retry_only_get_and_idempotent_posts(attempts: Attempt
             client.upload_results(uuid.uuid4(), "m", results={"a": 1})
         assert len(attempts.requests) == 3 and {m for m, _ in attempts.requests} == {"POST"}
 
+        attempts.requests.clear()  # scores honour Idempotency-Key server-side: retried too
+        with pytest.raises(BenchsliceConnectionError):
+            client.score_subset("0" * 64, model="m", results={"a": 1})
+        assert len(attempts.requests) == 3 and {m for m, _ in attempts.requests} == {"POST"}
+
+        attempts.requests.clear()
+        with pytest.raises(BenchsliceConnectionError):
+            client.score_subset("0" * 64, model="m", results={"a": 1}, idempotency_key=False)
+        assert len(attempts.requests) == 1
+
 
 @pytest.fixture(scope="module")
 def broker_down() -> Iterator[str]:
