@@ -32,7 +32,9 @@ ITEMS = (1000, 3000, 6000, 12000)
 MODELS = (100, 300, 450)
 
 
-def _time_fit(y: np.ndarray, *, dims: int, prior: str, repeats: int) -> dict:
+def _time_fit(
+    y: np.ndarray, *, dims: int, prior: str, repeats: int, precision: str = "mixed"
+) -> dict:
     evals = []
     original = irt._lbfgs
 
@@ -51,7 +53,7 @@ def _time_fit(y: np.ndarray, *, dims: int, prior: str, repeats: int) -> dict:
         for _ in range(repeats):
             evals.clear()
             t, c = time.perf_counter(), time.process_time()
-            model = irt.fit_irt(y, dims=dims, prior=prior, rng=42)
+            model = irt.fit_irt(y, dims=dims, prior=prior, rng=42, precision=precision)
             times.append(time.perf_counter() - t)
             cpu.append(time.process_time() - c)
     finally:
@@ -74,6 +76,9 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--prior", default="hierarchical", choices=["hierarchical", "fixed"])
     parser.add_argument("--target-only", action="store_true", help="only 300 x 6000")
+    parser.add_argument(
+        "--precision", default="mixed", choices=["mixed", "float64"], help="fit_irt precision"
+    )
     args = parser.parse_args(argv)
     repeats = 1 if args.quick else args.repeats
     cases = (
@@ -91,9 +96,9 @@ def main(argv=None) -> None:
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for m, n in sorted(set(cases), key=lambda c: (c != TARGET, c)):
         y = full.correct[:m, :n].astype(np.float64)
-        r = _time_fit(y, dims=10, prior=args.prior, repeats=repeats)
+        r = _time_fit(y, dims=10, prior=args.prior, repeats=repeats, precision=args.precision)
         print(
-            f"| fit_irt D=10 {args.prior} | {m} x {n} | {r['median']:.2f} | {r['min']:.2f} | "
+            f"| fit_irt D=10 {args.prior} {args.precision} | {m} x {n} | {r['median']:.2f} | {r['min']:.2f} | "
             f"{r['cpu']:.2f} | "
             f"{r['n_iter']} | {r['n_eval']} | {r['per_eval_ms']:.1f} | {r['min_eval_ms']:.1f} | "
             f"{r['n_eval'] * r['min_eval_ms'] / 1000:.2f} |",

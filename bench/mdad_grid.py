@@ -7,12 +7,19 @@ Cases
              ``benchslice mdad --json`` (bar: < 15 s), plus an in-process split by method.
 ``mmlu``     SYNTHETIC MMLU-Pro-scale grid (447 x 12,032, 7 sizes 10..1000, 50 runs; bar: < 10 min),
              from ``bench/synth.py``'s ``make_synthetic`` (labelled synthetic).
+``mmlu-cli`` the same SYNTHETIC grid timed as a whole process through ``benchslice mdad --json``
+             (the matrix written to a temporary ``.npz`` first).
 ``scaling``  protocol seconds per method as runs, items and models grow (synthetic, few runs).
+
+Whole-process rows report wall time, the CPU seconds of the process and its workers
+(``getrusage(RUSAGE_CHILDREN)``) and the 1-minute load average before the run: on a shared machine
+the CPU figure is the one to compare (wall ~ import + CPU / 2 + analysis on a quiet 2-core machine).
 
 Usage::
 
     .venv/bin/python bench/mdad_grid.py                 # gpqa
     .venv/bin/python bench/mdad_grid.py --case mmlu --workers 2
+    .venv/bin/python bench/mdad_grid.py --case mmlu-cli --workers 2
     .venv/bin/python bench/mdad_grid.py --case scaling
     .venv/bin/python bench/mdad_grid.py --quick         # smoke-sized
 """
@@ -77,21 +84,36 @@ def split_by_method(correct, sizes, runs, *, confidence=None, subtasks=None, wor
     }
 
 
+def whole_process(matrix: Path, sizes: str, runs: int, workers: int) -> dict:
+    """Time ``benchslice mdad --json`` as a child process: wall, CPU (child + its workers), load."""
+    import resource
+
+    cmd = [
+        str(REPO / ".venv" / "bin" / "benchslice"), "mdad", "--matrix", str(matrix),
+        "--methods", ",".join(available_methods()), "--sizes", sizes, "--runs", str(runs),
+        "--json", "--workers", str(workers),
+    ]  # fmt: skip
+    load = os.getloadavg()[0]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    payload = json.loads(out.stdout)
+    return {"wall": wall, "cpu": cpu, "load": load, "elapsed": payload["elapsed_s"]}
+
+
 def case_gpqa(args) -> None:
     import numpy as np
 
     methods = ",".join(available_methods())
     runs = 5 if args.quick else 50
-    cmd = [
-        str(REPO / ".venv" / "bin" / "benchslice"), "mdad", "--matrix", str(GPQA), "--methods", methods,
-        "--runs", str(runs), "--json", "--workers", str(args.workers),
-    ]  # fmt: skip
-    t0 = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    wall = time.perf_counter() - t0
-    payload = json.loads(out.stdout)
+    r = whole_process(GPQA, "10,25,50,100,200", runs, args.workers)
     print(
-        f"| gpqa whole process | {methods} | 5 sizes x {runs} runs, paper, seen+unseen | {wall:.2f} s | cli elapsed {payload['elapsed_s']:.2f} s |"
+        f"| gpqa whole process | {methods} | 5 sizes x {runs} runs, paper, seen+unseen "
+        f"| {r['wall']:.2f} s wall | CPU {r['cpu']:.1f} s | load {r['load']:.1f} "
+        f"| cli elapsed {r['elapsed']:.2f} s |"
     )
     t0 = time.perf_counter()
     subprocess.run(
@@ -127,6 +149,26 @@ def case_mmlu(args) -> None:
     total = time.perf_counter() - t0
     print(
         f"| mmlu-pro-scale SYNTHETIC 447x12032 | {','.join(available_methods())} | 7 sizes x {runs} runs | {total:.1f} s (synth {gen:.1f} s) | {json.dumps(split)} |"
+    )
+
+
+def case_mmlu_cli(args) -> None:
+    import tempfile
+
+    import numpy as np
+
+    from bench.synth import make_synthetic
+
+    syn = make_synthetic(447, 12032, seed=0)
+    runs = 3 if args.quick else args.runs
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "mmlu_pro_synthetic.npz"
+        np.savez(path, correct=syn.correct, confidence=syn.confidence, subtasks=syn.subtasks)
+        r = whole_process(path, "10,25,50,100,250,500,1000", runs, args.workers)
+    print(
+        f"| mmlu-pro-scale SYNTHETIC 447x12032 whole process | {','.join(available_methods())} "
+        f"| 7 sizes x {runs} runs, paper, seen+unseen | {r['wall']:.1f} s wall | CPU {r['cpu']:.1f} s "
+        f"| load {r['load']:.1f} | cli elapsed {r['elapsed']:.1f} s |"
     )
 
 
@@ -197,7 +239,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--case", choices=("gpqa", "mmlu", "scaling"), default="gpqa")
+    parser.add_argument("--case", choices=("gpqa", "mmlu", "mmlu-cli", "scaling"), default="gpqa")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--quick", action="store_true")
@@ -209,7 +251,12 @@ def main() -> None:
     if args.table:
         render_table(args.table)
         return
-    {"gpqa": case_gpqa, "mmlu": case_mmlu, "scaling": case_scaling}[args.case](args)
+    {
+        "gpqa": case_gpqa,
+        "mmlu": case_mmlu,
+        "mmlu-cli": case_mmlu_cli,
+        "scaling": case_scaling,
+    }[args.case](args)
 
 
 if __name__ == "__main__":
