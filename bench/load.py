@@ -217,16 +217,19 @@ def _state(frames: list[str]) -> str:
 
 
 def _package(frame: str) -> str:
+    """Top-level package of a py-spy frame ``func (pkg/module.py:line)``; ``app.<module>`` for
+    ours, ``stdlib`` for a bare file name."""
     if "(" not in frame:
-        return frame[:22]
-    where = frame.rsplit("(", 1)[1]
+        return frame[:24]
+    where = frame.rsplit("(", 1)[1].split(":", 1)[0]
     if "site-packages/" in where:
-        return where.split("site-packages/", 1)[1].split("/", 1)[0].split(".", 1)[0]
-    if "/app/" in where:
-        return "app." + where.split("/app/", 1)[1].split("/", 1)[0].removesuffix(".py")
-    if "python3" in where:
-        return "stdlib:" + where.rsplit("/", 1)[-1].split(":", 1)[0]
-    return where.rsplit("/", 1)[-1][:22]
+        where = where.split("site-packages/", 1)[1]
+    if "/app/" in where or where.startswith("app/"):
+        return "app." + where.split("app/", 1)[1].split("/", 1)[0].removesuffix(".py")
+    if "/" not in where:
+        return "stdlib"
+    top = where.split("/", 1)[0]
+    return "stdlib" if top.startswith(("python3", "asyncio", "concurrent", "json")) else top
 
 
 def _short(frame: str) -> str:
