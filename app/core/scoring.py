@@ -12,7 +12,7 @@ from scipy import stats as _st
 
 from app.core.exact import order_probabilities
 from app.core.results import Estimate, PairedComparison
-from app.core.stats import fpc, mcnemar_exact
+from app.core.stats import fpc, mcnemar_exact, wilson_bounds
 
 
 def _z(confidence: float) -> float:
@@ -78,14 +78,7 @@ def weighted_estimate(values, weights, n_population: int, *, confidence: float =
     z = _z(confidence)
     vw = float(w @ v / w.sum())
     var = f * float(np.sum(w**2 * (v - vw) ** 2)) * (k / (k - 1) if k > 1 else 0.0) / w.sum() ** 2
-    if f == 0.0:
-        lo = hi = p
-    else:
-        n_eff = n_w / f
-        denom = 1.0 + z * z / n_eff
-        center = (p + z * z / (2.0 * n_eff)) / denom
-        half = z / denom * np.sqrt(p * (1.0 - p) / n_eff + z * z / (4.0 * n_eff * n_eff))
-        lo, hi = max(0.0, center - half), min(1.0, center + half)
+    lo, hi = wilson_bounds(p, n_w, f, z)
     return Estimate(
         value=value,
         ci_low=float(lo),

@@ -28,6 +28,39 @@ def fpc(n: int, n_population: int | None) -> float:
     return (n_population - n) / (n_population - 1)
 
 
+def wilson_bounds(p: float, n: float, f: float, z: float) -> tuple[float, float]:
+    """Wilson score bounds of a proportion with a finite-population correction.
+
+    Parameters
+    ----------
+    p : float
+        The observed proportion, in ``[0, 1]``.
+    n : float
+        The (possibly effective) sample size, ``> 0``.
+    f : float
+        The finite-population correction ``(N - n) / (N - 1)`` (1 without ``N``).
+    z : float
+        The standard normal quantile of the two-sided level.
+
+    Returns
+    -------
+    (lo, hi) : tuple of float
+        Clipped to ``[0, 1]``; both equal ``p`` when ``f = 0`` (the whole population was seen).
+
+    Notes
+    -----
+    With ``n_eff = n / f``: ``center = (p + z^2 / (2 n_eff)) / (1 + z^2 / n_eff)``,
+    ``half = z / (1 + z^2 / n_eff) * sqrt(p (1 - p) / n_eff + z^2 / (4 n_eff^2))``.
+    """
+    if f == 0.0:
+        return p, p
+    n_eff = n / f
+    denom = 1.0 + z * z / n_eff
+    center = (p + z * z / (2.0 * n_eff)) / denom
+    half = z / denom * np.sqrt(p * (1.0 - p) / n_eff + z * z / (4.0 * n_eff * n_eff))
+    return max(0.0, center - half), min(1.0, center + half)
+
+
 def wilson_interval(
     successes: int, n: int, *, n_population: int | None = None, confidence: float = 0.95
 ) -> Estimate:
@@ -65,14 +98,7 @@ def wilson_interval(
     f = fpc(n, n_population)
     p = successes / n
     se = float(np.sqrt(f * p * (1.0 - p) / n))
-    if f == 0.0:
-        lo = hi = p
-    else:
-        n_eff = n / f
-        denom = 1.0 + z * z / n_eff
-        center = (p + z * z / (2.0 * n_eff)) / denom
-        half = z / denom * np.sqrt(p * (1.0 - p) / n_eff + z * z / (4.0 * n_eff * n_eff))
-        lo, hi = max(0.0, center - half), min(1.0, center + half)
+    lo, hi = wilson_bounds(p, n, f, z)
     return Estimate(
         value=p,
         ci_low=float(lo),
@@ -284,5 +310,6 @@ __all__ = [
     "mcnemar_exact",
     "paired_bootstrap",
     "score_subset",
+    "wilson_bounds",
     "wilson_interval",
 ]
