@@ -42,30 +42,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-ADMIN_URL = os.environ.get(
-    "BENCH_ADMIN_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
+
+from bench._common import scratch_database  # noqa: E402
+
 DATA = Path(os.environ.get("BENCHSLICE_SHARED_DATA", ROOT.parent / "shared" / "data"))
-
-
-@contextlib.contextmanager
-def scratch_database() -> Iterator[str]:
-    from sqlalchemy import create_engine, text
-
-    from app.db.migrate import upgrade
-
-    name = f"benchslice_latency_{os.getpid()}"
-    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = ADMIN_URL.rsplit("/", 1)[0] + "/" + name
-    try:
-        upgrade(url)
-        yield url
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def load_gpqa(url: str) -> tuple[str, str, list[tuple[str, str]]]:
@@ -257,7 +237,7 @@ def main() -> int:
         f"python {platform.python_version()}, numpy {np.__version__}",
         file=sys.stderr,
     )
-    with scratch_database() as url:
+    with scratch_database("benchslice_latency") as url:
         t = time.perf_counter()
         vid, sid, pairs = load_gpqa(url)
         print(

@@ -19,7 +19,6 @@ Usage: .venv/bin/python bench/bench_ingest.py [--quick] [--uvicorn] [--models N]
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import os
@@ -28,16 +27,15 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-ADMIN_URL = os.environ.get(
-    "BENCH_ADMIN_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
+
+from bench._common import scratch_database  # noqa: E402
 
 
 def synthetic(n_models: int, n_items: int, seed: int = 20261130):
@@ -88,26 +86,6 @@ def lm_eval_log(n_lines: int, seed: int = 7) -> tuple[bytes, list[str]]:
         lines.append(json.dumps(rec))
         hashes.append(doc_hash)
     return ("\n".join(lines) + "\n").encode(), hashes
-
-
-@contextlib.contextmanager
-def scratch_database() -> Iterator[str]:
-    from sqlalchemy import create_engine, text
-
-    from app.db.migrate import upgrade
-
-    name = f"benchslice_bench_{os.getpid()}"
-    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = ADMIN_URL.rsplit("/", 1)[0] + "/" + name
-    try:
-        upgrade(url)
-        yield url
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 class Client:

@@ -1,0 +1,34 @@
+"""Shared by the benchmark scripts: repository root, admin database URL, scratch database."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ADMIN_URL = os.environ.get(
+    "BENCH_ADMIN_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+
+
+@contextlib.contextmanager
+def scratch_database(prefix: str = "benchslice_bench") -> Iterator[str]:
+    """A migrated database ``{prefix}_{pid}`` on the admin server, dropped on exit; its URL."""
+    from sqlalchemy import create_engine, text
+
+    from app.db.migrate import upgrade
+
+    name = f"{prefix}_{os.getpid()}"
+    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+    try:
+        upgrade(url)
+        yield url
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
