@@ -8,6 +8,7 @@ Isolation between tests: ``db_session`` is one transaction rolled back at the en
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -52,6 +53,7 @@ from sqlalchemy import Engine, create_engine, text  # noqa: E402
 from sqlalchemy.orm import Session, sessionmaker  # noqa: E402
 
 from app.settings import Settings, get_settings  # noqa: E402
+from tests.support.procs import celery_worker_argv  # noqa: E402
 
 get_settings.cache_clear()
 
@@ -270,31 +272,13 @@ class WorkerProcess:
         self._reader.join(timeout=5)
 
 
-@pytest.fixture(scope="session")
-def celery_worker_process(database_url: str, redis_isolation: str) -> Iterator[WorkerProcess]:
-    """A real ``celery worker`` subprocess (prefork, concurrency 1) on this session's DB and queue."""
+@contextlib.contextmanager
+def running_worker(hostname: str) -> Iterator[WorkerProcess]:
+    """A real ``celery worker`` subprocess (prefork, concurrency 1) on this session's DB and
+    queue, stopped on exit."""
     env = {**os.environ, **TEST_ENV, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "worker.celery_app",
-            "worker",
-            "--pool",
-            "prefork",
-            "--concurrency",
-            "1",
-            "--queues",
-            TEST_QUEUE,
-            "--loglevel",
-            "INFO",
-            "--without-mingle",
-            "--without-gossip",
-            "--hostname",
-            f"test-{_RUN_ID}@%h",
-        ],
+        celery_worker_argv(TEST_QUEUE, hostname),
         cwd=REPO_ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -304,10 +288,17 @@ def celery_worker_process(database_url: str, redis_isolation: str) -> Iterator[W
     worker = WorkerProcess(proc)
     try:
         if not worker.ready.wait(timeout=60):
-            raise RuntimeError(f"celery worker did not become ready:\n{worker.log}")
+            raise RuntimeError(f"celery worker {hostname} did not become ready:\n{worker.log}")
         yield worker
     finally:
         worker.stop()
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(database_url: str, redis_isolation: str) -> Iterator[WorkerProcess]:
+    """A real ``celery worker`` subprocess (prefork, concurrency 1) on this session's DB and queue."""
+    with running_worker(f"test-{_RUN_ID}@%h") as worker:
+        yield worker
 
 
 def wait_for_job(

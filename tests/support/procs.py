@@ -388,6 +388,30 @@ def api_server(env: dict[str, str], workers: int = 1) -> Iterator[ApiServer]:
         server.stop()
 
 
+def celery_worker_argv(queue: str, hostname: str) -> list[str]:
+    """The tests' ``celery worker`` command line: prefork, concurrency 1, one queue, INFO log."""
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "worker.celery_app",
+        "worker",
+        "--pool",
+        "prefork",
+        "--concurrency",
+        "1",
+        "--queues",
+        queue,
+        "--loglevel",
+        "INFO",
+        "--without-mingle",
+        "--without-gossip",
+        "--hostname",
+        hostname,
+    ]
+
+
 @dataclass
 class Worker:
     """One ``celery worker`` (prefork, concurrency 1) in its own session; kill() is SIGKILL to
@@ -404,26 +428,7 @@ class Worker:
 
     def start(self, timeout: float = 60.0) -> None:
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "worker.celery_app",
-                "worker",
-                "--pool",
-                "prefork",
-                "--concurrency",
-                "1",
-                "--queues",
-                self.env["CELERY_QUEUE"],
-                "--loglevel",
-                "INFO",
-                "--without-mingle",
-                "--without-gossip",
-                "--hostname",
-                f"{self.name}@%h",
-            ],
+            celery_worker_argv(self.env["CELERY_QUEUE"], f"{self.name}@%h"),
             cwd=REPO_ROOT,
             env=self.env,
             stdout=subprocess.PIPE,

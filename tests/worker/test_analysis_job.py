@@ -4,9 +4,6 @@ sharing one analysis with a result identical to the engine's single-shot run."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -28,7 +25,7 @@ from app.services import analyses as service
 from app.services import jobs as job_service
 from app.services.benchmarks import create_version
 from app.services.results import load_matrix, store_results
-from tests.conftest import REPO_ROOT, TEST_ENV, TEST_QUEUE, WorkerProcess, wait_for_job
+from tests.conftest import WorkerProcess, running_worker, wait_for_job
 from worker.enqueue import publish_job
 
 pytestmark = pytest.mark.integration
@@ -243,41 +240,8 @@ def test_chunks_shared_in_process_equal_single_shot(
 
 @pytest.fixture
 def second_worker(celery_worker_process: WorkerProcess) -> Iterator[WorkerProcess]:
-    env = {**os.environ, **TEST_ENV, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "worker.celery_app",
-            "worker",
-            "--pool",
-            "prefork",
-            "--concurrency",
-            "1",
-            "--queues",
-            TEST_QUEUE,
-            "--loglevel",
-            "INFO",
-            "--without-mingle",
-            "--without-gossip",
-            "--hostname",
-            f"second-{uuid.uuid4().hex[:6]}@%h",
-        ],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    worker = WorkerProcess(proc)
-    try:
-        if not worker.ready.wait(timeout=60):
-            raise RuntimeError(f"second worker did not become ready:\n{worker.log}")
+    with running_worker(f"second-{uuid.uuid4().hex[:6]}@%h") as worker:
         yield worker
-    finally:
-        worker.stop()
 
 
 def test_two_workers_share_one_analysis_with_the_single_shot_result(
