@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from app.core._validation import validate_results
-from app.core.protocol import _STATE, _init_state, _run_chunk, _subtask_codes
+from app.core.protocol import _STATE, _init_state, _prepare_payload, _run_chunk
 from app.core.results import ProtocolResult
 from app.core.selectors import SELECTORS
 
@@ -139,28 +139,16 @@ def run_protocol_chunk(
     run_stop = _check_int("run_stop", run_stop, run_start + 1)
     if run_stop > runs:
         raise ValueError(f"run_stop: expected <= runs ({runs}), got {run_stop}")
-    if n_targets + n_sources > data.n_models:
-        raise ValueError(
-            f"n_sources: {n_targets} targets + {n_sources} sources exceed the {data.n_models} models"
-        )
-    codes = _subtask_codes(data.subtasks)
-    n_seen = int((np.bincount(codes) // 2).sum())
-    bad = [n for n in sizes if n < 1 or n > n_seen]
-    if bad:
-        raise ValueError(f"sizes: {bad} outside [1, {n_seen}] (the seen half)")
-    payload = {
-        "correct": data.correct,
-        "confidence": data.confidence,
-        "subtasks": data.subtasks,
-        "codes": codes,
-        "methods": methods,
-        "sizes": sizes,
-        "params": {k: dict(v) for k, v in (selector_params or {}).items()},
-        "n_targets": n_targets,
-        "n_sources": n_sources,
-        "seed": seed,
-        "blas_threads": blas_threads,
-    }
+    payload = _prepare_payload(
+        data,
+        methods,
+        sizes,
+        n_targets=n_targets,
+        n_sources=n_sources,
+        seed=seed,
+        selector_params=selector_params,
+        blas_threads=blas_threads,
+    )
     _init_state(payload)
     try:
         part = _run_chunk(list(range(run_start, run_stop)))

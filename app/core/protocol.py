@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from app.core._validation import validate_results
+from app.core._validation import ResultsData, validate_results
 from app.core.results import ProtocolResult
 from app.core.selectors import SELECTORS, make_selector
 
@@ -198,6 +198,46 @@ def _subtask_codes(subtasks: np.ndarray) -> np.ndarray:
     return codes.astype(np.int64)
 
 
+def _prepare_payload(
+    data: ResultsData,
+    methods: tuple[str, ...],
+    sizes: tuple[int, ...],
+    *,
+    n_targets: int,
+    n_sources: int,
+    seed: int,
+    selector_params: Mapping[str, Mapping[str, Any]] | None,
+    blas_threads: int | None,
+) -> dict[str, Any]:
+    """Check the split and the sizes against the data; the state :func:`_init_state` takes.
+
+    Shared by :func:`run_protocol` and :func:`app.core.analysis.run_protocol_chunk`, so a chunk
+    runs on exactly the state a single-shot run would.
+    """
+    if n_targets + n_sources > data.n_models:
+        raise ValueError(
+            f"n_sources: {n_targets} targets + {n_sources} sources exceed the {data.n_models} models"
+        )
+    codes = _subtask_codes(data.subtasks)
+    n_seen = int((np.bincount(codes) // 2).sum())
+    bad = [n for n in sizes if n < 1 or n > n_seen]
+    if bad:
+        raise ValueError(f"sizes: {bad} outside [1, {n_seen}] (the seen half)")
+    return {
+        "correct": data.correct,
+        "confidence": data.confidence,
+        "subtasks": data.subtasks,
+        "codes": codes,
+        "methods": methods,
+        "sizes": sizes,
+        "params": {k: dict(v) for k, v in (selector_params or {}).items()},
+        "n_targets": int(n_targets),
+        "n_sources": int(n_sources),
+        "seed": int(seed),
+        "blas_threads": blas_threads,
+    }
+
+
 def run_protocol(
     correct,
     methods: Sequence[str] = ("random",),
@@ -279,29 +319,16 @@ def run_protocol(
             raise ValueError(f"{name}: expected an integer >= {low}, got {value!r}")
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise ValueError(f"seed: expected a non-negative int, got {seed!r}")
-    if n_targets + n_sources > data.n_models:
-        raise ValueError(
-            f"n_sources: {n_targets} targets + {n_sources} sources exceed the {data.n_models} models"
-        )
-    codes = _subtask_codes(data.subtasks)
-    n_seen = int((np.bincount(codes) // 2).sum())
-    bad = [n for n in sizes if n < 1 or n > n_seen]
-    if bad:
-        raise ValueError(f"sizes: {bad} outside [1, {n_seen}] (the seen half)")
-    params = {k: dict(v) for k, v in (selector_params or {}).items()}
-    payload = {
-        "correct": data.correct,
-        "confidence": data.confidence,
-        "subtasks": data.subtasks,
-        "codes": codes,
-        "methods": methods,
-        "sizes": sizes,
-        "params": params,
-        "n_targets": int(n_targets),
-        "n_sources": int(n_sources),
-        "seed": int(seed),
-        "blas_threads": blas_threads,
-    }
+    payload = _prepare_payload(
+        data,
+        methods,
+        sizes,
+        n_targets=n_targets,
+        n_sources=n_sources,
+        seed=seed,
+        selector_params=selector_params,
+        blas_threads=blas_threads,
+    )
     workers = min(int(workers), int(runs))
     n_chunks = 1 if workers == 1 else min(int(runs), 4 * workers)
     chunks = [c.tolist() for c in np.array_split(np.arange(runs), n_chunks)]
@@ -352,7 +379,7 @@ def run_protocol(
         estimates=np.concatenate([p["estimates"] for p in parts], axis=2),
         subset_sizes=np.concatenate([p["subset_sizes"] for p in parts], axis=2),
         seconds=seconds,
-        selector_params=params,
+        selector_params=payload["params"],
     )
 
 
