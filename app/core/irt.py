@@ -455,6 +455,29 @@ class _Hyper:
     sd_b: float
 
 
+def _item_offsets_and_priors(f, col, theta, a, b, gt, ga, gb, lay: _Layout, hyp: _Hyper, ia2, ib2):
+    """Finish an objective evaluation in float64 (shared by both precisions).
+
+    Adds the offsets' share of the item gradients (``col``: the column sums of the residuals
+    ``G``) to ``ga, gb`` and the Gaussian priors of ``theta, a, b`` to the gradients (in place);
+    returns ``f`` with the prior terms added, in the same order as a single inline pass.
+    """
+    if lay.per_dim:
+        ga -= col[:, None] * b
+        gb[...] = -col[:, None] * a
+    else:
+        gb[...] = -lay.d * col
+    f += 0.5 * np.einsum("md,md->", theta, theta)
+    gt += theta
+    da = a - hyp.mu_a
+    f += 0.5 * np.sum(da * da * ia2)
+    ga += da * ia2
+    db = b - hyp.mu_b
+    f += 0.5 * ib2 * float(np.sum(db * db))
+    gb += ib2 * db
+    return f
+
+
 def _make_objective(y: np.ndarray, w: np.ndarray | None, lay: _Layout, hyp: _Hyper):
     """Negative log posterior and its gradient on the flat parameter vector.
 
@@ -500,20 +523,7 @@ def _make_objective(y: np.ndarray, w: np.ndarray | None, lay: _Layout, hyp: _Hyp
         np.matmul(g_z, a, out=gt)
         np.matmul(g_z.T, theta, out=ga)
         col = g_z.sum(axis=0)
-        if lay.per_dim:
-            ga -= col[:, None] * b
-            gb[...] = -col[:, None] * a
-        else:
-            gb[...] = -d * col
-        # priors
-        f += 0.5 * np.einsum("md,md->", theta, theta)
-        gt += theta
-        da = a - hyp.mu_a
-        f += 0.5 * np.sum(da * da * ia2)
-        ga += da * ia2
-        db = b - hyp.mu_b
-        f += 0.5 * ib2 * float(np.sum(db * db))
-        gb += ib2 * db
+        f = _item_offsets_and_priors(f, col, theta, a, b, gt, ga, gb, lay, hyp, ia2, ib2)
         return f, g
 
     return fun
@@ -592,20 +602,7 @@ def _make_objective_mixed(y: np.ndarray, w: np.ndarray | None, lay: _Layout, hyp
         gac = g_z.T @ th1
         ga[...] = gac[:, :d]
         col = gac[:, d].astype(np.float64)
-        if lay.per_dim:
-            ga -= col[:, None] * b
-            gb[...] = -col[:, None] * a
-        else:
-            gb[...] = -d * col
-        # priors (float64)
-        f += 0.5 * np.einsum("md,md->", theta, theta)
-        gt += theta
-        da = a - hyp.mu_a
-        f += 0.5 * np.sum(da * da * ia2)
-        ga += da * ia2
-        db = b - hyp.mu_b
-        f += 0.5 * ib2 * float(np.sum(db * db))
-        gb += ib2 * db
+        f = _item_offsets_and_priors(f, col, theta, a, b, gt, ga, gb, lay, hyp, ia2, ib2)
         return float(f), g
 
     return fun
