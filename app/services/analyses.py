@@ -13,8 +13,6 @@ cancel is honoured between chunks.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import io
 import math
 import os
@@ -52,6 +50,7 @@ from app.schemas.analyses import (
 from app.schemas.jobs import JobProgress
 from app.services import jobs as job_service
 from app.services.benchmarks import get_version, item_index
+from app.services.pagination import decode_cursor, encode_cursor
 from app.services.results import load_matrix
 
 JOB_KIND = "analysis"
@@ -536,23 +535,6 @@ def get_stored(session: Session, analysis_id: uuid.UUID) -> tuple[Analysis, Stor
     return row, stored_analysis(row)
 
 
-def _encode_cursor(row: Analysis) -> str:
-    raw = f"{row.created_at.isoformat()}|{row.id}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        at, id_ = raw.split("|", 1)
-        return datetime.fromisoformat(at), uuid.UUID(id_)
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise InvalidInput(
-            "invalid cursor",
-            errors=[{"loc": ["query", "cursor"], "message": "not a cursor returned by this API"}],
-        ) from None
-
-
 def list_analyses(
     session: Session,
     benchmark_version_id: uuid.UUID,
@@ -563,7 +545,7 @@ def list_analyses(
 ) -> AnalysisPage:
     version = get_version(session, benchmark_version_id)
     limit = max(1, min(limit, MAX_PAGE))
-    before = _decode_cursor(cursor) if cursor else None
+    before = decode_cursor(cursor) if cursor else None
     rows = list(
         AnalysisRepository(session).page(version.id, limit=limit + 1, before=before, status=status)
     )
@@ -571,7 +553,7 @@ def list_analyses(
     rows = rows[:limit]
     return AnalysisPage(
         items=[to_public(r, version, with_result=False) for r in rows],
-        next_cursor=_encode_cursor(rows[-1]) if more else None,
+        next_cursor=encode_cursor(rows[-1].created_at, rows[-1].id) if more else None,
     )
 
 

@@ -5,8 +5,6 @@ Services validate and flush; the request (or CLI) owns the transaction.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 import threading
@@ -14,7 +12,6 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 import numpy as np
 from sqlalchemy.exc import IntegrityError
@@ -35,6 +32,7 @@ from app.schemas.benchmarks import (
     ModelSummary,
     SubtaskCount,
 )
+from app.services.pagination import decode_cursor, encode_cursor
 
 DEFAULT_SUBTASK = "all"
 QUERY_CHOICES = frozenset({"metric", "filter", "item_key", "format"})
@@ -284,28 +282,11 @@ def describe(session: Session, version_id: uuid.UUID) -> BenchmarkDetail:
     )
 
 
-def _encode_cursor(version: BenchmarkVersion) -> str:
-    raw = f"{version.created_at.isoformat()}|{version.id}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        at, id_ = raw.split("|", 1)
-        return datetime.fromisoformat(at), uuid.UUID(id_)
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise InvalidInput(
-            "invalid cursor",
-            errors=[{"loc": ["query", "cursor"], "message": "not a cursor returned by this API"}],
-        ) from None
-
-
 def list_benchmarks(
     session: Session, *, limit: int = 50, cursor: str | None = None, name: str | None = None
 ) -> BenchmarkPage:
     limit = max(1, min(limit, MAX_PAGE))
-    after = _decode_cursor(cursor) if cursor else None
+    after = decode_cursor(cursor) if cursor else None
     versions = BenchmarkVersionRepository(session)
     rows = list(versions.page(limit=limit + 1, after=after, name=name))
     more = len(rows) > limit
@@ -313,7 +294,7 @@ def list_benchmarks(
     counts = versions.model_counts([v.id for v in rows])
     return BenchmarkPage(
         items=[to_public(v, counts.get(v.id, 0)) for v in rows],
-        next_cursor=_encode_cursor(rows[-1]) if more else None,
+        next_cursor=encode_cursor(rows[-1].created_at, rows[-1].id) if more else None,
     )
 
 
