@@ -44,6 +44,24 @@ def replayed(stored: tuple[int, dict]) -> JSONResponse:
     return JSONResponse(stored[1], status_code=stored[0], headers={"Idempotency-Replayed": "true"})
 
 
+def replay_upload(
+    request: Request,
+    upload: list[UploadPart],
+    session: SessionDep,
+    principal_id: str,
+    idempotency_key: str | None,
+    ttl_hours: float,
+) -> tuple[str | None, JSONResponse | None]:
+    """``(request hash, stored response to replay)`` of an upload; both None without a key."""
+    if idempotency_key is None:
+        return None, None
+    req_hash = upload_request_hash(request, upload)
+    stored = idempotency.lookup(
+        session, principal_id, idempotency_key, req_hash, ttl_hours=ttl_hours
+    )
+    return req_hash, (replayed(stored) if stored is not None else None)
+
+
 UPLOAD_BODY = request_body(
     "One model's per-item results. JSON keyed by item id or columnar (see schema); an "
     "lm-evaluation-harness `--log_samples` JSONL or Open LLM Leaderboard details file "
@@ -118,18 +136,11 @@ def upload_results(
     Identical results again: 200, nothing changes. Different results for the same model: 409
     unless `?replace=true`. A repeated `Idempotency-Key` returns the first response.
     """
-    req_hash = None
-    if idempotency_key is not None:
-        req_hash = upload_request_hash(request, upload)
-        stored = idempotency.lookup(
-            session,
-            principal.id,
-            idempotency_key,
-            req_hash,
-            ttl_hours=settings.idempotency_ttl_hours,
-        )
-        if stored is not None:
-            return replayed(stored)
+    req_hash, replay = replay_upload(
+        request, upload, session, principal.id, idempotency_key, settings.idempotency_ttl_hours
+    )
+    if replay is not None:
+        return replay
     query_model = (
         ModelCreate(name=model, params_b=params_b, family=family) if model is not None else None
     )

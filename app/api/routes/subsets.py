@@ -15,8 +15,7 @@ from app.api.routes.benchmarks import AUTH, UNSUPPORTED
 from app.api.routes.results import (
     UPLOAD_BODY,
     IdempotencyKeyHeader,
-    replayed,
-    upload_request_hash,
+    replay_upload,
 )
 from app.api.uploads import UploadDep
 from app.schemas.jobs import JobPublic
@@ -182,18 +181,11 @@ def score_on_subset(
     the exact McNemar p-value on the shared items, and whether this subset's size suffices at
     the observed gap. Stored; a repeated `Idempotency-Key` returns the first response.
     """
-    req_hash = None
-    if idempotency_key is not None:
-        req_hash = upload_request_hash(request, upload)
-        stored = idempotency.lookup(
-            session,
-            principal.id,
-            idempotency_key,
-            req_hash,
-            ttl_hours=settings.idempotency_ttl_hours,
-        )
-        if stored is not None:
-            return replayed(stored)
+    req_hash, replay = replay_upload(
+        request, upload, session, principal.id, idempotency_key, settings.idempotency_ttl_hours
+    )
+    if replay is not None:
+        return replay
     query_model = ModelCreate(name=model) if model is not None else None
     parsed, ref = parse_results_upload(
         upload,
