@@ -122,6 +122,20 @@ def _from_estimate(name: str, est: Estimate, value: float | None = None) -> Esti
     )
 
 
+def _no_interval(name: str, note: str, value: float | None = None) -> EstimatePublic:
+    """An estimate without an interval; unavailable when there is no ``value`` either."""
+    return EstimatePublic(
+        estimator=name,
+        value=value,
+        ci_low=None,
+        ci_high=None,
+        se=None,
+        interval=None,
+        available=value is not None,
+        note=note,
+    )
+
+
 @dataclass(frozen=True)
 class IRTScore:
     """A scored model's ability on a tiny_benchmarks subset and the pieces of its SEs."""
@@ -185,15 +199,8 @@ def estimates_for(
         if name == "weighted_confidence":
             if conf is None:
                 out.append(
-                    EstimatePublic(
-                        estimator=name,
-                        value=None,
-                        ci_low=None,
-                        ci_high=None,
-                        se=None,
-                        interval=None,
-                        available=False,
-                        note="needs confidences (probability on the gold answer) in the upload",
+                    _no_interval(
+                        name, "needs confidences (probability on the gold answer) in the upload"
                     )
                 )
                 continue
@@ -206,32 +213,11 @@ def estimates_for(
                 )[0]
             )
         except ValueError as exc:
-            out.append(
-                EstimatePublic(
-                    estimator=name,
-                    value=None,
-                    ci_low=None,
-                    ci_high=None,
-                    se=None,
-                    interval=None,
-                    available=False,
-                    note=str(exc),
-                )
-            )
+            out.append(_no_interval(name, str(exc)))
             continue
         score = irt_score(selection, y) if name in ("p_irt", "gp_irt") else None
         if score is None:
-            out.append(
-                EstimatePublic(
-                    estimator=name,
-                    value=value,
-                    ci_low=None,
-                    ci_high=None,
-                    se=None,
-                    interval=None,
-                    note="no item parameters stored for an interval",
-                )
-            )
+            out.append(_no_interval(name, "no item parameters stored for an interval", value))
             continue
         se = _irt_se(name, score, weighted_estimate(y, w, n_items).se)
         out.append(
