@@ -19,19 +19,8 @@ import numpy as np
 
 from app.core._validation import validate_results
 from app.core.protocol import _STATE, _init_state, _prepare_payload, _run_chunk
-from app.core.results import ProtocolResult
+from app.core.results import PROTOCOL_ARRAYS, ProtocolResult
 from app.core.selectors import SELECTORS
-
-_ARRAYS = (
-    "targets",
-    "sources",
-    "seen",
-    "acc_seen",
-    "acc_unseen",
-    "acc_full",
-    "estimates",
-    "subset_sizes",
-)
 
 
 @dataclass(frozen=True)
@@ -63,7 +52,7 @@ class ProtocolChunk:
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The chunk's arrays by field name (for serialisation)."""
-        return {name: getattr(self, name) for name in _ARRAYS}
+        return {name: getattr(self, name) for name in PROTOCOL_ARRAYS}
 
 
 def chunk_bounds(runs: int, n_chunks: int) -> list[tuple[int, int]]:
@@ -158,7 +147,7 @@ def run_protocol_chunk(
         run_start=run_start,
         run_stop=run_stop,
         seconds=dict(part["seconds"]),
-        **{name: part[name] for name in _ARRAYS},
+        **{name: part[name] for name in PROTOCOL_ARRAYS},
     )
 
 

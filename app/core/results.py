@@ -112,6 +112,19 @@ class RunRecord:
     estimates: np.ndarray
 
 
+# The per-run array fields of ProtocolResult (and of a chunk of its runs), in field order.
+PROTOCOL_ARRAYS = (
+    "targets",
+    "sources",
+    "seen",
+    "acc_seen",
+    "acc_unseen",
+    "acc_full",
+    "estimates",
+    "subset_sizes",
+)
+
+
 @dataclass(frozen=True)
 class ProtocolResult:
     """All records of one protocol invocation, stored as dense arrays.
@@ -154,16 +167,7 @@ class ProtocolResult:
     selector_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in (
-            "targets",
-            "sources",
-            "seen",
-            "acc_seen",
-            "acc_unseen",
-            "acc_full",
-            "estimates",
-            "subset_sizes",
-        ):
+        for name in PROTOCOL_ARRAYS:
             object.__setattr__(self, name, _freeze(getattr(self, name)))
         object.__setattr__(self, "seconds", MappingProxyType(dict(self.seconds)))
         object.__setattr__(
