@@ -12,7 +12,7 @@ from scipy import stats as _st
 
 from app.core.exact import order_probabilities
 from app.core.results import Estimate, PairedComparison
-from app.core.stats import fpc, mcnemar_exact, wilson_bounds
+from app.core.stats import fpc, normal_paired_comparison, wilson_bounds
 
 
 def _z(confidence: float) -> float:
@@ -134,21 +134,7 @@ def weighted_paired_comparison(new_values, baseline_full, indices, weights) -> P
     mean = float(w @ d / w.sum())
     ss = float(np.sum(w**2 * (d - mean) ** 2)) / w.sum() ** 2
     se = float(np.sqrt(fpc(k, n_pop) * ss * k / (k - 1))) if k > 1 else 0.0
-    if se > 0:
-        p = float(_st.norm.cdf(mean / se))
-    else:
-        p = 1.0 if mean > 0 else (0.0 if mean < 0 else 0.5)
-    p_val, n10, n01 = mcnemar_exact(y, base[idx])
-    return PairedComparison(
-        p_better=p,
-        mean_diff=mean,
-        se=se,
-        n_shared=k,
-        n_population=n_pop,
-        n_new_only=n10,
-        n_baseline_only=n01,
-        mcnemar_p=p_val,
-    )
+    return normal_paired_comparison(y, base[idx], mean, se, n_pop)
 
 
 def size_needed_for_gap(

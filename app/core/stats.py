@@ -247,6 +247,42 @@ def score_subset(correct_subset, n_population: int, *, confidence: float = 0.95)
     )
 
 
+def normal_paired_comparison(
+    new_shared, baseline_shared, mean_diff: float, se: float, n_population: int
+) -> PairedComparison:
+    """A :class:`PairedComparison` from an estimated mean difference and its standard error.
+
+    Parameters
+    ----------
+    new_shared, baseline_shared : ndarray of {0, 1}, shape (n_shared,)
+        Both models' results on the shared items (for the exact McNemar test).
+    mean_diff, se : float
+        Estimate of the full-benchmark difference ``new - baseline`` and its standard error.
+    n_population : int
+
+    Returns
+    -------
+    PairedComparison
+        ``p_better = Phi(mean_diff / se)`` (1, 0 or 0.5 by the sign of ``mean_diff`` when
+        ``se = 0``) and the McNemar p-value and discordant counts.
+    """
+    if se > 0:
+        p = float(_st.norm.cdf(mean_diff / se))
+    else:
+        p = 1.0 if mean_diff > 0 else (0.0 if mean_diff < 0 else 0.5)
+    p_val, n10, n01 = mcnemar_exact(new_shared, baseline_shared)
+    return PairedComparison(
+        p_better=p,
+        mean_diff=mean_diff,
+        se=float(se),
+        n_shared=int(np.shape(new_shared)[0]),
+        n_population=n_population,
+        n_new_only=n10,
+        n_baseline_only=n01,
+        mcnemar_p=p_val,
+    )
+
+
 def compare_to_baseline(new_correct, baseline_correct_full, indices) -> PairedComparison:
     """P(a new model known on a subset beats a baseline known on every item, on the full benchmark).
 
@@ -286,21 +322,7 @@ def compare_to_baseline(new_correct, baseline_correct_full, indices) -> PairedCo
     mean = float(d.mean())
     sd = float(d.std(ddof=1)) if n > 1 else 0.0
     se = sd / np.sqrt(n) * np.sqrt(fpc(n, n_pop))
-    if se > 0:
-        p = float(_st.norm.cdf(mean / se))
-    else:
-        p = 1.0 if mean > 0 else (0.0 if mean < 0 else 0.5)
-    p_val, n10, n01 = mcnemar_exact(y, base[idx])
-    return PairedComparison(
-        p_better=p,
-        mean_diff=mean,
-        se=float(se),
-        n_shared=n,
-        n_population=n_pop,
-        n_new_only=n10,
-        n_baseline_only=n01,
-        mcnemar_p=p_val,
-    )
+    return normal_paired_comparison(y, base[idx], mean, se, n_pop)
 
 
 __all__ = [
@@ -308,6 +330,7 @@ __all__ = [
     "compare_to_baseline",
     "fpc",
     "mcnemar_exact",
+    "normal_paired_comparison",
     "paired_bootstrap",
     "score_subset",
     "wilson_bounds",
