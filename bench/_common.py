@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,3 +35,27 @@ def scratch_database(prefix: str = "benchslice_bench") -> Iterator[str]:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+def start_uvicorn(env: dict[str, str], workers: int | None = None) -> tuple[subprocess.Popen, str]:
+    """Start the API under uvicorn on a free loopback port (log level warning); the process and
+    its base URL. The caller waits for ``/healthz`` and terminates the process."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "app.main:create_app",
+        "--factory",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
+    if workers is not None:
+        argv += ["--workers", str(workers)]
+    return subprocess.Popen(argv, cwd=ROOT, env=env), f"http://127.0.0.1:{port}"

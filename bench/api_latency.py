@@ -31,8 +31,6 @@ import asyncio
 import contextlib
 import os
 import platform
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -43,7 +41,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._common import scratch_database  # noqa: E402
+from bench._common import scratch_database, start_uvicorn  # noqa: E402
 
 DATA = Path(os.environ.get("BENCHSLICE_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
@@ -81,30 +79,8 @@ def load_gpqa(url: str) -> tuple[str, str, list[tuple[str, str]]]:
 
 @contextlib.contextmanager
 def server(url: str, workers: int = 1) -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     env = {**os.environ, "DATABASE_URL": url, "AUTH_ENABLED": "false", "ENVIRONMENT": "test"}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "app.main:create_app",
-            "--factory",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-            "--workers",
-            str(workers),
-        ],
-        cwd=ROOT,
-        env=env,
-    )
-    base = f"http://127.0.0.1:{port}"
+    proc, base = start_uvicorn(env, workers)
     try:
         import httpx
 

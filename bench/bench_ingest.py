@@ -22,9 +22,7 @@ import argparse
 import hashlib
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -35,7 +33,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._common import scratch_database  # noqa: E402
+from bench._common import scratch_database, start_uvicorn  # noqa: E402
 
 
 def synthetic(n_models: int, n_items: int, seed: int = 20261130):
@@ -103,27 +101,8 @@ class Client:
         if uvicorn:
             import httpx
 
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-            self._proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "uvicorn",
-                    "app.main:create_app",
-                    "--factory",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--log-level",
-                    "warning",
-                ],
-                cwd=ROOT,
-                env=env,
-            )
-            self.http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120)
+            self._proc, base = start_uvicorn(env)
+            self.http = httpx.Client(base_url=base, timeout=120)
             deadline = time.monotonic() + 180
             while True:
                 if self._proc.poll() is not None:
