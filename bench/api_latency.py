@@ -105,6 +105,7 @@ class _Pool:
 
     def __init__(self, host: str, port: int, limit: int = 64) -> None:
         self.host, self.port, self.limit = host, port, limit
+        self.headers = ""  # extra request header lines, each ending in CRLF
         self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
         self.opened = 0
         self.freed = asyncio.Condition()
@@ -125,7 +126,7 @@ class _Pool:
 
     async def _exchange(self, conn, path: str) -> int:
         reader, writer = conn
-        writer.write(f"GET {path} HTTP/1.1\r\nHost: {self.host}\r\n\r\n".encode())
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: {self.host}\r\n{self.headers}\r\n".encode())
         head = await reader.readuntil(b"\r\n\r\n")
         status = int(head[9:12])
         length = 0

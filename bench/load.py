@@ -55,20 +55,7 @@ class AuthPool(_Pool):
 
     def __init__(self, host: str, port: int, key: str, limit: int = 256) -> None:
         super().__init__(host, port, limit)
-        self.auth = f"Authorization: Bearer {key}\r\n"
-
-    async def _exchange(self, conn, path: str) -> int:  # type: ignore[override]
-        reader, writer = conn
-        writer.write(f"GET {path} HTTP/1.1\r\nHost: {self.host}\r\n{self.auth}\r\n".encode())
-        head = await reader.readuntil(b"\r\n\r\n")
-        status = int(head[9:12])
-        length = 0
-        for line in head.split(b"\r\n"):
-            if line[:15].lower() == b"content-length:":
-                length = int(line[15:])
-        if length:
-            await reader.readexactly(length)
-        return status
+        self.headers = f"Authorization: Bearer {key}\r\n"
 
 
 async def drive(
