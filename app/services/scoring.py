@@ -51,6 +51,19 @@ Z95 = 1.959963984540054
 PERSON_FIT_LIMIT = -2.0
 
 
+def _placed(
+    parsed: ParsedResults, slots: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The upload's results (and confidences, if any) moved to the subset positions ``slots``."""
+    y = np.empty(k)
+    y[slots] = np.asarray(parsed.correct, dtype=np.float64)
+    conf = None
+    if parsed.confidence is not None:
+        conf = np.empty(k)
+        conf[slots] = np.asarray(parsed.confidence, dtype=np.float64)
+    return y, conf
+
+
 def align(parsed: ParsedResults, row: Subset, version) -> tuple[np.ndarray, np.ndarray | None]:
     """The upload's values in the subset's stored item order (422 on missing/foreign items).
 
@@ -70,13 +83,7 @@ def align(parsed: ParsedResults, row: Subset, version) -> tuple[np.ndarray, np.n
                 ],
             )
         order = np.argsort(idx, kind="stable")
-        y = np.empty(k)
-        y[order] = np.asarray(parsed.correct, dtype=np.float64)
-        conf = None
-        if parsed.confidence is not None:
-            conf = np.empty(k)
-            conf[order] = np.asarray(parsed.confidence, dtype=np.float64)
-        return y, conf
+        return _placed(parsed, order, k)
     pos = index.positions(np.asarray(parsed.item_ids, dtype=str))
     slot = {p: i for i, p in enumerate(idx.tolist())}
     foreign = [str(parsed.item_ids[j]) for j, p in enumerate(pos.tolist()) if p not in slot]
@@ -101,13 +108,7 @@ def align(parsed: ParsedResults, row: Subset, version) -> tuple[np.ndarray, np.n
                 for m in missing[:20]
             ],
         )
-    y = np.empty(k)
-    y[where] = np.asarray(parsed.correct, dtype=np.float64)
-    conf = None
-    if parsed.confidence is not None:
-        conf = np.empty(k)
-        conf[where] = np.asarray(parsed.confidence, dtype=np.float64)
-    return y, conf
+    return _placed(parsed, where, k)
 
 
 def _from_estimate(name: str, est: Estimate, value: float | None = None) -> EstimatePublic:
