@@ -90,8 +90,11 @@ def _run(st: Stack, config: Path, max_examples: int, phases: str) -> tuple[int, 
         str(SEED),
         "--phases",
         phases,
+        # One worker thread: with two, hypothesis' lambda descriptions call ast.parse from both
+        # threads, and CPython 3.11's AST converter keeps a process-wide recursion counter that is
+        # not thread-safe (gh-106905): "SystemError: AST constructor recursion depth mismatch".
         "--workers",
-        "2",
+        "1",
         "--request-timeout",
         "30",
         "--suppress-health-check",
