@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.tools import missing
+
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "docker-compose.yml"
 
@@ -45,7 +47,7 @@ def test_compose_file_matches_the_compose_specification() -> None:
 def test_docker_compose_config_accepts_the_file(tmp_path: Path) -> None:
     binary = shutil.which("docker-compose")
     if binary is None:
-        pytest.skip("docker-compose (Debian package) not installed; .ci/run installs it")
+        missing("docker-compose (Debian package) not installed; .ci/run installs it")
     result = subprocess.run(
         [binary, "--project-directory", str(ROOT), "-f", str(COMPOSE), "config", "--quiet"],
         capture_output=True,

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.service import live_service
+from tests.support.tools import missing
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 README = REPO_ROOT / "README.md"
@@ -55,7 +56,7 @@ def test_tour_runs_against_a_real_service(tmp_path: Path) -> None:
     hold and its outputs (subset.json, plots/) land in the temp dir."""
     data = Path(os.environ.get("BENCHSLICE_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
     if not (data / "gpqa.npz").exists():
-        pytest.skip(f"{data / 'gpqa.npz'} not found")
+        missing(f"{data / 'gpqa.npz'} not found")
     venv = Path(sys.prefix)
     work = tmp_path / "repo"
     work.mkdir()
@@ -63,7 +64,7 @@ def test_tour_runs_against_a_real_service(tmp_path: Path) -> None:
     (tmp_path / "shared").mkdir()
     (tmp_path / "shared" / "data").symlink_to(data.resolve(), target_is_directory=True)
     if not (work / ".venv" / "bin" / "activate").exists():
-        pytest.skip("the tests do not run from a virtualenv with bin/activate")
+        missing("the tests do not run from a virtualenv with bin/activate")
 
     blocks = tour_blocks()
     shell = "".join(body for lang, body in blocks[1:] if lang == "bash")

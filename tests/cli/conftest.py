@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.cli.service import LiveService, live_service
+from tests.support.tools import missing
 
 BENCHSLICE = Path(sys.executable).parent / "benchslice"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ingest"
@@ -69,7 +70,7 @@ def cli(service: LiveService) -> CLI:
 def gpqa_path(shared_data_dir: Path) -> Path:
     path = shared_data_dir / "gpqa.npz"
     if not path.exists():
-        pytest.skip(f"{path} not found (set BENCHSLICE_SHARED_DATA)")
+        missing(f"{path} not found (set BENCHSLICE_SHARED_DATA)")
     return path
 
 

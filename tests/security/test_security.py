@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 from app.services.keys import create_key
 from app.settings import Settings
 from tests.support.procs import REPO_ROOT
+from tests.support.tools import missing
 
 SPEC = json.loads((REPO_ROOT / "openapi" / "openapi.json").read_text())
 WRITE_METHODS = {"post", "put", "patch", "delete"}
@@ -119,7 +120,7 @@ def test_api_keys_are_stored_hashed_and_never_found_in_the_database(
         assert secret not in stored.key_hash and token not in stored.key_hash
         dbname = database_url.rsplit("/", 1)[1]
         if shutil.which("pg_dump") is None:
-            pytest.skip("pg_dump is not installed")
+            missing("pg_dump is not installed")
         dump = subprocess.run(
             ["pg_dump", "-h", "127.0.0.1", "-U", "postgres", "--data-only", dbname],
             capture_output=True,

@@ -144,9 +144,9 @@ class PrivateRedis:
 @contextlib.contextmanager
 def private_redis() -> Iterator[PrivateRedis]:
     if shutil.which("redis-server") is None:
-        import pytest
+        from tests.support.tools import missing
 
-        pytest.skip("redis-server is not installed")
+        missing("redis-server is not installed")
     redis = PrivateRedis()
     redis.start()
     try:
@@ -161,9 +161,9 @@ def private_redis() -> Iterator[PrivateRedis]:
 def _pg_bin(name: str) -> str:
     found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
     if not found:
-        import pytest
+        from tests.support.tools import missing
 
-        pytest.skip(f"PostgreSQL server binaries ({name}) are not installed")
+        missing(f"PostgreSQL server binaries ({name}) are not installed")
     return found[-1]
 
 
