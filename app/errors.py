@@ -1,11 +1,54 @@
-"""Status-coded domain errors. Services raise these; app/api/errors.py renders them as problem+json."""
+"""Status-coded domain errors. Services raise these; app/api/errors.py renders them as problem+json.
+
+A client mistake names the field at fault as a path inside the request, never as an HTTP
+location: ``InvalidInput("size 500 exceeds the 448 items", field="size", message="at most 448")``
+or, for several fields, ``errors=[FieldIssue(("items", 3, "id"), "duplicate item id"), ...]``.
+The HTTP layer decides where the field lives (a path, query or header parameter the route
+declares; otherwise the body) and renders ``errors[].loc`` from it.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+FieldPath = tuple[str | int, ...]
+Location = Literal["body", "query", "path", "header"]
+
+
+@dataclass(frozen=True)
+class FieldIssue:
+    """One field at fault: its path inside the request (``()`` = the whole input) and why.
+
+    ``location`` is normally left out: the HTTP layer resolves it from the parameters the
+    route declares (path, query, header); anything else is in the body. A service gives it only
+    when the route cannot tell: a parse option no route declares (an upload's ``format``), or a
+    field of content it parsed itself whose name may shadow a parameter (an uploaded JSON
+    body's ``model`` next to ``?model=``). The hint wins.
+    """
+
+    field: FieldPath
+    message: str
+    location: Location | None = None
+
+
+def field_issue(
+    field: str | int | Sequence[str | int], message: str, *, location: Location | None = None
+) -> FieldIssue:
+    """A :class:`FieldIssue` from a field name (``"size"``) or a path (``("items", 3, "id")``)."""
+    path = (field,) if isinstance(field, str | int) else tuple(field)
+    return FieldIssue(path, message, location)
 
 
 class DomainError(Exception):
+    """A client-visible failure with a status code.
+
+    ``field`` (+ ``message``, default the detail) names one field at fault; ``errors`` lists
+    several. Mappings in ``errors`` are taken as already located (``{"loc": [...], "message":
+    ...}``): only the HTTP layer writes those.
+    """
+
     status_code: int = 400
     title: str = "Bad request"
     type_slug: str = "bad-request"
@@ -14,11 +57,20 @@ class DomainError(Exception):
         self,
         detail: str | None = None,
         *,
-        errors: list[dict[str, Any]] | None = None,
+        field: str | int | Sequence[str | int] | None = None,
+        message: str | None = None,
+        location: Location | None = None,
+        errors: Sequence[FieldIssue | Mapping[str, Any]] | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
         self.detail = detail or self.title
-        self.errors = errors
+        issues: list[FieldIssue | Mapping[str, Any]] | None = (
+            list(errors) if errors is not None else None
+        )
+        if field is not None:
+            issue = field_issue(field, message or self.detail, location=location)
+            issues = [issue, *(issues or [])]
+        self.errors = issues
         self.headers = headers or {}
         super().__init__(self.detail)
 

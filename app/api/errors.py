@@ -8,13 +8,14 @@ from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.errors import DomainError
+from app.errors import DomainError, FieldIssue, Location
 from app.schemas.common import FieldError, Problem  # defined in the schema layer (no FastAPI)
 
 log = logging.getLogger(__name__)
@@ -54,15 +55,64 @@ def _field_error(error: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def declared_locations(request: Request) -> dict[str, Location]:
+    """Where the matched route declares its parameters: name (lower-cased for headers) -> the
+    location, from its dependency tree (the route's own parameters and its dependencies')."""
+    dependant: Dependant | None = getattr(request.scope.get("route"), "dependant", None)
+    found: dict[str, Location] = {}
+    seen: set[int] = set()
+    todo = [dependant] if dependant is not None else []
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        for where, params in (
+            ("header", current.header_params),
+            ("query", current.query_params),
+            ("path", current.path_params),
+        ):
+            for param in params:
+                name = param.alias.lower() if where == "header" else param.alias
+                found.setdefault(name, where)  # type: ignore[arg-type]
+        todo.extend(current.dependencies)
+    return found
+
+
+def locate(request: Request, issue: FieldIssue) -> list[str | int]:
+    """``errors[].loc`` of a domain error's field: the service's location hint when it gave one
+    (content it parsed itself, whose names may shadow a parameter), else where the route
+    declares the field's first name (path, query, header), else the body."""
+    if issue.location is not None:
+        return [issue.location, *issue.field]
+    where: Location = "body"
+    if issue.field and isinstance(issue.field[0], str):
+        declared = declared_locations(request)
+        name = issue.field[0]
+        hit = declared.get(name)
+        if hit is None and declared.get(name.lower()) == "header":  # header names ignore case
+            hit = "header"
+        where = hit or where
+    return [where, *issue.field]
+
+
 async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, DomainError)
+    errors = None
+    if exc.errors is not None:
+        errors = [
+            {"loc": locate(request, e), "message": e.message}
+            if isinstance(e, FieldIssue)
+            else dict(e)
+            for e in exc.errors
+        ]
     return problem_response(
         request,
         exc.status_code,
         title=exc.title,
         detail=exc.detail,
         type_slug=exc.type_slug,
-        errors=exc.errors,
+        errors=errors,
         headers=exc.headers,
     )
 
