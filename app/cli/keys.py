@@ -11,7 +11,7 @@ import typer
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-app = typer.Typer(
+keys_app = typer.Typer(
     help="Manage API keys (stored hashed; a new key is printed once).", no_args_is_help=True
 )
 
@@ -29,7 +29,7 @@ def _session() -> Iterator[Session]:
         engine.dispose()
 
 
-@app.command("create")
+@keys_app.command("create", epilog="Example: `benchslice keys create --name ci --scope write`")
 def create(
     name: str = typer.Option(..., "--name", help="What the key is for, e.g. ci"),
     scope: list[str] = typer.Option(
@@ -54,7 +54,7 @@ def create(
     )
 
 
-@app.command("list")
+@keys_app.command("list", epilog="Example: `benchslice keys list`")
 def list_() -> None:
     """List keys (prefix, name, scopes, last use); never the keys themselves."""
     from app.services.keys import list_keys
@@ -66,7 +66,7 @@ def list_() -> None:
             typer.echo(f"{k.prefix}\t{k.name}\t{','.join(k.scopes)}\t{state}\tlast used {used}")
 
 
-@app.command("revoke")
+@keys_app.command("revoke", epilog="Example: `benchslice keys revoke 3f9a1c2b7d4e`")
 def revoke(prefix: str = typer.Argument(..., help="The key's prefix (from `keys list`)")) -> None:
     """Revoke a key at once."""
     from app.errors import DomainError

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from app.cli_common import (
+from app.cli.common import (
+    ALL_METHODS,
     ApiKeyOpt,
     JobProgress,
     JsonOpt,
@@ -25,8 +26,6 @@ from app.cli_common import (
 
 if TYPE_CHECKING:
     from app.schemas.analyses import AnalysisPublic
-
-ALL_METHODS = "random,subtask_stratified,confidence_stratified,anchor_points,tiny_benchmarks,dpp"
 
 
 def _pts(value: float | None) -> str:

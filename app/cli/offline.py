@@ -15,7 +15,12 @@ from pathlib import Path
 
 import typer
 
-ALL_METHODS = "random,subtask_stratified,confidence_stratified,anchor_points,tiny_benchmarks,dpp"
+from app.cli.common import ALL_METHODS
+
+MDAD_EPILOG = (
+    "Example: `benchslice mdad --matrix ../shared/data/gpqa.npz --methods random,"
+    "tiny_benchmarks --sizes 10,25,50 --runs 10 --json`"
+)
 
 
 def _int_list(text: str, name: str) -> list[int]:

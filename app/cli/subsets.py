@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from app.cli_common import (
+from app.cli.common import (
     ApiKeyOpt,
     JobProgress,
     JsonOpt,
@@ -18,14 +18,15 @@ from app.cli_common import (
     benchmark_by_name,
     err,
     fail,
+    find_source,
     fmt,
     parse_params,
     pct,
     print_json,
     print_table,
     split_list,
+    with_choices,
 )
-from app.cli_push import find_source, with_choices
 
 if TYPE_CHECKING:
     from app.client import Client

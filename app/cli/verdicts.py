@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from app.cli_common import (
+from app.cli.common import (
     ApiKeyOpt,
     JsonOpt,
     UrlOpt,

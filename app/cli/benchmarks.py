@@ -6,7 +6,7 @@ import fnmatch
 
 import typer
 
-from app.cli_common import (
+from app.cli.common import (
     ApiKeyOpt,
     JsonOpt,
     UrlOpt,

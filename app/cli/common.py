@@ -1,4 +1,5 @@
-"""Shared pieces of the client-side CLI commands: options, error handling, tables, progress.
+"""Shared pieces of the CLI commands: options, error handling, tables, progress, finding result
+files and choosing among the metrics they hold.
 
 Conventions: results go to stdout (a compact table for people, exactly one JSON document with
 ``--json``); progress and messages go to stderr; any API or connection error prints the problem
@@ -9,11 +10,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from typer.exceptions import TyperException
@@ -23,7 +27,10 @@ if TYPE_CHECKING:
     from app.schemas.benchmarks import BenchmarkPublic
     from app.schemas.jobs import JobPublic
 
+T = TypeVar("T")
+
 EXIT_ERROR = 2
+ALL_METHODS = "random,subtask_stratified,confidence_stratified,anchor_points,tiny_benchmarks,dpp"
 
 UrlOpt = typer.Option(
     None,
@@ -246,3 +253,118 @@ def parse_params(values: Sequence[str] | None) -> dict[str, Any]:
         except ValueError:
             out[key.strip()] = raw
     return out
+
+
+# --- result files (push, score) ---------------------------------------------------------
+
+SAMPLE_GLOBS = ("samples_*.jsonl", "*.parquet", "details_*.jsonl")
+_CHOICES = re.compile(r"choose one of: (.+)$")
+_TIMESTAMP = re.compile(r"_(\d{4}-\d{2}-\d{2}T[\d\-.]+)\.(jsonl|parquet)$")
+
+
+@dataclass(frozen=True)
+class Source:
+    """What PATH holds: ``kind`` is samples | csv | json | npz; ``files`` the files to send."""
+
+    kind: str
+    files: list[Path]
+    model_hint: str | None = None
+
+
+def find_source(path: Path) -> Source:
+    """Classify PATH; for a directory, the newest sample file of every task (lm-eval layout)."""
+    if path.is_dir():
+        for pattern in SAMPLE_GLOBS:
+            found = sorted(p for p in path.rglob(pattern) if p.is_file())
+            if found:
+                files = _newest_per_task(found)
+                folders = dict.fromkeys([*(f.parent for f in files), path])
+                hint = next(filter(None, map(_model_from_results, folders)), None)
+                return Source("samples", files, hint)
+        raise fail(
+            f"no sample files in {path} (looked for {', '.join(SAMPLE_GLOBS)}; run lm_eval "
+            "with --log_samples)"
+        )
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson", ".parquet"):
+        return Source("samples", [path], _model_from_results(path.parent))
+    if suffix in (".csv", ".json", ".npz"):
+        return Source(suffix[1:], [path])
+    raise fail(f"cannot tell the format of {path.name}: use .jsonl, .parquet, .csv, .json or .npz")
+
+
+def _newest_per_task(files: list[Path]) -> list[Path]:
+    """lm-eval writes ``samples_<task>_<timestamp>.jsonl`` per run: keep the latest per task."""
+    latest: dict[tuple[Path, str], Path] = {}
+    for f in files:
+        m = _TIMESTAMP.search(f.name)
+        task = f.name[: m.start()] if m else f.name
+        key = (f.parent, task)
+        if key not in latest or f.name > latest[key].name:
+            latest[key] = f
+    return sorted(latest.values())
+
+
+def _model_from_results(folder: Path) -> str | None:
+    """The model name lm-eval recorded in ``results_*.json`` next to the samples, if any."""
+    for results in sorted(folder.glob("results_*.json"), reverse=True):
+        try:
+            data = json.loads(results.read_text())
+        except (OSError, ValueError):
+            continue
+        name = data.get("model_name")
+        if isinstance(name, str) and name:
+            return name
+        args = str((data.get("config") or {}).get("model_args") or "")
+        m = re.search(r"pretrained=([^,]+)", args)
+        if m:
+            return m.group(1)
+    return None
+
+
+def _choices(exc: Any, name: str) -> list[str] | None:
+    """The alternatives the server listed for an ambiguous ``metric``/``filter``."""
+    for e, f in zip(exc.errors, exc.fields, strict=False):
+        if f in (f"query.{name}", name):
+            m = _CHOICES.search(str(e.get("message", "")))
+            if m:
+                return [c.strip() for c in m.group(1).split(",")]
+    return None
+
+
+def with_choices(call: Callable[[dict[str, Any]], T], opts: dict[str, Any], interactive: bool) -> T:
+    """Run ``call(opts)``; when the server says the results hold several metrics (or filters) and
+    none was chosen, ask on a terminal and retry, otherwise fail (exit 2) listing the choices."""
+    from app.client import BenchsliceError
+
+    opts = dict(opts)
+    while True:
+        try:
+            return call(opts)
+        except BenchsliceError as exc:
+            if exc.status != 422:
+                raise
+            for name in ("metric", "filter"):
+                choices = _choices(exc, name)
+                if choices and opts.get(name) is None:
+                    break
+            else:
+                raise
+            if not interactive:
+                raise fail(
+                    f"the results hold several {name}s; pass --{name} with one of: "
+                    + ", ".join(choices)
+                ) from None
+            opts[name] = _ask(name, choices)
+
+
+def _ask(name: str, choices: list[str]) -> str:
+    while True:
+        answer = typer.prompt(
+            f"Several {name}s in the results ({', '.join(choices)}); which one gives correctness?",
+            default=choices[0],
+            err=True,
+        ).strip()
+        if answer in choices:
+            return answer
+        err(f"choose one of: {', '.join(choices)}")

@@ -1,0 +1,56 @@
+"""benchslice command line: the typer app and the table of its commands.
+
+One module per command group; shared options, output and error handling in
+:mod:`app.cli.common`. Command modules import only ``common`` (never each other), so this file
+is the one place that says which command lives where.
+
+========================================  ===============================================
+module                                    commands
+========================================  ===============================================
+:mod:`app.cli.server`                     ``serve``, ``worker``, ``migrate``, ``run``
+:mod:`app.cli.offline`                    ``mdad`` (no server)
+:mod:`app.cli.push`                       ``push``
+:mod:`app.cli.subsets`                    ``subset create|get``, ``score``
+:mod:`app.cli.verdicts`                   ``verdict``, ``plan``
+:mod:`app.cli.analyses`                   ``analyze``
+:mod:`app.cli.keys`                       ``keys create|list|revoke`` (local admin)
+:mod:`app.cli.benchmarks`                 ``benchmarks list|show``, ``jobs get|wait|cancel``
+========================================  ===============================================
+"""
+
+from __future__ import annotations
+
+import typer
+
+from app.cli import analyses, benchmarks, keys, offline, push, server, subsets, verdicts
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    help="benchslice: micro-benchmark selection and reliability service",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="markdown",
+)
+
+# Service processes (server side).
+app.command("serve")(server.serve)
+app.command("worker")(server.worker)
+app.command("migrate")(server.migrate)
+app.command("run")(server.run)
+
+# Offline analysis of a local matrix.
+app.command("mdad", epilog=offline.MDAD_EPILOG)(offline.mdad)
+
+# Client-side commands (talk to a running service through app.client).
+app.command("push")(push.push)
+app.command("score")(subsets.score)
+app.command("verdict")(verdicts.verdict)
+app.command("plan")(verdicts.plan)
+app.command("analyze")(analyses.analyze)
+
+# Command groups.
+app.add_typer(keys.keys_app, name="keys")
+app.add_typer(subsets.subset_app, name="subset")
+app.add_typer(benchmarks.benchmarks_app, name="benchmarks")
+app.add_typer(benchmarks.jobs_app, name="jobs")
