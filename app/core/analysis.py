@@ -18,9 +18,8 @@ from typing import Any
 import numpy as np
 
 from app.core._validation import validate_results
-from app.core.protocol import _STATE, _init_state, _prepare_payload, _run_chunk
+from app.core.protocol import check_int, check_protocol_args, prepare_state, run_chunk
 from app.core.results import PROTOCOL_ARRAYS, ProtocolResult
-from app.core.selectors import SELECTORS
 
 
 @dataclass(frozen=True)
@@ -65,12 +64,6 @@ def chunk_bounds(runs: int, n_chunks: int) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in itertools.pairwise(edges)]
 
 
-def _check_int(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
-        raise ValueError(f"{name}: expected an integer >= {low}, got {value!r}")
-    return int(value)
-
-
 def run_protocol_chunk(
     correct,
     methods: Sequence[str],
@@ -111,24 +104,14 @@ def run_protocol_chunk(
     ``run_protocol(..., runs=R)`` array for array, for every ``k``.
     """
     data = validate_results(correct, confidence=confidence, subtasks=subtasks)
-    methods = tuple(methods)
-    if not methods or len(set(methods)) != len(methods):
-        raise ValueError("methods: expected distinct method names")
-    for name in methods:
-        if name not in SELECTORS:
-            raise ValueError(f"methods: unknown selector {name!r}; choose from {sorted(SELECTORS)}")
-    sizes = tuple(int(n) for n in sizes)
-    if not sizes or len(set(sizes)) != len(sizes):
-        raise ValueError("sizes: expected distinct subset sizes")
-    runs = _check_int("runs", runs, 1)
-    n_targets = _check_int("n_targets", n_targets, 2)
-    n_sources = _check_int("n_sources", n_sources, 1)
-    seed = _check_int("seed", seed, 0)
-    run_start = _check_int("run_start", run_start, 0)
-    run_stop = _check_int("run_stop", run_stop, run_start + 1)
+    methods, sizes = check_protocol_args(
+        methods, sizes, runs=runs, n_targets=n_targets, n_sources=n_sources, seed=seed
+    )
+    run_start = check_int("run_start", run_start, 0)
+    run_stop = check_int("run_stop", run_stop, run_start + 1)
     if run_stop > runs:
         raise ValueError(f"run_stop: expected <= runs ({runs}), got {run_stop}")
-    payload = _prepare_payload(
+    state = prepare_state(
         data,
         methods,
         sizes,
@@ -138,11 +121,7 @@ def run_protocol_chunk(
         selector_params=selector_params,
         blas_threads=blas_threads,
     )
-    _init_state(payload)
-    try:
-        part = _run_chunk(list(range(run_start, run_stop)))
-    finally:
-        _STATE.clear()
+    part = run_chunk(state, list(range(run_start, run_stop)))
     return ProtocolChunk(
         run_start=run_start,
         run_stop=run_stop,

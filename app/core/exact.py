@@ -168,7 +168,8 @@ def order_probabilities(n10, n01, n_items: int, n) -> OrderProbabilities:
     )
 
 
-def _binary(correct) -> np.ndarray:
+def as_binary(correct) -> np.ndarray:
+    """``correct`` as a non-empty 2-d int64 array of 0/1 (``ValueError`` otherwise)."""
     c = np.asarray(correct)
     if c.ndim != 2 or c.size == 0:
         raise ValueError("correct: expected a non-empty 2-d array (models x items)")
@@ -190,7 +191,7 @@ def discordant_counts(correct, a, b) -> tuple[np.ndarray, np.ndarray]:
     -------
     n10, n01 : ndarray of int64
     """
-    c = _binary(correct)
+    c = as_binary(correct)
     a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
     n10 = (c[a] * (1 - c[b])).sum(axis=-1)
     n01 = ((1 - c[a]) * c[b]).sum(axis=-1)
@@ -218,7 +219,7 @@ def pair_probability(correct, a: int, b: int, n, *, subtasks=None) -> OrderProba
         When the full accuracies are equal, A is taken as the leader (``copysign(1, 0) = 1``,
         §4.1).
     """
-    c = _binary(correct)
+    c = as_binary(correct)
     n10, n01 = discordant_counts(c, a, b)
     if subtasks is not None:
         probs = stratified_order_probabilities(c[a], c[b], subtasks, n)
@@ -256,7 +257,7 @@ def smallest_n(
     ``n`` between it and the previous grid point (one more call) and returns the first that
     reaches it: the smallest ``n`` after the last grid point below the target.
     """
-    c = _binary(correct)
+    c = as_binary(correct)
     n10, n01 = discordant_counts(c, a, b)
     hi_c, lo_c = max(int(n10), int(n01)), min(int(n10), int(n01))
     if hi_c == lo_c:
@@ -406,7 +407,7 @@ def exact_agreement(
     """
     if mode not in ("robust", "paper"):
         raise ValueError(f"mode: expected 'robust' or 'paper', got {mode!r}")
-    c = _binary(correct)
+    c = as_binary(correct)
     n_items = c.shape[1]
     n10_all = c @ (1 - c).T  # [i, j] = items i right and j wrong
     i, j = np.triu_indices(c.shape[0], 1)
@@ -457,6 +458,7 @@ def exact_agreement(
 
 
 __all__ = [
+    "as_binary",
     "discordant_counts",
     "exact_agreement",
     "order_probabilities",

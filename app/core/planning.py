@@ -8,12 +8,13 @@ value at the pair's gap at each evaluated size, linearly interpolated in ``log n
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from app.core.exact import (
-    _binary,
+    as_binary,
     discordant_counts,
     exact_agreement,
     pair_probability,
@@ -159,7 +160,7 @@ def verdict(
         threshold (exact search for random; for curve-based methods the log-n interpolation of
         the curve values at the pair's gap, ``None`` if no evaluated size reaches it).
     """
-    c = _binary(correct)
+    c = as_binary(correct)
     n_models, n_items = c.shape
     for name, v in (("a", a), ("b", b)):
         if not 0 <= int(v) < n_models:
@@ -284,7 +285,7 @@ def plan(
         return Plan(gap, method, probability, _crossing(grid, p, probability), grid, mdads, basis)
     if method != "random" or correct is None:
         raise ValueError("results: planning for this method needs its agreement curves")
-    c = _binary(correct)
+    c = as_binary(correct)
     n_items = c.shape[1]
     if sizes is None:
         grid = np.unique(np.geomspace(min(10, n_items), n_items, 10).round().astype(np.int64))
@@ -315,4 +316,125 @@ def plan(
     return Plan(gap, method, probability, hi_n, grid, mdads, "exact")
 
 
-__all__ = ["curve_probability", "plan", "verdict"]
+@dataclass(frozen=True)
+class RandomVersusBest:
+    """At one size ``n``: the method with the lowest MDAD and whether random sampling's MDAD
+    lies within that method's confidence interval (``None`` fields: no method reached the
+    threshold at ``n``)."""
+
+    n: int
+    best_method: str | None
+    best_mdad: float | None
+    best_ci_high: float | None
+    random_mdad: float | None
+    random_within_ci: bool | None
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The analysis' recommendation (seen split): smallest size per method and random vs best.
+
+    Attributes
+    ----------
+    gap, threshold : float
+    smallest_n : Mapping[str, int or None]
+        Per method, the smallest evaluated size whose MDAD is at most ``gap`` (None: none).
+    random_vs_best : tuple of RandomVersusBest or None
+        One per evaluated size (ascending) when ``"random"`` is among the methods, else None.
+    """
+
+    gap: float
+    threshold: float
+    smallest_n: Mapping[str, int | None]
+    random_vs_best: tuple[RandomVersusBest, ...] | None
+
+
+def recommend(
+    cells: Sequence[MDADResult],
+    methods: Sequence[str],
+    sizes: Sequence[int],
+    *,
+    gap: float,
+    threshold: float,
+) -> Recommendation:
+    """Smallest size per method whose MDAD reaches ``gap``, and random sampling vs the best method.
+
+    Parameters
+    ----------
+    cells : sequence of MDADResult
+        The analysis' results; only the ``"seen"`` split is used. Every (method, size) must be
+        present.
+    methods : sequence of str
+        Methods in the order that breaks ties (the first of equal MDADs is the best).
+    sizes : sequence of int
+        Evaluated sizes (any order).
+    gap : float
+        Accuracy difference the micro-benchmark must resolve.
+    threshold : float
+        The agreement level the MDADs were computed at (recorded only).
+
+    Returns
+    -------
+    Recommendation
+
+    Notes
+    -----
+    A method that does not reach the threshold at ``n`` counts as ``MDAD(n) = inf``. Then
+    ``smallest_n[m] = min{n : MDAD_m(n) <= gap}`` (tolerance 1e-12). At each ``n`` the best method
+    is ``argmin_m MDAD_m(n)``; random is *within* its CI when ``MDAD_random(n) <= ci_high`` of the
+    best (tolerance 1e-12), or, when that CI has no upper end, when random's MDAD is finite.
+    """
+    index = {(c.method, int(c.n)): c for c in cells if c.split == "seen"}
+    methods = list(methods)
+    sizes = sorted(int(n) for n in sizes)
+    mdad = np.array(
+        [
+            [
+                float(c.mdad) if (c := index[(m, n)]).reached and c.mdad is not None else math.inf
+                for n in sizes
+            ]
+            for m in methods
+        ],
+        dtype=np.float64,
+    ).reshape(len(methods), len(sizes))
+    ok = mdad <= gap + 1e-12
+    first = ok.argmax(axis=1)
+    smallest = {m: (sizes[int(first[i])] if ok[i].any() else None) for i, m in enumerate(methods)}
+    versus = None
+    if "random" in methods:
+        rv = mdad[methods.index("random")]
+        best = mdad.argmin(axis=0)  # first method among equal MDADs
+        rows = []
+        for j, n in enumerate(sizes):  # a handful of sizes
+            if not np.isfinite(mdad[:, j]).any():
+                rows.append(RandomVersusBest(n, None, None, None, None, None))
+                continue
+            cb = index[(methods[int(best[j])], n)]
+            finite = bool(np.isfinite(rv[j]))
+            within = (cb.ci_high is None and finite) or (
+                cb.ci_high is not None and bool(rv[j] <= cb.ci_high + 1e-12)
+            )
+            rows.append(
+                RandomVersusBest(
+                    n=n,
+                    best_method=cb.method,
+                    best_mdad=cb.mdad,
+                    best_ci_high=cb.ci_high,
+                    random_mdad=float(rv[j]) if finite else None,
+                    random_within_ci=within,
+                )
+            )
+        versus = tuple(rows)
+    return Recommendation(
+        gap=float(gap), threshold=float(threshold), smallest_n=smallest, random_vs_best=versus
+    )
+
+
+__all__ = [
+    "RandomVersusBest",
+    "Recommendation",
+    "curve_probability",
+    "plan",
+    "recommend",
+    "verdict",
+]

@@ -98,25 +98,61 @@ def split_run(
     return targets, sources, seen
 
 
-# Worker state: set once per process (initializer) so the matrix is shipped once, not per task.
-_STATE: dict[str, Any] = {}
+def check_protocol_args(
+    methods: Sequence[str],
+    sizes: Sequence[int],
+    *,
+    runs: Any,
+    n_targets: Any,
+    n_sources: Any,
+    seed: Any,
+    workers: Any = 1,
+) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The protocol's argument checks (data-independent), shared by :func:`run_protocol` and
+    :func:`app.core.analysis.run_protocol_chunk`; raises ``ValueError`` naming the argument.
+
+    Returns the methods and sizes as tuples.
+    """
+    methods = tuple(methods)
+    if not methods:
+        raise ValueError("methods: at least one method is required")
+    for name in methods:
+        if name not in SELECTORS:
+            raise ValueError(f"methods: unknown selector {name!r}; choose from {sorted(SELECTORS)}")
+    if len(set(methods)) != len(methods):
+        raise ValueError("methods: duplicate method names")
+    sizes = tuple(int(n) for n in sizes)
+    if not sizes or len(set(sizes)) != len(sizes):
+        raise ValueError("sizes: expected distinct subset sizes")
+    for name, value, low in (
+        ("runs", runs, 1),
+        ("n_targets", n_targets, 2),
+        ("n_sources", n_sources, 1),
+        ("workers", workers, 1),
+    ):
+        check_int(name, value, low)
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ValueError(f"seed: expected a non-negative int, got {seed!r}")
+    return methods, sizes
 
 
-def _init_state(payload: dict[str, Any]) -> None:
-    _STATE.clear()
-    _STATE.update(payload)
+def check_int(name: str, value: Any, low: int) -> int:
+    """``value`` as an int if it is an integer ``>= low``; else ``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
+        raise ValueError(f"{name}: expected an integer >= {low}, got {value!r}")
+    return int(value)
 
 
-def _run_chunk(run_ids: Sequence[int]) -> dict[str, Any]:
-    limit = _STATE["blas_threads"]
+def run_chunk(state: Mapping[str, Any], run_ids: Sequence[int]) -> dict[str, Any]:
+    """The protocol records of runs ``run_ids`` on a prepared state (:func:`prepare_state`)."""
+    limit = state["blas_threads"]
     if limit is None:
-        return _run_chunk_body(run_ids)
+        return _run_chunk_body(state, run_ids)
     with threadpool_limits(limits=limit):  # BLAS and OpenMP (scikit-learn's KMeans) pools
-        return _run_chunk_body(run_ids)
+        return _run_chunk_body(state, run_ids)
 
 
-def _run_chunk_body(run_ids: Sequence[int]) -> dict[str, Any]:
-    s = _STATE
+def _run_chunk_body(s: Mapping[str, Any], run_ids: Sequence[int]) -> dict[str, Any]:
     correct: np.ndarray = s["correct"]
     confidence: np.ndarray | None = s["confidence"]
     subtasks: np.ndarray = s["subtasks"]
@@ -180,6 +216,19 @@ def _run_chunk_body(run_ids: Sequence[int]) -> dict[str, Any]:
     return out
 
 
+# The state of a pool process (set by its initializer, never in the calling process): the
+# results matrix is shipped once per process, not once per task.
+_POOL_STATE: dict[str, Any] = {}
+
+
+def _init_pool_process(state: dict[str, Any]) -> None:
+    _POOL_STATE.update(state)
+
+
+def _pool_chunk(run_ids: Sequence[int]) -> dict[str, Any]:
+    return run_chunk(_POOL_STATE, run_ids)
+
+
 def _pool_context() -> multiprocessing.context.BaseContext | None:
     """``fork`` on Linux (also where a newer Python defaults to ``forkserver``), else the default.
 
@@ -198,7 +247,7 @@ def _subtask_codes(subtasks: np.ndarray) -> np.ndarray:
     return codes.astype(np.int64)
 
 
-def _prepare_payload(
+def prepare_state(
     data: ResultsData,
     methods: tuple[str, ...],
     sizes: tuple[int, ...],
@@ -209,7 +258,7 @@ def _prepare_payload(
     selector_params: Mapping[str, Mapping[str, Any]] | None,
     blas_threads: int | None,
 ) -> dict[str, Any]:
-    """Check the split and the sizes against the data; the state :func:`_init_state` takes.
+    """Check the split and the sizes against the data; the state :func:`run_chunk` runs on.
 
     Shared by :func:`run_protocol` and :func:`app.core.analysis.run_protocol_chunk`, so a chunk
     runs on exactly the state a single-shot run would.
@@ -298,28 +347,16 @@ def run_protocol(
     a tied estimate counts as a disagreement (§4.1).
     """
     data = validate_results(correct, confidence=confidence, subtasks=subtasks)
-    methods = tuple(methods)
-    if not methods:
-        raise ValueError("methods: at least one method is required")
-    for name in methods:
-        if name not in SELECTORS:
-            raise ValueError(f"methods: unknown selector {name!r}; choose from {sorted(SELECTORS)}")
-    if len(set(methods)) != len(methods):
-        raise ValueError("methods: duplicate method names")
-    sizes = tuple(int(n) for n in sizes)
-    if not sizes or len(set(sizes)) != len(sizes):
-        raise ValueError("sizes: expected distinct subset sizes")
-    for name, value, low in (
-        ("runs", runs, 1),
-        ("n_targets", n_targets, 2),
-        ("n_sources", n_sources, 1),
-        ("workers", workers, 1),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
-            raise ValueError(f"{name}: expected an integer >= {low}, got {value!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ValueError(f"seed: expected a non-negative int, got {seed!r}")
-    payload = _prepare_payload(
+    methods, sizes = check_protocol_args(
+        methods,
+        sizes,
+        runs=runs,
+        n_targets=n_targets,
+        n_sources=n_sources,
+        seed=seed,
+        workers=workers,
+    )
+    payload = prepare_state(
         data,
         methods,
         sizes,
@@ -335,23 +372,19 @@ def run_protocol(
     parts: list[dict[str, Any]] = []
     done = 0
     if workers == 1:
-        _init_state(payload)
-        try:
-            for chunk in chunks:
-                parts.append(_run_chunk(chunk))
-                done += len(chunk)
-                if progress is not None:
-                    progress(done, runs)
-        finally:
-            _STATE.clear()
+        for chunk in chunks:
+            parts.append(run_chunk(payload, chunk))
+            done += len(chunk)
+            if progress is not None:
+                progress(done, runs)
     else:
         with ProcessPoolExecutor(
             max_workers=workers,
             mp_context=_pool_context(),
-            initializer=_init_state,
+            initializer=_init_pool_process,
             initargs=(payload,),
         ) as pool:
-            futures = [pool.submit(_run_chunk, chunk) for chunk in chunks]
+            futures = [pool.submit(_pool_chunk, chunk) for chunk in chunks]
             for fut in as_completed(futures):
                 part = fut.result()
                 parts.append(part)
@@ -394,7 +427,11 @@ def default_workers() -> int:
 __all__ = [
     "GPQA_SIZES",
     "PAPER_SIZES",
+    "check_int",
+    "check_protocol_args",
     "default_workers",
+    "prepare_state",
+    "run_chunk",
     "run_protocol",
     "selection_seed",
     "split_run",
