@@ -59,15 +59,27 @@ def test_paper_refloor_quirk_skips_bin_29() -> None:
 
 
 def test_binomial_bootstrap_matches_index_resampling() -> None:
-    m, k, b = 120, 90, 20000
+    """mdad_paper's Binomial(m, a/m)/m bootstrap gives the band that explicit index resampling of
+    each bin's 0/1 agree values gives (B = 20,000 each; bins chosen with quantiles far from 0.8)."""
+    m, b = 120, 20000
+    agree_counts = {0: 84, 1: 91, 2: 99, 3: 106}  # 0.70, 0.76, 0.82, 0.88
     rng = np.random.default_rng(5)
-    values = np.r_[np.ones(k), np.zeros(m - k)]
-    ref = values[rng.integers(0, m, (b, m))].mean(axis=1)
-    pairs, agree = _counts({0: (m, k)})
-    draws = rng.binomial(pairs[0], agree[0] / pairs[0], size=b) / m
-    np.testing.assert_allclose(
-        np.quantile(draws, [0.025, 0.5, 0.975]), np.quantile(ref, [0.025, 0.5, 0.975]), atol=0.01
-    )
+    upper, lower = [], []
+    for k in agree_counts.values():
+        values = np.r_[np.ones(k), np.zeros(m - k)]
+        means = values[rng.integers(0, m, (b, m))].mean(axis=1)
+        lo_q, hi_q = np.quantile(means, [0.025, 0.975])
+        upper.append(hi_q)
+        lower.append(lo_q)
+    keys = np.array(list(agree_counts)) / 200
+    b_u = keys[np.flatnonzero(np.array(upper) >= 0.8)[0]]
+    b_l = keys[np.flatnonzero(np.array(lower) >= 0.8)[0]]
+    assert (b_u, b_l) == (0.005, 0.015)  # the reference band: u reaches 0.8 at bin 1, l at bin 3
+    pairs, agree = _counts({k: (m, a) for k, a in agree_counts.items()})
+    mdad, lo, hi, reached = mdad_paper(pairs, agree, n_boot=b, rng=np.random.default_rng(6))
+    assert reached and mdad == 0.01
+    half = max(mdad - b_u, b_l - mdad)
+    assert (lo, hi) == (pytest.approx(mdad - half), pytest.approx(mdad + half))
 
 
 def _reference_paper_mean_mdad(est: np.ndarray, truth: np.ndarray, threshold: float = 0.8):
