@@ -20,8 +20,8 @@ from sqlalchemy.orm import Session
 from app.db.models.benchmark import Benchmark, BenchmarkVersion
 from app.db.repositories.benchmarks import BenchmarkRepository, BenchmarkVersionRepository
 from app.db.repositories.model_results import ModelResultRepository
-from app.errors import Conflict, InvalidInput, NotFound
-from app.ingest import IngestError, ParsedResults
+from app.errors import Conflict, FieldIssue, InvalidInput, NotFound
+from app.ingest import ParsedResults
 from app.schemas.benchmarks import (
     AccuracySummary,
     BenchmarkCreate,
@@ -35,7 +35,6 @@ from app.schemas.benchmarks import (
 from app.services.pagination import decode_cursor, encode_cursor
 
 DEFAULT_SUBTASK = "all"
-QUERY_CHOICES = frozenset({"metric", "filter", "item_key", "format"})
 MAX_PAGE = 200
 
 
@@ -67,10 +66,10 @@ def create_version(
     for i, item_id in enumerate(ids):
         if item_id in seen:
             errors.append(
-                {
-                    "loc": ["body", "items", i, "id"],
-                    "message": f"duplicate item id {item_id!r} (also items[{seen[item_id]}])",
-                }
+                FieldIssue(
+                    ("items", i, "id"),
+                    f"duplicate item id {item_id!r} (also items[{seen[item_id]}])",
+                )
             )
         else:
             seen[item_id] = i
@@ -149,12 +148,8 @@ def create_from_samples(
             if parsed.subjects is None:
                 raise InvalidInput(
                     "the docs have no subject field",
-                    errors=[
-                        {
-                            "loc": ["query", "subtask"],
-                            "message": f"file {k + 1}: no 'subject'/'category' in doc; use subtask=task",
-                        }
-                    ],
+                    field="subtask",
+                    message=f"file {k + 1}: no 'subject'/'category' in doc; use subtask=task",
                 )
             subs.extend(parsed.subjects.tolist())
         else:
@@ -194,10 +189,7 @@ class ItemIndex:
             raise InvalidInput(
                 f"{missing.size} item id(s) are not in this benchmark: {shown}"
                 + (" …" if missing.size > 5 else ""),
-                errors=[
-                    {"loc": ["body", field], "message": f"unknown item id {str(m)!r}"}
-                    for m in missing[:20]
-                ],
+                errors=[FieldIssue((field,), f"unknown item id {str(m)!r}") for m in missing[:20]],
             )
         return self.order[pos_c]
 
@@ -296,26 +288,3 @@ def list_benchmarks(
         items=[to_public(v, counts.get(v.id, 0)) for v in rows],
         next_cursor=encode_cursor(rows[-1].created_at, rows[-1].id) if more else None,
     )
-
-
-def ingest_error(
-    exc: IngestError, *, loc_prefix: Sequence[str | int] = ("body",), file: int | None = None
-) -> InvalidInput:
-    """An IngestError as a 422 whose ``errors`` name the line and field at fault."""
-    errors = []
-    for e in exc.errors:
-        in_file = f"file {file}: " if file is not None else ""
-        if e.line is None and e.field in QUERY_CHOICES:
-            errors.append({"loc": ["query", e.field], "message": in_file + e.message})
-            continue
-        loc: list[str | int] = list(loc_prefix)
-        if file is not None:
-            loc += ["file", file]
-        if e.line is not None:
-            loc += ["line", e.line]
-        if e.field is not None:
-            loc.append(e.field)
-        where = f"line {e.line}: " if e.line is not None else ""
-        errors.append({"loc": loc, "message": in_file + where + e.message})
-    detail = str(exc) if file is None else f"file {file}: {exc}"
-    return InvalidInput(detail, errors=errors)

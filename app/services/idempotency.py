@@ -59,12 +59,8 @@ def lookup(
     if not key or len(key) > MAX_KEY_LENGTH:
         raise InvalidInput(
             "invalid Idempotency-Key",
-            errors=[
-                {
-                    "loc": ["header", "Idempotency-Key"],
-                    "message": f"1 to {MAX_KEY_LENGTH} characters",
-                }
-            ],
+            field="Idempotency-Key",
+            message=f"1 to {MAX_KEY_LENGTH} characters",
         )
     repo = IdempotencyKeyRepository(session)
     row = repo.get_for(principal, key)
@@ -76,12 +72,8 @@ def lookup(
     if row.request_hash != req_hash:
         raise InvalidInput(
             "this Idempotency-Key was already used with a different request",
-            errors=[
-                {
-                    "loc": ["header", "Idempotency-Key"],
-                    "message": "reuse a key only to retry the identical request",
-                }
-            ],
+            field="Idempotency-Key",
+            message="reuse a key only to retry the identical request",
         )
     return row.status_code, row.response
 

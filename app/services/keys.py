@@ -57,7 +57,8 @@ def _check_scopes(scopes: Sequence[str]) -> list[str]:
     if bad or not scopes:
         raise InvalidInput(
             f"unknown scope(s) {bad}" if bad else "at least one scope is required",
-            errors=[{"loc": ["scope"], "message": f"choose from {', '.join(SCOPES)}"}],
+            field="scope",
+            message=f"choose from {', '.join(SCOPES)}",
         )
     return sorted(set(scopes), key=_RANK.__getitem__)
 

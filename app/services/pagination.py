@@ -25,5 +25,6 @@ def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise InvalidInput(
             "invalid cursor",
-            errors=[{"loc": ["query", "cursor"], "message": "not a cursor returned by this API"}],
+            field="cursor",
+            message="not a cursor returned by this API",
         ) from None

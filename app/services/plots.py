@@ -110,14 +110,14 @@ def agreement_plot(
     if method not in analysis.methods:
         raise InvalidInput(
             f"method {method!r} is not in this analysis",
-            errors=[
-                {"loc": ["query", "method"], "message": f"choose from {list(analysis.methods)}"}
-            ],
+            field="method",
+            message=f"choose from {list(analysis.methods)}",
         )
     if n is not None and n not in analysis.sizes:
         raise InvalidInput(
             f"size {n} is not in this analysis",
-            errors=[{"loc": ["query", "n"], "message": f"choose from {list(analysis.sizes)}"}],
+            field="n",
+            message=f"choose from {list(analysis.sizes)}",
         )
     sizes = [n] if n is not None else list(analysis.sizes)
     fig = Figure(figsize=(7.5, 4.8))

@@ -69,13 +69,8 @@ def _positions(parsed: ParsedResults, version_index) -> np.ndarray:
         if parsed.n_items != n:
             raise InvalidInput(
                 f"correct has {parsed.n_items} values but the benchmark has {n} items",
-                errors=[
-                    {
-                        "loc": ["body", "correct"],
-                        "message": f"expected {n} values aligned to the item order "
-                        "(or give item_ids)",
-                    }
-                ],
+                field="correct",
+                message=f"expected {n} values aligned to the item order (or give item_ids)",
             )
         return np.arange(n, dtype=np.int64)
     return version_index.positions(parsed.item_ids)
@@ -127,7 +122,8 @@ def store_results(
             raise Conflict(
                 f"model {model.name!r} already has different results on this benchmark; "
                 "pass ?replace=true to overwrite them",
-                errors=[{"loc": ["query", "replace"], "message": "set to true to overwrite"}],
+                field="replace",
+                message="set to true to overwrite",
             )
         row, status = existing, "replaced"
         idempotency.invalidate(session, idempotency.results_resource(version.id, model.id))

@@ -34,7 +34,7 @@ from app.core.scoring import size_needed_for_gap, weighted_estimate, weighted_pa
 from app.core.selectors import SELECTORS
 from app.core.stats import compare_to_baseline, wilson_interval
 from app.db.models.subset import Subset, SubsetScore
-from app.errors import InvalidInput
+from app.errors import FieldIssue, InvalidInput
 from app.ingest import ParsedResults
 from app.schemas.subsets import (
     BaselineComparison,
@@ -75,12 +75,8 @@ def align(parsed: ParsedResults, row: Subset, version) -> tuple[np.ndarray, np.n
         if parsed.n_items != k:
             raise InvalidInput(
                 f"{parsed.n_items} values given for a subset of {k} items",
-                errors=[
-                    {
-                        "loc": ["body", "correct"],
-                        "message": f"expected {k} values in position order (or give item ids)",
-                    }
-                ],
+                field="correct",
+                message=f"expected {k} values in position order (or give item ids)",
             )
         order = np.argsort(idx, kind="stable")
         return _placed(parsed, order, k)
@@ -91,8 +87,7 @@ def align(parsed: ParsedResults, row: Subset, version) -> tuple[np.ndarray, np.n
         raise InvalidInput(
             f"{len(foreign)} item(s) are not in this subset: {', '.join(map(repr, foreign[:5]))}",
             errors=[
-                {"loc": ["body", "item_ids"], "message": f"item {f!r} is not in the subset"}
-                for f in foreign[:20]
+                FieldIssue(("item_ids",), f"item {f!r} is not in the subset") for f in foreign[:20]
             ],
         )
     where = np.array([slot[p] for p in pos.tolist()], dtype=np.int64)
@@ -103,10 +98,7 @@ def align(parsed: ParsedResults, row: Subset, version) -> tuple[np.ndarray, np.n
         raise InvalidInput(
             f"results missing for {int((~have).sum())} of the subset's {k} items: "
             + ", ".join(repr(str(m)) for m in missing[:5]),
-            errors=[
-                {"loc": ["body", "item_ids"], "message": f"missing item {str(m)!r}"}
-                for m in missing[:20]
-            ],
+            errors=[FieldIssue(("item_ids",), f"missing item {str(m)!r}") for m in missing[:20]],
         )
     return _placed(parsed, where, k)
 
@@ -300,7 +292,8 @@ def baseline_comparison(
     if not np.all((y == 0) | (y == 1)):
         raise InvalidInput(
             "a baseline comparison needs 0/1 results",
-            errors=[{"loc": ["query", "baseline"], "message": "the uploaded results are not 0/1"}],
+            field="baseline",
+            message="the uploaded results are not 0/1",
         )
     fm = full_matrix(session, row.benchmark_version_id)
     b = model_row(fm, baseline, "baseline")
@@ -340,7 +333,8 @@ def score_model(
     if not 0.5 <= threshold < 1.0:
         raise InvalidInput(
             "threshold must lie in [0.5, 1)",
-            errors=[{"loc": ["query", "threshold"], "message": "a probability in [0.5, 1)"}],
+            field="threshold",
+            message="a probability in [0.5, 1)",
         )
     row = get_subset(session, sid, with_fitted=True)
     version = get_version(session, row.benchmark_version_id)

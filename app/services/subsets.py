@@ -33,7 +33,7 @@ from app.db.models.benchmark import BenchmarkVersion
 from app.db.models.job import Job
 from app.db.models.subset import Subset
 from app.db.repositories.subsets import SubsetRepository, result_fingerprints
-from app.errors import Conflict, InvalidInput, NotFound
+from app.errors import Conflict, FieldIssue, InvalidInput, NotFound
 from app.schemas.subsets import (
     SubsetCreate,
     SubsetItem,
@@ -107,7 +107,8 @@ def resolve_request(
     if size > version.n_items:
         raise InvalidInput(
             f"size {size} exceeds the benchmark's {version.n_items} items",
-            errors=[{"loc": ["body", "size"], "message": f"at most {version.n_items}"}],
+            field="size",
+            message=f"at most {version.n_items}",
         )
     names: list[str] = []
     keys: list[tuple[uuid.UUID, str]] = []
@@ -127,17 +128,11 @@ def resolve_request(
             for i, name in enumerate(source_models):
                 if name not in known:
                     errors.append(
-                        {
-                            "loc": ["body", "source_models", i],
-                            "message": f"no results for model {name!r}",
-                        }
+                        FieldIssue(("source_models", i), f"no results for model {name!r}")
                     )
                 elif name not in full:
                     errors.append(
-                        {
-                            "loc": ["body", "source_models", i],
-                            "message": f"model {name!r} lacks full results",
-                        }
+                        FieldIssue(("source_models", i), f"model {name!r} lacks full results")
                     )
             if errors:
                 raise InvalidInput(f"{len(errors)} unusable source model(s)", errors=errors[:50])
@@ -159,14 +154,12 @@ def validate_job_params(params: dict[str, Any]) -> dict[str, Any]:
         bench_id = str(uuid.UUID(str(bench)))
     except ValueError:
         bench_id = None
-        errors.append({"loc": ["body", "params", "benchmark_id"], "message": "a benchmark id"})
+        errors.append(FieldIssue(("params", "benchmark_id"), "a benchmark id"))
     raw.pop("seed", None)
     try:
         body = _SUBSET_ADAPTER.validate_python(raw)
     except ValidationError as exc:
-        errors += [
-            {"loc": ["body", "params", *e["loc"]], "message": e["msg"]} for e in exc.errors()
-        ]
+        errors += [FieldIssue(("params", *e["loc"]), e["msg"]) for e in exc.errors()]
         body = None
     if errors or body is None:
         raise InvalidInput("invalid subset job parameters", errors=errors)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import ValidationError
 
-from app.errors import DomainError, InvalidInput
+from app.errors import DomainError, FieldIssue, InvalidInput
 from app.ingest import (
     AmbiguousChoiceError,
     IngestError,
@@ -24,7 +24,6 @@ from app.ingest import (
     parse_lm_eval_samples,
 )
 from app.schemas.results import ModelCreate, ResultsCreate
-from app.services.benchmarks import ingest_error
 
 JSON_TYPES = frozenset({"application/json"})
 NDJSON_TYPES = frozenset(
@@ -56,6 +55,34 @@ class UnsupportedMediaType(DomainError):
     status_code = 415
     title = "Unsupported media type"
     type_slug = "unsupported-media-type"
+
+
+# Parse options the upload routes take (as query parameters where a route declares them): a
+# file-level error about one of them names that option, not a place in the body.
+OPTION_FIELDS = frozenset({"metric", "filter", "item_key", "format"})
+
+
+def ingest_error(exc: IngestError, *, file: int | None = None) -> InvalidInput:
+    """An IngestError as a 422 whose ``errors`` name the option, or the file, line and field at
+    fault in the uploaded content."""
+    errors = []
+    in_file = f"file {file}: " if file is not None else ""
+    for e in exc.errors:
+        if e.line is None and e.field in OPTION_FIELDS:
+            errors.append(FieldIssue((e.field,), in_file + e.message, location="query"))
+            continue
+        path: list[str | int] = []
+        if file is not None:
+            path += ["file", file]
+        if e.line is not None:
+            path += ["line", e.line]
+        if e.field is not None:
+            path.append(e.field)
+        where = f"line {e.line}: " if e.line is not None else ""
+        # content of the upload: its field names may shadow a query parameter (task, model)
+        errors.append(FieldIssue(tuple(path), in_file + where + e.message, location="body"))
+    detail = str(exc) if file is None else f"file {file}: {exc}"
+    return InvalidInput(detail, errors=errors)
 
 
 @dataclass(frozen=True)
@@ -102,7 +129,8 @@ def _json_results(data: bytes) -> tuple[ParsedResults, ModelCreate]:
     try:
         body = ResultsCreate.model_validate_json(data)
     except ValidationError as exc:
-        errors = [{"loc": ["body", *e["loc"]], "message": e["msg"]} for e in exc.errors()[:50]]
+        # the body's own names (``model``) shadow ``?model=``: say where they are
+        errors = [FieldIssue(tuple(e["loc"]), e["msg"], location="body") for e in exc.errors()[:50]]
         raise InvalidInput(f"{exc.error_count()} invalid field(s)", errors=errors) from None
     if body.results is not None:
         plain = {
@@ -140,7 +168,7 @@ def parse_samples_part(part: UploadPart, mt: str, opts: ParseOptions) -> ParsedR
 def _parse_part(part: UploadPart, opts: ParseOptions) -> tuple[ParsedResults, ModelCreate | None]:
     mt = resolve_media_type(part, RESULT_TYPES - {MULTIPART})
     if not part.data.strip():
-        raise InvalidInput("empty upload", errors=[{"loc": ["body"], "message": "no content"}])
+        raise InvalidInput("empty upload", field=(), message="no content")
     if mt in JSON_TYPES:
         return _json_results(part.data)
     if mt in CSV_TYPES:
@@ -155,14 +183,16 @@ def merge(parsed: Sequence[ParsedResults]) -> ParsedResults:
     if any(p.item_ids is None for p in parsed):
         raise InvalidInput(
             "several files must each name their items",
-            errors=[{"loc": ["body", "item_ids"], "message": "required"}],
+            field="item_ids",
+            message="required",
         )
     ids = np.concatenate([p.item_ids for p in parsed])
     uniq, counts = np.unique(ids, return_counts=True)
     if (counts > 1).any():
         raise InvalidInput(
             f"item {str(uniq[counts > 1][0])!r} appears in several files",
-            errors=[{"loc": ["body", "item_ids"], "message": "duplicate item id"}],
+            field="item_ids",
+            message="duplicate item id",
         )
     binary = all(p.binary for p in parsed)
     correct = np.concatenate([p.correct.astype(np.uint8 if binary else np.float32) for p in parsed])
@@ -185,7 +215,7 @@ def parse_results_upload(
     """Parse one model's results from the uploaded parts; the model comes from the JSON body
     or from ``model`` (query/form)."""
     if not parts:
-        raise InvalidInput("empty upload", errors=[{"loc": ["body"], "message": "no file"}])
+        raise InvalidInput("empty upload", field=(), message="no file")
     results: list[ParsedResults] = []
     body_model: ModelCreate | None = None
     for k, part in enumerate(parts, start=1):
@@ -199,7 +229,8 @@ def parse_results_upload(
     if ref is None:
         raise InvalidInput(
             "which model are these results for?",
-            errors=[{"loc": ["query", "model"], "message": "required for non-JSON uploads"}],
+            field="model",
+            message="required for non-JSON uploads",
         )
     return merge(results), ref
 
@@ -208,7 +239,7 @@ def parse_sample_logs(parts: Sequence[UploadPart], opts: ParseOptions) -> list[P
     """Parse sample logs for benchmark creation: the metric/filter choice does not matter for
     the items, so an ambiguous file uses its first metric and filter."""
     if not parts:
-        raise InvalidInput("empty upload", errors=[{"loc": ["body"], "message": "no file"}])
+        raise InvalidInput("empty upload", field=(), message="no file")
     out = []
     for k, part in enumerate(parts, start=1):
         mt = resolve_media_type(part, SAMPLE_TYPES - {MULTIPART})

@@ -166,11 +166,13 @@ def model_row(fm: FullMatrix, name: str, field: str) -> int:
         raise Conflict(
             f"model {name!r} has {fm.unusable[name]} on this benchmark; verdicts need full 0/1 "
             "results",
-            errors=[{"loc": ["query", field], "message": fm.unusable[name]}],
+            field=field,
+            message=fm.unusable[name],
         )
     raise NotFound(
         f"model {name!r} has no results on this benchmark",
-        errors=[{"loc": ["query", field], "message": "unknown model"}],
+        field=field,
+        message="unknown model",
     )
 
 
@@ -205,7 +207,8 @@ def _analysis_cells(
             f"no robust analysis of method {method!r} exists for benchmark {version_id}; run one "
             f"first: POST /v1/benchmarks/{version_id}/analyses "
             f'{{"methods": ["{method}"], "mode": "robust"}}',
-            errors=[{"loc": ["query", "method"], "message": "needs an analysis"}],
+            field="method",
+            message="needs an analysis",
         )
     cells = [stored.cell(method, n, "seen") for n in stored.sizes]
     return stored, cells
@@ -215,7 +218,8 @@ def _check_method(method: str) -> None:
     if method not in SELECTORS:
         raise InvalidInput(
             f"unknown method {method!r}",
-            errors=[{"loc": ["query", "method"], "message": f"choose from {sorted(SELECTORS)}"}],
+            field="method",
+            message=f"choose from {sorted(SELECTORS)}",
         )
 
 
@@ -223,7 +227,8 @@ def _check_threshold(threshold: float, field: str = "threshold") -> None:
     if not 0.5 <= threshold < 1.0:
         raise InvalidInput(
             f"{field} must lie in [0.5, 1)",
-            errors=[{"loc": ["query", field], "message": "a probability in [0.5, 1)"}],
+            field=field,
+            message="a probability in [0.5, 1)",
         )
 
 
@@ -243,7 +248,8 @@ def pair_verdict(
     if model_a == model_b:
         raise InvalidInput(
             "model_a and model_b must differ",
-            errors=[{"loc": ["query", "model_b"], "message": "same as model_a"}],
+            field="model_b",
+            message="same as model_a",
         )
     fm = full_matrix(session, version_id)
     a = model_row(fm, model_a, "model_a")
@@ -251,7 +257,8 @@ def pair_verdict(
     if size > fm.n_items:
         raise InvalidInput(
             f"size {size} exceeds the benchmark's {fm.n_items} items",
-            errors=[{"loc": ["query", "size"], "message": f"at most {fm.n_items}"}],
+            field="size",
+            message=f"at most {fm.n_items}",
         )
     pair = fm.correct[[a, b]]
     if method in EXACT_METHODS:
@@ -342,7 +349,8 @@ def plan_size(
     if not 0.0 < gap < 1.0:
         raise InvalidInput(
             "gap must lie in (0, 1) (accuracy units: 0.02 = 2 points)",
-            errors=[{"loc": ["query", "gap"], "message": "in (0, 1)"}],
+            field="gap",
+            message="in (0, 1)",
         )
     evidence: dict[str, Any] = {}
     if method in EXACT_METHODS:
@@ -423,7 +431,8 @@ def subset_verdict(
     if model_a == model_b:
         raise InvalidInput(
             "model_a and model_b must differ",
-            errors=[{"loc": ["query", "model_b"], "message": "same as model_a"}],
+            field="model_b",
+            message="same as model_a",
         )
     fm = full_matrix(session, row.benchmark_version_id)
     a = model_row(fm, model_a, "model_a")
