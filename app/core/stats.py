@@ -58,7 +58,8 @@ def wilson_bounds(p: float, n: float, f: float, z: float) -> tuple[float, float]
     denom = 1.0 + z * z / n_eff
     center = (p + z * z / (2.0 * n_eff)) / denom
     half = z / denom * np.sqrt(p * (1.0 - p) / n_eff + z * z / (4.0 * n_eff * n_eff))
-    return max(0.0, center - half), min(1.0, center + half)
+    # min/max with p: at p = 0 or 1 rounding would otherwise leave the bound a hair past p
+    return max(0.0, min(p, center - half)), min(1.0, max(p, center + half))
 
 
 def wilson_interval(
