@@ -1,4 +1,5 @@
-"""Enums shared by the API schemas, the database models and the client (no SQLAlchemy here)."""
+"""Enums shared by the database models, the API schemas and the client: one neutral module that
+imports neither SQLAlchemy nor pydantic, so every layer can use it."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.schemas.enums import JobStatus
+from app.enums import JobStatus
 from app.schemas.jobs import JobProgress
 
 

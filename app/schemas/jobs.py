@@ -6,8 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from app.enums import JobStatus
 from app.schemas.common import ORMModel
-from app.schemas.enums import JobStatus
 
 
 class JobCreate(BaseModel):

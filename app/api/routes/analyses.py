@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Response, status
 
 from app.api.deps import CeleryDep, ReadPrincipal, SessionDep, WritePrincipal
 from app.api.errors import INVALID, NOT_FOUND, UNAVAILABLE, problem
+from app.api.responses import AUTH
 from app.db.models import JobStatus
 from app.schemas.analyses import AnalysisCreate, AnalysisPage, AnalysisPublic
 from app.services import analyses as service
@@ -18,7 +19,6 @@ from worker.enqueue import enqueue_job_after_commit
 
 router = APIRouter(tags=["analyses"])
 
-AUTH = {401: problem("Missing or invalid API key"), 403: problem("The API key lacks the scope")}
 NOT_READY = {409: problem("The analysis has not succeeded (yet)")}
 Format = Literal["svg", "png"]
 

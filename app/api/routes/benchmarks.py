@@ -8,7 +8,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Response, status
 
 from app.api.deps import ReadPrincipal, SessionDep, WritePrincipal
-from app.api.errors import INVALID, NOT_FOUND, problem
+from app.api.errors import INVALID, NOT_FOUND
+from app.api.responses import AUTH, UNSUPPORTED
 from app.api.uploads import FILE_SCHEMA, MULTIPART_SCHEMA, UploadDep, request_body
 from app.schemas.benchmarks import (
     NAME_PATTERN,
@@ -28,11 +29,6 @@ EXISTING = {
         "model": BenchmarkPublic,
         "description": "This exact item list already exists: its version is returned",
     }
-}
-AUTH = {401: problem("Missing or invalid API key"), 403: problem("The API key lacks the scope")}
-UNSUPPORTED = {
-    413: problem("Body over the configured size limit"),
-    415: problem("Unsupported content type"),
 }
 
 

@@ -5,13 +5,13 @@ import uuid
 from fastapi import APIRouter, Response, status
 
 from app.api.deps import CeleryDep, ReadPrincipal, SessionDep, WritePrincipal
-from app.api.errors import CONFLICT, INVALID, NOT_FOUND, UNAVAILABLE, problem
+from app.api.errors import CONFLICT, INVALID, NOT_FOUND, UNAVAILABLE
+from app.api.responses import AUTH
 from app.schemas.jobs import JobCreate, JobPublic
 from app.services import jobs as job_service
 from worker.enqueue import enqueue_job_after_commit
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
-AUTH = {401: problem("Missing or invalid API key"), 403: problem("The API key lacks the scope")}
 
 
 @router.post(

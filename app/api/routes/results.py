@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 
 from app.api.deps import ReadPrincipal, SessionDep, SettingsDep, WritePrincipal
 from app.api.errors import CONFLICT, INVALID, NOT_FOUND
-from app.api.routes.benchmarks import AUTH, UNSUPPORTED
+from app.api.responses import AUTH, UNSUPPORTED
 from app.api.uploads import FILE_SCHEMA, MULTIPART_SCHEMA, UploadDep, inline_schema, request_body
 from app.schemas.benchmarks import NO_NUL
 from app.schemas.results import ModelCreate, ModelResultList, ResultsCreate, ResultsWritten

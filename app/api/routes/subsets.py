@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 
 from app.api.deps import CeleryDep, ReadPrincipal, SessionDep, SettingsDep, WritePrincipal
 from app.api.errors import CONFLICT, INVALID, NOT_FOUND, UNAVAILABLE
-from app.api.routes.benchmarks import AUTH, UNSUPPORTED
+from app.api.responses import AUTH, UNSUPPORTED
 from app.api.routes.results import (
     UPLOAD_BODY,
     IdempotencyKeyHeader,

@@ -7,7 +7,7 @@ from sqlalchemy import JSON, BigInteger, Enum, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, Timestamps, UTCDateTime, UUIDPrimaryKey
-from app.schemas.enums import TERMINAL_STATUSES, JobStatus  # the enum lives without SQLAlchemy
+from app.enums import TERMINAL_STATUSES, JobStatus
 
 __all__ = ["TERMINAL_STATUSES", "Job", "JobStatus"]
 
