@@ -1,0 +1,234 @@
+"""Client operations on benchmarks and their results: list, find, create, upload, delete."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Literal
+from urllib.parse import quote
+
+from app.client.errors import BenchsliceError
+from app.client.transport import FileLike, Transport, content_idempotency_key, file_list
+from app.schemas.benchmarks import BenchmarkDetail, BenchmarkPage, BenchmarkPublic
+from app.schemas.results import ModelResultList, ResultsWritten
+
+
+class UploadReply(ResultsWritten):
+    """What an upload stored; ``replayed`` when the server answered from its Idempotency-Key
+    record (the same request was already applied)."""
+
+    replayed: bool = False
+
+
+class BenchmarkOperations(Transport):
+    """``/v1/benchmarks``: versions and the per-model results stored under them."""
+
+    # --- benchmarks -----------------------------------------------------------------------------
+
+    def list_benchmarks(
+        self, *, name: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> BenchmarkPage:
+        """``GET /v1/benchmarks``: versions, newest first."""
+        return BenchmarkPage.model_validate(
+            self.get_json("/v1/benchmarks", name=name, limit=limit, cursor=cursor)
+        )
+
+    def iter_benchmarks(self, *, name: str | None = None) -> Iterator[BenchmarkPublic]:
+        """Every benchmark version (all pages), newest first."""
+        cursor = None
+        while True:
+            page = self.list_benchmarks(name=name, limit=200, cursor=cursor)
+            yield from page.items
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def find_benchmark(self, name: str) -> BenchmarkPublic:
+        """The latest version of the benchmark called ``name`` (404 :class:`BenchsliceError`)."""
+        page = self.list_benchmarks(name=name, limit=1)
+        for version in page.items:
+            if version.name == name:
+                return version
+        raise BenchsliceError(
+            "Not found",
+            status=404,
+            detail=f"no benchmark named {name!r} (create it with `benchslice push --create`)",
+            errors=[{"loc": ["benchmark"], "field": "benchmark", "message": "unknown name"}],
+        )
+
+    def get_benchmark(self, benchmark_id: str | uuid.UUID) -> BenchmarkDetail:
+        """``GET /v1/benchmarks/{id}``: counts, subtasks, models and accuracy summary."""
+        return BenchmarkDetail.model_validate(self.get_json(f"/v1/benchmarks/{benchmark_id}"))
+
+    def create_benchmark(
+        self,
+        name: str,
+        items: Sequence[str | Mapping[str, Any]],
+        *,
+        description: str | None = None,
+    ) -> BenchmarkPublic:
+        """``POST /v1/benchmarks`` from an ordered item list (ids, or ``{id, subtask, …}``).
+
+        The same list again returns the existing version (idempotent by content)."""
+        body: dict[str, Any] = {
+            "name": name,
+            "items": [{"id": i} if isinstance(i, str) else dict(i) for i in items],
+        }
+        if description is not None:
+            body["description"] = description
+        data = json.dumps(body).encode()
+        response = self.request(
+            "POST",
+            "/v1/benchmarks",
+            content=data,
+            headers={"Content-Type": "application/json"},
+            idempotency_key=content_idempotency_key("POST /v1/benchmarks", data),
+        )
+        return BenchmarkPublic.model_validate(response.json())
+
+    def create_benchmark_from_samples(
+        self,
+        name: str,
+        files: Sequence[FileLike],
+        *,
+        subtask: Literal["task", "subject"] = "task",
+        task: str | None = None,
+        item_key: Literal["doc_hash", "doc_id"] = "doc_hash",
+        subject_field: str | None = None,
+        description: str | None = None,
+    ) -> BenchmarkPublic:
+        """``POST /v1/benchmarks/from-samples``: items from lm-eval sample logs / OLL details."""
+        params = {
+            "name": name,
+            "subtask": subtask,
+            "task": task,
+            "item_key": item_key,
+            "subject_field": subject_field,
+            "description": description,
+        }
+        # Retry-safe: versions are content-addressed (the same items return the same version).
+        response = self.send_files("/v1/benchmarks/from-samples", files, params, key=True)
+        return BenchmarkPublic.model_validate(response.json())
+
+    # --- results --------------------------------------------------------------------------------
+
+    def upload_results(
+        self,
+        benchmark_id: str | uuid.UUID,
+        model: str | Mapping[str, Any],
+        *,
+        results: Mapping[str, float | Mapping[str, float]] | None = None,
+        correct: Sequence[float] | None = None,
+        confidence: Sequence[float] | None = None,
+        item_ids: Sequence[str] | None = None,
+        replace: bool = False,
+        idempotency_key: str | bool = True,
+        verify_replay: bool = True,
+    ) -> UploadReply:
+        """``POST /v1/benchmarks/{id}/results`` as JSON: keyed (``results={item: 0/1}``) or
+        columnar (``correct=[…]`` in item order, or with ``item_ids``).
+
+        ``idempotency_key=True`` derives the key from the request's content; with
+        ``verify_replay`` a replayed answer is checked against what is stored (see
+        :meth:`replay_holds`) and the upload re-sent under a fresh key when it no longer holds."""
+        body: dict[str, Any] = {"model": model if isinstance(model, str) else dict(model)}
+        if results is not None:
+            body["results"] = dict(results)
+        else:
+            body["correct"] = list(correct or [])
+            if confidence is not None:
+                body["confidence"] = list(confidence)
+            if item_ids is not None:
+                body["item_ids"] = list(item_ids)
+        data = json.dumps(body).encode()
+        return self._post_results(
+            benchmark_id,
+            [("results.json", data)],
+            {},
+            replace,
+            idempotency_key,
+            verify_replay,
+            raw=True,
+        )
+
+    def upload_results_file(
+        self,
+        benchmark_id: str | uuid.UUID,
+        files: FileLike | Sequence[FileLike],
+        *,
+        model: str | None = None,
+        params_b: float | None = None,
+        family: str | None = None,
+        metric: str | None = None,
+        filter: str | None = None,
+        task: str | None = None,
+        item_key: Literal["doc_hash", "doc_id"] = "doc_hash",
+        replace: bool = False,
+        idempotency_key: str | bool = True,
+        verify_replay: bool = True,
+    ) -> UploadReply:
+        """Upload one model's results from files: lm-eval ``samples_*.jsonl`` (several = one per
+        task), Open LLM Leaderboard details (``.jsonl``/``.parquet``), CSV
+        ``item_id,correct[,confidence]`` or a results ``.json``."""
+        params = {
+            "model": model,
+            "params_b": params_b,
+            "family": family,
+            "metric": metric,
+            "filter": filter,
+            "task": task,
+            "item_key": item_key,
+        }
+        return self._post_results(
+            benchmark_id, file_list(files), params, replace, idempotency_key, verify_replay
+        )
+
+    def _post_results(
+        self,
+        benchmark_id: str | uuid.UUID,
+        files: Sequence[FileLike],
+        params: Mapping[str, Any],
+        replace: bool,
+        key: str | bool,
+        verify_replay: bool,
+        *,
+        raw: bool = False,
+    ) -> UploadReply:
+        path = f"/v1/benchmarks/{benchmark_id}/results"
+        clean = {**params, "replace": replace or None}
+        response = self.send_files(path, files, clean, key=key, raw=raw)
+        reply = UploadReply.model_validate(
+            {
+                **response.json(),
+                "replayed": response.headers.get("Idempotency-Replayed") == "true",
+            }
+        )
+        if verify_replay and reply.replayed and not self.replay_holds(benchmark_id, [reply]):
+            fresh = f"bs-{uuid.uuid4().hex}"
+            response = self.send_files(path, files, clean, key=fresh, raw=raw)
+            reply = UploadReply.model_validate(response.json())
+        return reply
+
+    def replay_holds(self, benchmark_id: str | uuid.UUID, replies: Sequence[UploadReply]) -> bool:
+        """Whether replayed uploads still describe what is stored.
+
+        A replayed Idempotency-Key returns the first response even if the model's results were
+        deleted or replaced since; then the upload must be sent again under a fresh key."""
+        stored = {m.model.name: m.content_hash for m in self.list_models(benchmark_id).items}
+        return all(stored.get(r.model.name) == r.content_hash for r in replies if r.replayed)
+
+    def list_models(self, benchmark_id: str | uuid.UUID) -> ModelResultList:
+        """``GET /v1/benchmarks/{id}/models``: models with results (accuracy, coverage)."""
+        return ModelResultList.model_validate(
+            self.get_json(f"/v1/benchmarks/{benchmark_id}/models")
+        )
+
+    def delete_model_results(self, benchmark_id: str | uuid.UUID, model: str) -> None:
+        """``DELETE /v1/benchmarks/{id}/models/{model}``."""
+        self.request("DELETE", f"/v1/benchmarks/{benchmark_id}/models/{quote(model, safe='/')}")
+
+    def get_matrix(self, benchmark_id: str | uuid.UUID) -> bytes:
+        """``GET /v1/benchmarks/{id}/matrix``: the results as ``.npz`` bytes."""
+        path = f"/v1/benchmarks/{benchmark_id}/matrix"
+        return self.request("GET", path, accept="application/octet-stream").content
