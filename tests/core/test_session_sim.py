@@ -1,0 +1,100 @@
+"""Session simulator (app.core.session_sim) on real GPQA data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest
+
+from app.core.exact import smallest_n
+from app.core.session_sim import (
+    GAP_LABELS,
+    clopper_pearson,
+    fixed_subset_sizes,
+    simulate_random,
+    simulate_sessions,
+)
+
+
+def test_clopper_pearson_matches_scipy():
+    for k, n in ((0, 20), (3, 50), (50, 50), (7, 400)):
+        ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
+        assert clopper_pearson(k, n, 0.05) == pytest.approx((ci.low, ci.high), abs=1e-10)
+
+
+def test_fixed_sizes_match_smallest_n(gpqa):
+    c = gpqa["correct"]
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(0, c.shape[0], 8), rng.integers(0, c.shape[0], 8)
+    a[0], b[0] = 5, 5  # a tie
+    ci = c.astype(np.int64)
+    n10 = (ci[a] * (1 - ci[b])).sum(1)
+    n01 = ((1 - ci[a]) * ci[b]).sum(1)
+    got = fixed_subset_sizes(n10, n01, c.shape[1], 0.95)
+    assert np.isnan(got[0])
+    for i in range(1, 8):  # eight named pairs against the scalar reference
+        ref = smallest_n(c, int(a[i]), int(b[i]), 0.95)
+        assert (np.isnan(got[i]) and ref is None) or got[i] == ref
+
+
+def test_random_policy_validity_gpqa(gpqa):
+    # 400 random sessions (200 pairs x 2 orders), alpha = 0.05, batch 10: wrong share <= 0.05 + 3 SE
+    res = simulate_sessions(
+        gpqa["correct"], policies=("random",), pairs=200, orders=2, batch_size=10, rng=123
+    )
+    s = res.policies["random"]
+    assert s.sessions == 400
+    assert s.wrong_share <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / 400)
+    assert s.missed / s.sessions <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / 400)
+    # recount wrong decisions independently from the per-session arrays (ties count as wrong)
+    d = res.delta[s.pair]
+    better, worse = s.lower > 0, s.upper < 0
+    assert s.wrong == int(((better & (d <= 0)) | (worse & (d >= 0))).sum())
+    assert s.decided == int((better | worse).sum())
+    # sessions that ran to exhaustion report the exact difference
+    full = s.items_used == gpqa["correct"].shape[1]
+    np.testing.assert_allclose(s.lower[full], d[full], atol=1e-12)
+    np.testing.assert_allclose(s.upper[full], d[full], atol=1e-12)
+    assert sum(r.sessions for r in s.buckets) == 400
+    assert [r.bucket for r in s.buckets] == list(GAP_LABELS)
+
+
+def test_both_policies_reproducible_and_inputs_unchanged(gpqa):
+    c = gpqa["correct"].copy()
+    kw = dict(pairs=40, batch_size=20, rng=7, max_items=200)
+    r1 = simulate_sessions(c, **kw)
+    r2 = simulate_sessions(c, **kw)
+    np.testing.assert_array_equal(c, gpqa["correct"])
+    np.testing.assert_array_equal(r1.pairs, r2.pairs)
+    for p in ("random", "fluid"):
+        np.testing.assert_array_equal(r1.policies[p].items_used, r2.policies[p].items_used)
+        np.testing.assert_array_equal(r1.policies[p].lower, r2.policies[p].lower)
+        assert r1.policies[p].items_used.max() <= 200
+        assert np.all(r1.policies[p].items_used % 20 == 0)
+    # pairs come from the held-out pool, never from the IRT training models
+    assert np.isin(r1.pairs, r1.params["pool"]).all()
+    r3 = simulate_sessions(c, **{**kw, "rng": 8})
+    assert not np.array_equal(r1.pairs, r3.pairs)
+
+
+def test_precision_goal_and_vectorised_random_matches_batches():
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 3, (30, 200)) / 2.0
+    items1, lo1, hi1 = simulate_random(
+        x, alpha=0.05, batch_size=1, goal="precision", precision=0.15, rng=1
+    )
+    assert np.all((hi1 - lo1) / 2 <= 0.15 + 1e-12)
+    # batch 5 stops at multiples of 5 and never before batch 1 does
+    items5, _, _ = simulate_random(
+        x, alpha=0.05, batch_size=5, goal="precision", precision=0.15, rng=1
+    )
+    assert np.all(items5 % 5 == 0) and np.all(items5 >= items1) and np.all(items5 - items1 < 5)
+
+
+def test_bad_arguments(gpqa):
+    with pytest.raises(ValueError, match="policies"):
+        simulate_sessions(gpqa["correct"], policies=("oracle",))
+    with pytest.raises(ValueError, match="precision"):
+        simulate_sessions(gpqa["correct"], goal="precision")
+    with pytest.raises(ValueError, match="correct"):
+        simulate_sessions(gpqa["correct"] * 0.5)
