@@ -358,6 +358,10 @@ def finite_population_pvalues(
     ``n << N`` the test is close to McNemar, and it sharpens as ``n -> N``: at ``n = N`` the
     range is ``{k}`` and ``p = 1`` if ``x = y`` else ``0`` (the difference is known).
 
+    Numerically ``p_D`` was non-decreasing in ``D`` in every case checked (all ``k < 60``,
+    ``lo < k / 2``, ``D`` up to ``k + 400``), so the supremum is usually attained at the largest
+    feasible ``D``; the engine does not rely on that and evaluates the whole range.
+
     Cost: ``O(K · L · (N - n) / 2)`` with ``K`` distinct observed ``k`` and ``L`` the largest
     ``min(x, y)`` (at most ``n² (N - n) / 8``), in blocks of bounded memory; p-values are
     looked up per pair from that table.
@@ -646,9 +650,10 @@ def leaderboard(
     With Holm they are simultaneous: on the event that no true null is rejected and no
     rejection has the wrong sign, every declared ordering is true, hence every model's true
     rank is inside its interval at once; Holm bounds the probability of a false rejection by
-    ``alpha`` (directional errors are additionally controlled for Holm under independence,
-    Shaffer 1980; for exact two-sided tests a wrong-sign rejection is far rarer than
-    ``alpha / 2``). With BH or "none" they are not simultaneous.
+    ``alpha``. That Holm's directional decisions also keep wrong-sign declarations within
+    ``alpha`` is proven for independent test statistics (Shaffer 1980), not in general for the
+    dependent pairwise tests here; the tests below check the family-wise rate under the
+    complete null by simulation. With BH or "none" the intervals are not simultaneous.
 
     *Tiers*: sort by accuracy (ties by input position); tier 1 = the top model and every
     model not significantly worse than it; repeat on the rest (:func:`tiers`).
@@ -815,7 +820,7 @@ def leaderboard(
 def leaderboard_for_selection(
     correct_subset,
     selection,
-    n_population: int,
+    n_population: int | None = None,
     *,
     alpha: float = 0.05,
     correction: Correction = "holm",
@@ -830,8 +835,10 @@ def leaderboard_for_selection(
     selection : app.core.results.Selection
         A ``"random"`` selection is treated as a uniform random subset (exact test); any other
         method as a weighted design with ``selection.weights`` (normal approximation).
-    n_population : int
-        Benchmark size ``N``.
+    n_population : int, optional
+        Size ``N`` of the pool the subset was drawn from; default ``selection.n_candidates``
+        (the benchmark unless the selector was given a candidate pool, in which case the
+        inference is about that pool).
     alpha, correction, mid_p
         As :func:`leaderboard`.
 
@@ -840,6 +847,8 @@ def leaderboard_for_selection(
     Leaderboard
         ``population="benchmark"``.
     """
+    if n_population is None:
+        n_population = int(selection.n_candidates)
     weights = None if selection.method == "random" else np.asarray(selection.weights)
     return leaderboard(
         correct_subset,

@@ -226,7 +226,7 @@ def test_family_wise_error_of_subset_tests_when_full_benchmark_differences_are_z
 
 def test_newcombe_interval_covers_the_paired_difference():
     """R = 2000 two-model samples of N = 40, p10 = .15, p01 = .05: coverage of the 95% interval
-    >= 0.93 (SE ~ 0.005; Wald falls to ~0.91 here)."""
+    >= 0.93 (SE ~ 0.005)."""
     rng = np.random.default_rng(11)
     p = np.array([0.5, 0.15, 0.05, 0.30])  # n11, n10, n01, n00
     cells = rng.choice(4, size=(2000, 40), p=p)
@@ -357,6 +357,14 @@ def test_leaderboard_for_selection_uses_the_design(gpqa):
     lb = leaderboard_for_selection(c[:, sel.indices], sel, c.shape[1])
     assert lb.design == "uniform" and lb.population == "benchmark"
     assert "hypergeometric" in lb.method and "Holm" in lb.method and "0.05" in lb.method
+    explicit = leaderboard(c[:, sel.indices], population="benchmark", n_population=c.shape[1])
+    np.testing.assert_array_equal(lb.pairs.p_value, explicit.pairs.p_value)
+    anchor = make_selector("anchor_points").fit(c[:100]).select(30, rng=1)
+    lbw = leaderboard_for_selection(c[:, anchor.indices], anchor)
+    assert lbw.design == "weighted" and lbw.n_population == c.shape[1]
+    np.testing.assert_allclose(
+        lbw.rows.accuracy, (c[:, anchor.indices] @ anchor.weights)[lbw.rows.model]
+    )
 
 
 # ------------------------------------------------------------------------------ hygiene
