@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,6 +30,7 @@ from app.schemas.benchmarks import (
     ModelSummary,
     SubtaskCount,
 )
+from app.services.caching import BoundedCache
 from app.services.pagination import decode_cursor, encode_cursor
 
 DEFAULT_SUBTASK = "all"
@@ -194,18 +193,15 @@ class ItemIndex:
         return self.order[pos_c]
 
 
-_INDEX_CACHE: OrderedDict[uuid.UUID, ItemIndex] = OrderedDict()
-_INDEX_LOCK = threading.Lock()
-_INDEX_CACHE_SIZE = 16
+INDEX_CACHE_SIZE = 16
+_INDEXES: BoundedCache[uuid.UUID, ItemIndex] = BoundedCache(INDEX_CACHE_SIZE)
 
 
 def item_index(version: BenchmarkVersion) -> ItemIndex:
     """Decoded items of a version; cached per version id (versions are immutable)."""
-    with _INDEX_LOCK:
-        hit = _INDEX_CACHE.get(version.id)
-        if hit is not None:
-            _INDEX_CACHE.move_to_end(version.id)
-            return hit
+    hit = _INDEXES.get(version.id)
+    if hit is not None:
+        return hit
     ids = np.asarray(version.item_ids, dtype=str)
     names = np.asarray(version.subtask_names, dtype=str)
     codes = np.frombuffer(version.subtask_codes, dtype="<i4")
@@ -213,10 +209,7 @@ def item_index(version: BenchmarkVersion) -> ItemIndex:
     index = ItemIndex(item_ids=ids, subtasks=names[codes], sorted_ids=ids[order], order=order)
     for arr in (index.item_ids, index.subtasks, index.sorted_ids, index.order):
         arr.setflags(write=False)
-    with _INDEX_LOCK:
-        _INDEX_CACHE[version.id] = index
-        while len(_INDEX_CACHE) > _INDEX_CACHE_SIZE:
-            _INDEX_CACHE.popitem(last=False)
+    _INDEXES.put(version.id, index)
     return index
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,14 +23,15 @@ from app.db.base import utcnow
 from app.db.models.access import ApiKey
 from app.db.repositories.access import ApiKeyRepository
 from app.errors import Forbidden, InvalidInput, NotFound, Unauthorized
+from app.services.caching import BoundedCache
 
 SCOPES = ("read", "write", "admin")
 # each scope includes the ones before it: admin ⊃ write ⊃ read
 _RANK = {s: i for i, s in enumerate(SCOPES)}
 KEY_PREFIX = "bsk"
 _HASHER = PasswordHasher(time_cost=2, memory_cost=19 * 1024, parallelism=1)
-_VERIFIED: dict[str, str] = {}  # sha256(key) -> key_hash it was verified against
-_VERIFIED_LOCK = threading.Lock()
+# sha256(key) -> the key_hash it was verified against (argon2 runs once per key and hash)
+_VERIFIED: BoundedCache[str, str] = BoundedCache(10_000)
 _LAST_USED_GRANULARITY = timedelta(minutes=1)
 BEARER = {"WWW-Authenticate": "Bearer"}
 
@@ -107,17 +107,13 @@ def authenticate(session: Session, token: str | None) -> Principal:
     if row is None or row.revoked:
         raise Unauthorized("invalid or revoked API key", headers=BEARER)
     digest = hashlib.sha256(token.encode()).hexdigest()
-    with _VERIFIED_LOCK:
-        known = _VERIFIED.get(digest) == row.key_hash
+    known = _VERIFIED.get(digest) == row.key_hash
     if not known:
         try:
             _HASHER.verify(row.key_hash, token)
         except (VerificationError, InvalidHashError):
             raise Unauthorized("invalid API key", headers=BEARER) from None
-        with _VERIFIED_LOCK:
-            if len(_VERIFIED) > 10_000:
-                _VERIFIED.clear()
-            _VERIFIED[digest] = row.key_hash
+        _VERIFIED.put(digest, row.key_hash)
     now = utcnow()
     if row.last_used_at is None or now - row.last_used_at > _LAST_USED_GRANULARITY:
         row.last_used_at = now

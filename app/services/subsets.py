@@ -15,10 +15,8 @@ import csv
 import hashlib
 import io
 import json
-import threading
 import time
 import uuid
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -42,6 +40,7 @@ from app.schemas.subsets import (
 )
 from app.services import jobs as job_service
 from app.services.benchmarks import get_version, item_index
+from app.services.caching import BoundedCache
 from app.services.results import load_matrix
 
 JOB_KIND = "subset"
@@ -316,16 +315,14 @@ def to_selection(row: Subset) -> Selection:
     )
 
 
-_DOC_IDS: OrderedDict[uuid.UUID, np.ndarray] = OrderedDict()
-_DOC_LOCK = threading.Lock()
+_DOC_IDS: BoundedCache[uuid.UUID, np.ndarray] = BoundedCache(16)
 
 
 def doc_ids(version: BenchmarkVersion) -> np.ndarray:
     """Each item's position within its subtask (lm-eval's ``doc_id``), cached per version."""
-    with _DOC_LOCK:
-        hit = _DOC_IDS.get(version.id)
-        if hit is not None:
-            return hit
+    hit = _DOC_IDS.get(version.id)
+    if hit is not None:
+        return hit
     codes = np.frombuffer(version.subtask_codes, dtype="<i4")
     order = np.argsort(codes, kind="stable")
     sorted_codes = codes[order]
@@ -333,10 +330,8 @@ def doc_ids(version: BenchmarkVersion) -> np.ndarray:
     group_start = np.repeat(starts, np.diff(np.r_[starts, codes.size]))
     out = np.empty(codes.size, dtype=np.int64)
     out[order] = np.arange(codes.size) - group_start
-    with _DOC_LOCK:
-        _DOC_IDS[version.id] = out
-        while len(_DOC_IDS) > 16:
-            _DOC_IDS.popitem(last=False)
+    out.setflags(write=False)
+    _DOC_IDS.put(version.id, out)
     return out
 
 
@@ -420,17 +415,16 @@ def render(public: SubsetPublic, fmt: ExportFormat) -> bytes:
     return json.dumps({k: sorted(v) for k, v in sorted(tasks.items())}).encode()
 
 
-_RENDERED: OrderedDict[tuple[str, str], tuple[bytes, float]] = OrderedDict()
-_RENDER_LOCK = threading.Lock()
 RENDER_CACHE_SIZE = 512
+# (subset id, format) -> (rendering, when the subset's existence was last confirmed)
+_RENDERED: BoundedCache[tuple[str, str], tuple[bytes, float]] = BoundedCache(RENDER_CACHE_SIZE)
 RENDER_REVALIDATE_SECONDS = 60.0
 
 
 def cached_rendering(sid: str, fmt: ExportFormat) -> bytes | None:
     """The cached rendering when it was (re)validated within the window, else None (no I/O:
     callable from the event loop)."""
-    with _RENDER_LOCK:
-        hit = _RENDERED.get((sid, fmt))
+    hit = _RENDERED.get((sid, fmt))
     if hit is not None and time.monotonic() - hit[1] < RENDER_REVALIDATE_SECONDS:
         return hit[0]
     return None
@@ -446,25 +440,17 @@ def rendered_subset(session: Session, sid: str, fmt: ExportFormat) -> bytes:
     """
     key = (sid, fmt)
     now = time.monotonic()
-    with _RENDER_LOCK:
-        hit = _RENDERED.get(key)
-        if hit is not None:
-            _RENDERED.move_to_end(key)
+    hit = _RENDERED.get(key)
     if hit is not None:
         data, checked = hit
         if now - checked < RENDER_REVALIDATE_SECONDS:
             return data
         if not SubsetRepository(session).exists(sid):
-            with _RENDER_LOCK:
-                _RENDERED.pop(key, None)
+            _RENDERED.pop(key)
             raise NotFound(f"subset {sid} does not exist")
-        with _RENDER_LOCK:
-            _RENDERED[key] = (data, now)
+        _RENDERED.put(key, (data, now))
         return data
     row = get_subset(session, sid)
     data = render(to_public(row, get_version(session, row.benchmark_version_id)), fmt)
-    with _RENDER_LOCK:
-        _RENDERED[key] = (data, now)
-        while len(_RENDERED) > RENDER_CACHE_SIZE:
-            _RENDERED.popitem(last=False)
+    _RENDERED.put(key, (data, now))
     return data

@@ -17,12 +17,10 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -38,6 +36,7 @@ from app.db.models.benchmark import BenchmarkVersion
 from app.db.repositories.subsets import results_stamp
 from app.errors import Conflict, InvalidInput, NotFound
 from app.schemas.subsets import PlanPublic, SubsetVerdictPublic, VerdictPublic
+from app.services.caching import BoundedCache, memoized
 from app.services.results import load_matrix
 from app.services.subsets import get_subset
 
@@ -64,15 +63,17 @@ class FullMatrix:
         return int(self.correct.shape[1])
 
 
-_MATRICES: OrderedDict[uuid.UUID, FullMatrix] = OrderedDict()
-_MDADS: dict[tuple[uuid.UUID, tuple, int, float], MDADResult] = {}
-_LOCK = threading.Lock()
 MATRIX_CACHE_SIZE = 8
 MDAD_CACHE_SIZE = 256
 VERDICT_CACHE_SIZE = 65536
 STAMP_TTL_SECONDS = 1.0
-_CHECKED: dict[uuid.UUID, float] = {}  # when a version's results stamp last matched its matrix
-_VERDICTS: OrderedDict[tuple, VerdictPublic] = OrderedDict()
+# version -> (its matrix, when the version's results stamp last matched the matrix's)
+_MATRICES: BoundedCache[uuid.UUID, tuple[FullMatrix, float]] = BoundedCache(MATRIX_CACHE_SIZE)
+_MDADS: BoundedCache[tuple[uuid.UUID, tuple, int, float], MDADResult] = BoundedCache(
+    MDAD_CACHE_SIZE
+)
+_VERDICTS: BoundedCache[tuple, VerdictPublic] = BoundedCache(VERDICT_CACHE_SIZE)
+_LOCK = threading.Lock()  # single-flight table; matrix entry read-modify-write
 
 
 def _version_exists(session: Session, version_id: uuid.UUID) -> None:
@@ -100,11 +101,10 @@ def _single_flight(key: tuple) -> Iterator[None]:
 
 def _cached_matrix(version_id: uuid.UUID, stamp: tuple, checked: float) -> FullMatrix | None:
     with _LOCK:
-        hit = _MATRICES.get(version_id)
-        if hit is not None and hit.stamp == stamp:
-            _MATRICES.move_to_end(version_id)
-            _CHECKED[version_id] = checked
-            return hit
+        entry = _MATRICES.get(version_id)
+        if entry is not None and entry[0].stamp == stamp:
+            _MATRICES.put(version_id, (entry[0], checked))
+            return entry[0]
     return None
 
 
@@ -149,12 +149,8 @@ def _load_full_matrix(
         unusable=unusable,
     )
     with _LOCK:
-        _MATRICES[version_id] = entry
-        _CHECKED[version_id] = checked
-        while len(_MATRICES) > MATRIX_CACHE_SIZE:
-            _MATRICES.popitem(last=False)
-        for key in [k for k in _MDADS if k[0] == version_id and k[1] != stamp]:
-            del _MDADS[key]
+        _MATRICES.put(version_id, (entry, checked))
+    _MDADS.discard_where(lambda k: k[0] == version_id and k[1] != stamp)
     return entry
 
 
@@ -179,20 +175,15 @@ def model_row(fm: FullMatrix, name: str, field: str) -> int:
 def exact_random_mdad(fm: FullMatrix, n: int, threshold: float) -> MDADResult:
     """Benchmark-wide exact agreement of random ``n``-subsets, cached per results stamp."""
     key = (fm.version_id, fm.stamp, int(n), float(threshold))
-    with _LOCK:
-        hit = _MDADS.get(key)
+    hit = _MDADS.get(key)
     if hit is not None:
         return hit
     with _single_flight(("mdad", *key)):
-        with _LOCK:
-            hit = _MDADS.get(key)
+        hit = _MDADS.get(key)
         if hit is not None:
             return hit
         result = exact_agreement(fm.correct, int(n), threshold=threshold)
-        with _LOCK:
-            _MDADS[key] = result
-            while len(_MDADS) > MDAD_CACHE_SIZE:
-                del _MDADS[next(iter(_MDADS))]
+        _MDADS.put(key, result)
     return result
 
 
@@ -268,10 +259,7 @@ def pair_verdict(
         v = _exact_verdict(fm.n_items, n10, n01, size, method, threshold, mdad)
         public = to_public(v, model_a, model_b, fm.accuracy[a], fm.accuracy[b])
         key = (version_id, fm.stamp, model_a, model_b, int(size), method, float(threshold))
-        with _LOCK:
-            _VERDICTS[key] = public
-            while len(_VERDICTS) > VERDICT_CACHE_SIZE:
-                _VERDICTS.popitem(last=False)
+        _VERDICTS.put(key, public)
         return public
     _, cells = _analysis_cells(session, version_id, method)
     v = core_verdict(pair, 0, 1, size, method=method, results=cells, threshold=threshold)
@@ -290,16 +278,15 @@ def cached_verdict(
     """An exact verdict computed before, if the version's results stamp was confirmed within
     ``STAMP_TTL_SECONDS`` (no I/O: callable from the event loop). A results change is therefore
     seen by this process at most that long after it commits; anything else goes the full way."""
-    with _LOCK:
-        fm = _MATRICES.get(version_id)
-        checked = _CHECKED.get(version_id)
-        if fm is None or checked is None or time.monotonic() - checked > STAMP_TTL_SECONDS:
-            return None
-        key = (version_id, fm.stamp, model_a, model_b, int(size), method, float(threshold))
-        return _VERDICTS.get(key)
+    entry = _MATRICES.get(version_id)
+    if entry is None or time.monotonic() - entry[1] > STAMP_TTL_SECONDS:
+        return None
+    fm = entry[0]
+    key = (version_id, fm.stamp, model_a, model_b, int(size), method, float(threshold))
+    return _VERDICTS.get(key)
 
 
-@lru_cache(maxsize=65536)
+@memoized(VERDICT_CACHE_SIZE)
 def _exact_verdict(
     n_items: int, n10: int, n01: int, size: int, method: str, threshold: float, mdad: float | None
 ) -> Verdict:
@@ -475,9 +462,6 @@ def subset_verdict(
 
 
 def clear_caches() -> None:
-    with _LOCK:
-        _MATRICES.clear()
-        _MDADS.clear()
-        _CHECKED.clear()
-        _VERDICTS.clear()
-    _exact_verdict.cache_clear()
+    for cache in (_MATRICES, _MDADS, _VERDICTS):
+        cache.clear()
+    _exact_verdict.cache_clear()  # type: ignore[attr-defined]
