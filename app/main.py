@@ -12,9 +12,8 @@ from app.api.errors import install_error_handlers, install_problem_openapi
 from app.api.middleware import BodySizeLimit
 from app.api.routes import analyses, benchmarks, health, jobs, results, subsets
 from app.db.session import make_engine, make_sessionmaker
-from app.services.jobs import load_job_kinds
+from app.queue import CeleryQueue
 from app.settings import Settings, get_settings
-from worker.celery_app import make_celery
 
 API_PREFIX = "/v1"
 
@@ -31,7 +30,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
-        app.state.celery.close()
+        app.state.job_queue.close()
         engine.dispose()
 
     app = FastAPI(
@@ -44,12 +43,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessionmaker = make_sessionmaker(engine)
-    app.state.celery = make_celery(settings)
+    app.state.job_queue = CeleryQueue.from_settings(settings)  # publishes by task name
+    app.state.celery = app.state.job_queue.celery  # the broker the readiness check pings
     install_error_handlers(app)
     app.add_middleware(
         BodySizeLimit, max_bytes=settings.max_body_bytes, max_json_depth=settings.max_json_depth
     )
-    load_job_kinds()
 
     app.include_router(health.router)
     app.include_router(jobs.router, prefix=API_PREFIX)

@@ -12,6 +12,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from app.db.session import pop_after_commit
+from app.queue import JobQueue
 from app.services.keys import ANONYMOUS, Principal, authenticate, require
 from app.settings import Settings
 
@@ -22,6 +23,10 @@ def get_settings_dep(request: Request) -> Settings:
 
 def get_celery(request: Request) -> Celery:
     return request.app.state.celery
+
+
+def get_job_queue(request: Request) -> JobQueue:
+    return request.app.state.job_queue
 
 
 def open_session(request: Request) -> Iterator[Session]:
@@ -51,6 +56,7 @@ def get_session(session: Annotated[Session, Depends(open_session)]) -> Iterator[
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 CeleryDep = Annotated[Celery, Depends(get_celery)]
+JobQueueDep = Annotated[JobQueue, Depends(get_job_queue)]
 
 
 # --- authentication: API keys with scopes read < write < admin (issue 5) -----------------------

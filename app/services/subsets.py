@@ -268,9 +268,9 @@ def build_subset(
     return row, True
 
 
-def run_subset_job(session: Session, job: Job, progress: job_service.ProgressReporter) -> None:
+def run_subset_job(session: Session, job: Job, ctx: job_service.JobContext) -> None:
     params = job.params
-    progress(0, 1)
+    ctx.progress(0, 1)
     req = resolve_request(
         session,
         uuid.UUID(params["benchmark_id"]),
@@ -282,9 +282,6 @@ def run_subset_job(session: Session, job: Job, progress: job_service.ProgressRep
     )
     subset, created = build_subset(session, req, job.id)
     job.result = {"subset_id": subset.id, "created": created, "size": subset.size}
-
-
-job_service.register_job_kind(JOB_KIND, run_subset_job, validate_job_params)
 
 
 # --- read side ----------------------------------------------------------------------------------

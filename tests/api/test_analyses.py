@@ -21,9 +21,12 @@ from app.ingest import ParsedResults
 from app.schemas.analyses import AnalysisCreate
 from app.schemas.results import ModelCreate
 from app.services import analyses as service
+from app.services import analysis_jobs
 from app.services import jobs as job_service
 from app.services.benchmarks import create_version
+from app.services.jobs import JobContext
 from app.services.results import load_matrix, store_results
+from worker.runner import ProgressReporter
 
 N_MODELS = 90
 PARAMS: dict[str, Any] = {
@@ -78,8 +81,8 @@ def _run(db_session: Session, analysis_id: uuid.UUID) -> Job:
     job = row.job
     job.status = JobStatus.running
     db_session.flush()
-    reporter = job_service.ProgressReporter(_factory(db_session), job.id)
-    service.run_analysis(db_session, job, reporter)
+    ctx = JobContext(progress=ProgressReporter(_factory(db_session), job.id))
+    analysis_jobs.run_analysis(db_session, job, ctx)
     job.status = JobStatus.succeeded
     db_session.flush()
     db_session.refresh(job)  # progress was written by the reporter's own transactions
@@ -293,39 +296,8 @@ def test_cancel_requested_before_the_first_chunk_stores_nothing(
     job = analysis.job
     job.status, job.cancel_requested = JobStatus.running, True
     db_session.flush()
-    reporter = job_service.ProgressReporter(_factory(db_session), job.id)
+    ctx = JobContext(progress=ProgressReporter(_factory(db_session), job.id))
     with pytest.raises(job_service.JobCancelled):
-        service.run_analysis(db_session, job, reporter)
+        analysis_jobs.run_analysis(db_session, job, ctx)
     db_session.expire_all()
     assert service.get_analysis(db_session, analysis.id).result is None
-
-
-def _cell(method: str, n: int, mdad: float | None, lo=None, hi=None) -> MDADResult:
-    return MDADResult(
-        method=method, n=n, split="seen", mode="robust", mdad=mdad, ci_low=lo, ci_high=hi,
-        threshold=0.8, reached=mdad is not None, max_gap=0.5, mean_agreement=0.7,
-    )  # fmt: skip
-
-
-def test_recommendation_known_answers() -> None:
-    cells = [
-        _cell("random", 10, None),
-        _cell("anchor_points", 10, 0.09, 0.06, 0.12),
-        _cell("random", 25, 0.08),
-        _cell("anchor_points", 25, 0.05, 0.03, 0.07),
-        _cell("random", 100, 0.03),
-        _cell("anchor_points", 100, 0.025, 0.02, None),
-        _cell("random", 250, 0.02),
-        _cell("anchor_points", 250, 0.02, 0.015, 0.025),
-    ]
-    rec = service.recommend(
-        cells, ["random", "anchor_points"], [10, 25, 100, 250], gap=0.025, threshold=0.8
-    )
-    assert rec.smallest_n == {"random": 250, "anchor_points": 100}
-    vs = {r.n: r for r in rec.random_vs_best or []}
-    assert vs[10].best_method == "anchor_points" and vs[10].random_within_ci is False
-    assert vs[25].random_within_ci is False  # 0.08 > 0.07
-    assert vs[100].random_within_ci is True  # open upper CI end
-    assert vs[250].best_method == "random" and vs[250].random_within_ci is True
-    none = service.recommend([_cell("dpp", 10, None)], ["dpp"], [10], gap=0.1, threshold=0.8)
-    assert none.smallest_n == {"dpp": None} and none.random_vs_best is None

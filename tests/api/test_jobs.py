@@ -8,8 +8,8 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Job, JobStatus
 from app.main import create_app
+from app.queue import BROKER_DOWN_REASON
 from app.settings import Settings
-from worker.enqueue import BROKER_DOWN_REASON
 
 
 def test_create_ping_job_is_202_with_location(client: TestClient, redis_isolation: str) -> None:

@@ -16,8 +16,8 @@ from app.core.selectors import SELECTORS, make_selector
 from app.db.models import Job, JobStatus, Subset
 from app.schemas.subsets import method_tags
 from app.services import subsets as service
-from app.services.jobs import execute_job
 from tests.api._subset_data import Seeded, seed_gpqa
+from worker.runner import execute_job
 
 PROBLEM = "application/problem+json"
 

@@ -185,7 +185,7 @@ def test_curve_method_verdict_and_plan_read_the_latest_analysis(
     from app.core.planning import curve_probability
     from app.db.models import JobStatus
     from app.services.analyses import latest_analysis
-    from app.services.jobs import execute_job
+    from worker.runner import execute_job
 
     r = client.post(
         f"/v1/benchmarks/{seeded.version_id}/analyses",

@@ -14,9 +14,9 @@ from app.ingest import ParsedResults
 from app.schemas.analyses import AnalysisCreate
 from app.schemas.results import ModelCreate
 from app.services import analyses as service
-from app.services import jobs as job_service
 from app.services.benchmarks import create_version
 from app.services.results import store_results
+from worker.runner import execute_job
 
 
 def test_analysis_job_on_sqlite(tmp_path: Path, shared_data_dir: Path) -> None:
@@ -44,7 +44,7 @@ def test_analysis_job_on_sqlite(tmp_path: Path, shared_data_dir: Path) -> None:
         session.commit()
         version_id, analysis_id, job_id = version.id, analysis.id, analysis.job_id
     try:
-        assert job_service.execute_job(factory, job_id) is JobStatus.succeeded
+        assert execute_job(factory, job_id) is JobStatus.succeeded
         with factory() as session:
             job = session.get(Job, job_id)
             assert job is not None and job.progress_done == job.progress_total == 4

@@ -356,8 +356,8 @@ def test_time_limit_fails_with_a_reason_and_a_poisoned_job_fails_once_without_bl
                 poisoned_ids = [str(j.id) for j in poisoned]
         finally:
             engine.dispose()
+        from app.queue import RUN_JOB_TASK
         from worker.celery_app import make_celery
-        from worker.enqueue import RUN_JOB_TASK
 
         celery = make_celery(_settings_for(st.env))
         try:

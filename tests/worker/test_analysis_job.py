@@ -19,14 +19,17 @@ from app.core.protocol import run_protocol
 from app.db.models import Analysis, Benchmark, Job, JobStatus, LanguageModel
 from app.db.repositories.analyses import AnalysisChunkRepository
 from app.ingest import ParsedResults
+from app.queue import publish_job
 from app.schemas.analyses import AnalysisCreate
 from app.schemas.results import ModelCreate
 from app.services import analyses as service
-from app.services import jobs as job_service
+from app.services import analysis_jobs
+from app.services.analysis_codecs import chunk_to_bytes
 from app.services.benchmarks import create_version
+from app.services.job_kinds import submit_job
 from app.services.results import load_matrix, store_results
 from tests.conftest import WorkerProcess, running_worker, wait_for_job
-from worker.enqueue import publish_job
+from worker.runner import execute_job
 
 pytestmark = pytest.mark.integration
 
@@ -135,7 +138,7 @@ def test_analysis_job_reports_progress_and_stores_the_engines_numbers(
     _assert_equal_to_engine(committed_sessionmaker, gpqa_version, created["id"], body)
 
     # redelivery of a succeeded job changes nothing
-    publish_job(committed_client.app.state.celery, uuid.UUID(created["job_id"]))
+    publish_job(committed_client.app.state.job_queue, uuid.UUID(created["job_id"]))
     marker = f"job {created['job_id']} -> succeeded"
     wait_for_job(
         lambda: {"n": celery_worker_process.log.count(marker)}, until=lambda b: b["n"] >= 2
@@ -180,7 +183,7 @@ def test_soft_time_limit_fails_the_job_with_a_reason(
         )
         session.commit()
         analysis_id, job_id = analysis.id, analysis.job_id
-    publish_job(committed_client.app.state.celery, job_id, soft_time_limit=2, time_limit=30)
+    publish_job(committed_client.app.state.job_queue, job_id, soft_time_limit=2, time_limit=30)
     final = wait_for_job(lambda: _poll(committed_client, str(analysis_id)), timeout=90)
     assert final["status"] == "failed", final
     assert final["error"] == "time limit exceeded (SoftTimeLimitExceeded)"
@@ -201,7 +204,7 @@ def test_invalid_at_run_time_fails_with_the_reason(
         session.commit()
         job_id = analysis.job_id
     try:
-        assert job_service.execute_job(committed_sessionmaker, job_id) is JobStatus.failed
+        assert execute_job(committed_sessionmaker, job_id) is JobStatus.failed
         with committed_sessionmaker() as session:
             job = session.get(Job, job_id)
             assert job is not None and job.error is not None
@@ -230,7 +233,7 @@ def test_chunks_shared_in_process_equal_single_shot(
         session.commit()
         analysis_id, job_id = analysis.id, analysis.job_id
     try:
-        assert job_service.execute_job(committed_sessionmaker, job_id) is JobStatus.succeeded
+        assert execute_job(committed_sessionmaker, job_id) is JobStatus.succeeded
         _assert_equal_to_engine(committed_sessionmaker, gpqa_version, str(analysis_id), body)
     finally:
         with committed_sessionmaker() as session:
@@ -276,7 +279,7 @@ def test_generic_job_endpoint_creates_the_analysis_row(
         assert bad.status_code == 422
         assert field in {e["field"] for e in bad.json()["errors"]}
     with committed_sessionmaker() as session:
-        job = job_service.create_job(
+        job = submit_job(
             session,
             "analysis",
             {
@@ -292,7 +295,7 @@ def test_generic_job_endpoint_creates_the_analysis_row(
         session.commit()
         job_id = job.id
     try:
-        assert job_service.execute_job(committed_sessionmaker, job_id) is JobStatus.succeeded
+        assert execute_job(committed_sessionmaker, job_id) is JobStatus.succeeded
         with committed_sessionmaker() as session:
             found = session.get(Job, job_id)
             assert found is not None and found.result is not None
@@ -325,20 +328,20 @@ def test_a_redelivered_job_resumes_from_the_chunks_already_done(
     try:
         with committed_sessionmaker() as session:
             row = service.get_analysis(session, analysis_id)
-            inputs = service._load_inputs(session, row)
-            bounds = service._bounds(row.runs)
+            inputs = analysis_jobs.load_inputs(session, row)
+            bounds = analysis_jobs.chunk_plan(row.runs)
             chunks = AnalysisChunkRepository(session)
             chunks.ensure(job_id, bounds)
             chunks.ensure(job_id, bounds)  # idempotent
             first = chunks.for_job(job_id)[0]
-            part = service._compute_chunk(row, inputs, first.run_start, first.run_stop)
-            first.payload = service._chunk_to_bytes(part)
+            part = analysis_jobs.compute_chunk(row, inputs, first.run_start, first.run_stop)
+            first.payload = chunk_to_bytes(part)
             first.done, first.worker = True, "previous-worker"
             job = session.get(Job, job_id)
             assert job is not None
             job.status = JobStatus.running  # as left by the worker that died
             session.commit()
-        assert job_service.execute_job(committed_sessionmaker, job_id) is JobStatus.succeeded
+        assert execute_job(committed_sessionmaker, job_id) is JobStatus.succeeded
         with committed_sessionmaker() as session:
             stored = service.get_analysis(session, analysis_id)
             assert stored.result is not None

@@ -11,9 +11,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Job
-from app.services import jobs as job_service
+from app.queue import publish_job
+from app.services.job_kinds import submit_job
 from tests.conftest import WorkerProcess, wait_for_job
-from worker.enqueue import publish_job
 
 pytestmark = pytest.mark.integration
 
@@ -61,10 +61,10 @@ def test_soft_time_limit_ends_in_failed(
     cleanup: Cleanup,
 ) -> None:
     with committed_sessionmaker() as session:
-        job = job_service.create_job(session, "ping", {"steps": 50, "delay": 0.1})
+        job = submit_job(session, "ping", {"steps": 50, "delay": 0.1})
         session.commit()
     cleanup(Job, job.id)
-    publish_job(committed_client.app.state.celery, job.id, soft_time_limit=1, time_limit=10)
+    publish_job(committed_client.app.state.job_queue, job.id, soft_time_limit=1, time_limit=10)
     body = wait_for_job(lambda: committed_client.get(f"/v1/jobs/{job.id}").json())
     assert body["status"] == "failed"
     assert body["error"] == "time limit exceeded (SoftTimeLimitExceeded)"
@@ -84,7 +84,7 @@ def test_hard_time_limit_hook_never_leaves_a_job_running(
     from worker.tasks import run_job
 
     with committed_sessionmaker() as session:
-        job = job_service.create_job(session, "ping")
+        job = submit_job(session, "ping")
         job.status = JobStatus.running
         session.commit()
     cleanup(Job, job.id)
@@ -101,7 +101,7 @@ def test_redelivered_job_is_not_run_twice(
     location = _submit(committed_client, cleanup)
     first = wait_for_job(lambda: committed_client.get(location).json())
     assert first["status"] == "succeeded"
-    publish_job(committed_client.app.state.celery, uuid.UUID(first["id"]))
+    publish_job(committed_client.app.state.job_queue, uuid.UUID(first["id"]))
     marker = f"job {first['id']} -> succeeded"
     wait_for_job(
         lambda: {"n": celery_worker_process.log.count(marker)}, until=lambda b: b["n"] >= 2

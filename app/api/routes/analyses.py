@@ -7,15 +7,15 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response, status
 
-from app.api.deps import CeleryDep, ReadPrincipal, SessionDep, WritePrincipal
+from app.api.deps import JobQueueDep, ReadPrincipal, SessionDep, WritePrincipal
 from app.api.errors import INVALID, NOT_FOUND, UNAVAILABLE, problem
 from app.api.responses import AUTH
-from app.db.models import JobStatus
+from app.enums import JobStatus
+from app.queue import enqueue_job_after_commit
 from app.schemas.analyses import AnalysisCreate, AnalysisPage, AnalysisPublic
 from app.services import analyses as service
 from app.services import plots
 from app.services.benchmarks import get_version
-from worker.enqueue import enqueue_job_after_commit
 
 router = APIRouter(tags=["analyses"])
 
@@ -46,7 +46,7 @@ def create_analysis(
     benchmark_id: uuid.UUID,
     body: AnalysisCreate,
     session: SessionDep,
-    celery: CeleryDep,
+    queue: JobQueueDep,
     response: Response,
     _: WritePrincipal,
 ) -> AnalysisPublic:
@@ -57,7 +57,7 @@ def create_analysis(
     `n_sources + n_targets` above the model count are 422s naming the field.
     """
     analysis = service.create_analysis(session, benchmark_id, body)
-    enqueue_job_after_commit(session, celery, analysis.job_id)
+    enqueue_job_after_commit(session, queue, analysis.job_id)
     response.headers["Location"] = f"/v1/analyses/{analysis.id}"
     return service.to_public(analysis, get_version(session, benchmark_id))
 

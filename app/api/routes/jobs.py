@@ -4,12 +4,13 @@ import uuid
 
 from fastapi import APIRouter, Response, status
 
-from app.api.deps import CeleryDep, ReadPrincipal, SessionDep, WritePrincipal
+from app.api.deps import JobQueueDep, ReadPrincipal, SessionDep, WritePrincipal
 from app.api.errors import CONFLICT, INVALID, NOT_FOUND, UNAVAILABLE
 from app.api.responses import AUTH
+from app.queue import enqueue_job_after_commit
 from app.schemas.jobs import JobCreate, JobPublic
 from app.services import jobs as job_service
-from worker.enqueue import enqueue_job_after_commit
+from app.services.job_kinds import submit_job
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
@@ -24,7 +25,7 @@ router = APIRouter(prefix="/jobs", tags=["jobs"])
 def create_job(
     body: JobCreate,
     session: SessionDep,
-    celery: CeleryDep,
+    queue: JobQueueDep,
     response: Response,
     _: WritePrincipal,
 ) -> JobPublic:
@@ -32,8 +33,8 @@ def create_job(
 
     If the broker is down, the job is marked `failed` and the answer is 503 with Retry-After.
     """
-    job = job_service.create_job(session, body.kind, body.params, body.seed)
-    enqueue_job_after_commit(session, celery, job.id)
+    job = submit_job(session, body.kind, body.params, body.seed)
+    enqueue_job_after_commit(session, queue, job.id)
     response.headers["Location"] = f"/v1/jobs/{job.id}"
     return JobPublic.from_job(job)
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from app.api.deps import CeleryDep, ReadPrincipal, SessionDep, SettingsDep, WritePrincipal
+from app.api.deps import JobQueueDep, ReadPrincipal, SessionDep, SettingsDep, WritePrincipal
 from app.api.errors import CONFLICT, INVALID, NOT_FOUND, UNAVAILABLE
 from app.api.responses import AUTH, UNSUPPORTED
 from app.api.routes.results import (
@@ -18,6 +18,7 @@ from app.api.routes.results import (
     replay_upload,
 )
 from app.api.uploads import UploadDep
+from app.queue import enqueue_job_after_commit
 from app.schemas.jobs import JobPublic
 from app.schemas.results import ModelCreate
 from app.schemas.subsets import (
@@ -34,7 +35,6 @@ from app.services import subsets as service
 from app.services import verdicts as verdict_service
 from app.services.benchmarks import get_version
 from app.services.uploads import ParseOptions, parse_results_upload
-from worker.enqueue import enqueue_job_after_commit
 
 router = APIRouter(tags=["subsets"])
 
@@ -66,7 +66,7 @@ def create_subset(
     benchmark_id: uuid.UUID,
     body: Annotated[SubsetCreate, Body()],
     session: SessionDep,
-    celery: CeleryDep,
+    queue: JobQueueDep,
     _: WritePrincipal,
 ) -> Response:
     """Build a fixed subset in a worker: 202 + `Location` of the job, whose result names the
@@ -86,7 +86,7 @@ def create_subset(
             headers={"Location": f"/v1/subsets/{existing.id}"},
         )
     assert job is not None
-    enqueue_job_after_commit(session, celery, job.id)
+    enqueue_job_after_commit(session, queue, job.id)
     return JSONResponse(
         JobPublic.from_job(job).model_dump(mode="json"),
         status_code=status.HTTP_202_ACCEPTED,

@@ -1,0 +1,71 @@
+"""THE table of job kinds: name -> handler (worker side) and params validator (request side).
+
+The worker's runner (``worker.runner.execute_job``) looks a job's handler up here; the generic
+``POST /v1/jobs`` validates through :func:`submit_job`. Nothing registers itself at import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.db.models import Job
+from app.errors import InvalidInput
+from app.services import analyses, analysis_jobs, ping, subsets
+from app.services import jobs as job_service
+from app.services.jobs import JobHandler, ParamsValidator
+
+
+@dataclass(frozen=True)
+class JobKind:
+    handler: JobHandler
+    validate: ParamsValidator | None = None
+
+
+JOB_KINDS: Mapping[str, JobKind] = MappingProxyType(
+    {
+        "ping": JobKind(handler=ping.run_ping, validate=ping.validate_ping),
+        analyses.JOB_KIND: JobKind(
+            handler=analysis_jobs.run_analysis, validate=analyses.validate_params
+        ),
+        subsets.JOB_KIND: JobKind(
+            handler=subsets.run_subset_job, validate=subsets.validate_job_params
+        ),
+    }
+)
+
+
+def submit_job(
+    session: Session,
+    kind: str,
+    params: dict[str, Any] | None = None,
+    seed: int | None = None,
+    *,
+    kinds: Mapping[str, JobKind] = JOB_KINDS,
+) -> Job:
+    """Validate ``kind`` and its ``params`` (422 naming the field), then insert the queued job
+    (flush only; the caller commits, then enqueues)."""
+    entry = kinds.get(kind)
+    if entry is None:
+        raise InvalidInput(
+            f"unknown job kind {kind!r}", field="kind", message=f"choose from {sorted(kinds)}"
+        )
+    params = dict(params or {})
+    if entry.validate is not None:
+        params = entry.validate(params)
+    return job_service.create_job(session, kind, params, seed)
+
+
+def job_kind(kind: str, kinds: Mapping[str, JobKind] = JOB_KINDS) -> JobKind:
+    """The table entry of ``kind``; ``LookupError`` naming it when there is none."""
+    entry = kinds.get(kind)
+    if entry is None:
+        raise LookupError(f"no handler registered for job kind {kind!r}")
+    return entry
+
+
+__all__ = ["JOB_KINDS", "JobKind", "job_kind", "submit_job"]
