@@ -11,8 +11,10 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from app.db.models import BenchmarkVersion
 from app.db.session import pop_after_commit
 from app.queue import JobQueue
+from app.services.benchmark_refs import resolve_version
 from app.services.keys import ANONYMOUS, Principal, authenticate, require
 from app.settings import Settings
 
@@ -91,3 +93,11 @@ def require_scope(scope: str) -> Callable[[Principal], Principal]:
 ReadPrincipal = Annotated[Principal, Depends(require_scope("read"))]
 WritePrincipal = Annotated[Principal, Depends(require_scope("write"))]
 AdminPrincipal = Annotated[Principal, Depends(require_scope("admin"))]
+
+
+def get_benchmark_version(benchmark: str, session: SessionDep) -> BenchmarkVersion:
+    """The version a ``{benchmark}`` path segment names: a version id, a name or ``name@vN``."""
+    return resolve_version(session, benchmark)
+
+
+BenchmarkVersionDep = Annotated[BenchmarkVersion, Depends(get_benchmark_version)]

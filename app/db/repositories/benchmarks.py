@@ -33,6 +33,12 @@ class BenchmarkVersionRepository(Repository[BenchmarkVersion]):
         )
         return self.session.scalars(stmt).first()
 
+    def get_by_number(self, benchmark_id: uuid.UUID, version: int) -> BenchmarkVersion | None:
+        stmt = select(BenchmarkVersion).where(
+            BenchmarkVersion.benchmark_id == benchmark_id, BenchmarkVersion.version == version
+        )
+        return self.session.scalars(stmt).first()
+
     def latest_version_number(self, benchmark_id: uuid.UUID) -> int:
         stmt = select(func.max(BenchmarkVersion.version)).where(
             BenchmarkVersion.benchmark_id == benchmark_id

@@ -1,0 +1,44 @@
+"""Benchmark references in paths: a version id, a name (its latest version) or ``name@vN``."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from sqlalchemy.orm import Session
+
+from app.db.models import BenchmarkVersion
+from app.db.repositories.benchmarks import BenchmarkRepository, BenchmarkVersionRepository
+from app.errors import NotFound
+
+_VERSIONED = re.compile(r"^(?P<name>.+)@v(?P<version>[1-9][0-9]{0,8})$")
+
+
+def resolve_version(session: Session, ref: str, *, field: str = "benchmark") -> BenchmarkVersion:
+    """The benchmark version ``ref`` names.
+
+    ``ref`` is a version id (UUID), a benchmark name (its latest version) or ``name@vN``
+    (version ``N`` of that name). An unknown reference is a 404 naming ``field`` and ``ref``.
+    """
+    ref = ref.strip()
+    try:
+        version_id = uuid.UUID(ref)
+    except ValueError:
+        version_id = None
+    if version_id is not None:
+        version = BenchmarkVersionRepository(session).get(version_id)
+        if version is None:
+            raise NotFound(f"benchmark version {ref} not found", field=field)
+        return version
+    match = _VERSIONED.match(ref)
+    name, number = (match["name"], int(match["version"])) if match else (ref, None)
+    benchmark = BenchmarkRepository(session).get_by_name(name)
+    if benchmark is None:
+        raise NotFound(f"no benchmark named {name!r}", field=field)
+    versions = BenchmarkVersionRepository(session)
+    if number is None:
+        number = versions.latest_version_number(benchmark.id)
+    version = versions.get_by_number(benchmark.id, number)
+    if version is None:
+        raise NotFound(f"benchmark {name!r} has no version {number}", field=field)
+    return version
