@@ -9,7 +9,7 @@ Cases (all on shared/data/gpqa.npz, 420 models x 448 items, alpha = 0.05, goal `
                               10, the default ``agrapa`` bet next to the plain hedged ``plugin`` bet of
                               statistics-next §1 (the issue's efficiency bar: median <= 150).
   simulate-400                both policies, 400 pairs, batch 10, the simulator's defaults (25 %
-                              held-out pool; the IRT fit for ``fluid`` on the other 75 %, D = 1):
+                              held-out pool; the IRT fit for ``fluid`` on the other 75 %, D = 2):
                               the ``benchslice simulate --pairs 400`` workload, timed end to end.
 Per case: sessions, decided share, wrong decisions with a Clopper-Pearson 95 % interval, and per
 gap bucket the median / p90 / mean items used next to the median exact fixed random-subset size
