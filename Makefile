@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-dev run serve worker migrate test test-core openapi lint format bench clean
+.PHONY: help install install-dev run serve worker migrate test test-core openapi lint format bench mutation clean
 
 help:
 	@echo "make run      start the API and one Celery worker (SQLite + embedded broker by default)"
@@ -12,6 +12,7 @@ help:
 	@echo "make openapi  regenerate openapi/openapi.json"
 	@echo "make lint     ruff check + format check"
 	@echo "make bench    run the benchmark scripts in bench/"
+	@echo "make mutation mutation testing of app/core (mutmut; not in CI, ~30+ min on 2 cores)"
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +64,9 @@ bench: install-dev
 		[ -e "$$script" ] || { echo "no bench/bench_*.py scripts yet"; break; }; \
 		echo "== $$script"; $(PY) "$$script"; \
 	done
+
+mutation: install-dev
+	$(PY) bench/mutation.py $(MUTATION_ARGS)
 
 clean:
 	rm -rf var/*.sqlite3* .pytest_cache .ruff_cache

@@ -1,0 +1,150 @@
+"""Mutation testing of the engine (``make mutation``): mutmut over each ``app/core`` module.
+
+Each module is mutated on its own, in a scratch export of the committed tree (``git archive HEAD``),
+so the work tree is never touched. mutmut runs ``tests/core`` once to learn which tests reach each
+function, then runs only those tests against each mutant of that function: every module is judged
+by the tests that cover it. Mutants listed in ``bench/mutation_equivalent.toml`` (with a one-line
+reason each) are equivalent: they cannot change any result and are left out of the score.
+
+Usage::
+
+    .venv/bin/python bench/mutation.py                  # every module below
+    .venv/bin/python bench/mutation.py stats mdad       # some modules
+    .venv/bin/python bench/mutation.py --children 2 --keep /tmp/mut
+
+Prints a markdown table (module, group, mutants, killed, timeout, survived, equivalent, score,
+goal) and the surviving mutants' names; ``mutmut show NAME`` in the kept export shows a diff.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EQUIVALENT = ROOT / "bench" / "mutation_equivalent.toml"
+
+# module -> group; the goal is 90 % of non-equivalent mutants killed for "statistics",
+# 80 % for "selectors" (selectors and IRT)
+MODULES: dict[str, str] = {
+    "exact": "statistics",
+    "agreement": "statistics",
+    "mdad": "statistics",
+    "stats": "statistics",
+    "planning": "statistics",
+    "scoring": "statistics",
+    "sequential": "statistics",
+    "leaderboard": "statistics",
+    "irt": "selectors",
+    "selectors/random": "selectors",
+    "selectors/subtask_stratified": "selectors",
+    "selectors/confidence_stratified": "selectors",
+    "selectors/anchor_points": "selectors",
+    "selectors/tiny_benchmarks": "selectors",
+    "selectors/dpp": "selectors",
+}
+GOALS = {"statistics": 0.90, "selectors": 0.80}
+
+CONFIG = """
+[tool.mutmut]
+source_paths = ["app/core/{module}.py"]
+pytest_add_cli_args_test_selection = ["tests/core"]
+pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]
+also_copy = ["app", "pyproject.toml"]
+"""
+
+
+def export_tree(dest: Path) -> None:
+    archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+
+
+def equivalent_mutants() -> dict[str, str]:
+    if not EQUIVALENT.exists():
+        return {}
+    with EQUIVALENT.open("rb") as fh:
+        return {
+            name: str(reason) for name, reason in tomllib.load(fh).get("equivalent", {}).items()
+        }
+
+
+def run_module(module: str, work: Path, children: int) -> dict[str, object]:
+    work.mkdir(parents=True, exist_ok=True)
+    export_tree(work)
+    with (work / "pyproject.toml").open("a") as fh:
+        fh.write(CONFIG.format(module=module))
+    mutmut = [sys.executable, "-m", "mutmut"]
+    started = time.perf_counter()
+    subprocess.run(
+        [*mutmut, "run", "--max-children", str(children)],
+        cwd=work,
+        check=False,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    seconds = time.perf_counter() - started
+    subprocess.run([*mutmut, "export-cicd-stats"], cwd=work, check=True, capture_output=True)
+    stats = json.loads((work / "mutants" / "mutmut-cicd-stats.json").read_text())
+    listed = subprocess.run(
+        [*mutmut, "results"], cwd=work, check=True, capture_output=True, text=True
+    ).stdout
+    survivors = [
+        line.split(":")[0].strip()
+        for line in listed.splitlines()
+        if line.strip().endswith("survived")
+    ]
+    return {"stats": stats, "survivors": survivors, "seconds": seconds}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("modules", nargs="*", help=f"subset of: {', '.join(MODULES)}")
+    parser.add_argument("--children", type=int, default=2, help="parallel mutant runs")
+    parser.add_argument("--keep", type=Path, help="keep the scratch exports under this folder")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.modules) - set(MODULES))
+    if unknown:
+        parser.error(f"unknown module(s): {', '.join(unknown)}")
+    modules = args.modules or list(MODULES)
+    equivalent = equivalent_mutants()
+    base = args.keep or Path(tempfile.mkdtemp(prefix="benchslice-mutation-"))
+    rows, failed = [], False
+    print("| module | group | mutants | killed | timeout | survived | equivalent | score | goal |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for module in modules:
+        group = MODULES[module]
+        if not (ROOT / "app" / "core" / f"{module}.py").exists():
+            print(f"| {module} | {group} | (module not on main yet) | | | | | | |")
+            continue
+        out = run_module(module, base / module.replace("/", "_"), args.children)
+        stats = out["stats"]
+        survivors = [s for s in out["survivors"] if s not in equivalent]
+        n_equiv = len(out["survivors"]) - len(survivors)
+        killed = stats["killed"] + stats["timeout"]  # a mutant that hangs the tests is caught
+        scored = stats["total"] - stats["skipped"] - n_equiv
+        score = killed / scored if scored else 1.0
+        ok = score >= GOALS[group]
+        failed |= not ok
+        print(
+            f"| {module} | {group} | {stats['total']} | {stats['killed']} | {stats['timeout']} "
+            f"| {len(survivors)} | {n_equiv} | {score:.1%} | {'met' if ok else 'MISSED'} "
+            f"({GOALS[group]:.0%}; {out['seconds']:.0f} s) |",
+            flush=True,
+        )
+        rows.append((module, survivors))
+    print()
+    for module, survivors in rows:
+        if survivors:
+            print(f"surviving in {module} ({len(survivors)}): {' '.join(survivors)}")
+    print(f"\nexports in {base} (mutmut show NAME there)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
