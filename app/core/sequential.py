@@ -47,8 +47,10 @@ capital), kept as the reference: ``lam_t = sqrt(2 log(2/alpha) / (s2_{t-1} t log
 of test martingales is a test martingale), robust when one of the two bets misfires.
 
 All three are predictable, so validity holds for every one of them; the choice is about width. On
-GPQA (see ``bench/bench_sessions.py``) ``agrapa`` decides pairs >= 15 points apart with a median
-well below the plug-in bet's.
+GPQA (``bench/bench_sessions.py``, 500 random sessions on pairs >= 15 points apart, alpha = 0.05)
+``agrapa`` decided after a median of 85 items (one item per batch; 90 with batches of 10) against
+94 (100) for ``plugin``; ``mixture`` and other truncations ``c`` (0.3, 0.65) or variance priors did
+not do better. The grid and its interpolation rule are described in :func:`cs_interval`.
 
 References
 ----------
