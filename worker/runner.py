@@ -22,7 +22,7 @@ from app.enums import JobStatus
 from app.services import analysis_jobs
 from app.services import jobs as job_service
 from app.services.job_kinds import JOB_KINDS, JobKind, job_kind
-from app.services.jobs import JobCancelled, JobContext
+from app.services.jobs import JobCancelled, JobContext, no_helpers
 
 Helpers = Callable[[uuid.UUID, int], None]
 
@@ -105,7 +105,7 @@ def execute_job(
         ctx = JobContext(
             progress=ProgressReporter(session_factory, job_id),
             transaction=transactions(session_factory) if _shares_work(session) else None,
-            **({} if request_helpers is None else {"request_helpers": request_helpers}),
+            request_helpers=request_helpers or no_helpers,
         )
         handler(session, job, ctx)
         job.status = JobStatus.succeeded

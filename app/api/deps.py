@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Annotated
 
-from celery import Celery
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
@@ -21,10 +20,6 @@ from app.settings import Settings
 
 def get_settings_dep(request: Request) -> Settings:
     return request.app.state.settings
-
-
-def get_celery(request: Request) -> Celery:
-    return request.app.state.celery
 
 
 def get_job_queue(request: Request) -> JobQueue:
@@ -57,7 +52,6 @@ def get_session(session: Annotated[Session, Depends(open_session)]) -> Iterator[
 # A dependency written with `yield` that takes SessionDep must itself use scope="function".
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
-CeleryDep = Annotated[Celery, Depends(get_celery)]
 JobQueueDep = Annotated[JobQueue, Depends(get_job_queue)]
 
 

@@ -42,8 +42,8 @@ class Progress(Protocol):
     def check_cancelled(self) -> None: ...
 
 
-def _no_helpers(job_id: uuid.UUID, n: int) -> None:
-    """Default helper publisher: nobody else to ask."""
+def no_helpers(job_id: uuid.UUID, n: int) -> None:
+    """The helper publisher where there is nobody else to ask (tests, a lone process)."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class JobContext:
 
     progress: Progress
     transaction: Callable[[], AbstractContextManager[Session]] | None = None
-    request_helpers: Callable[[uuid.UUID, int], None] = _no_helpers
+    request_helpers: Callable[[uuid.UUID, int], None] = no_helpers
 
 
 JobHandler = Callable[[Session, Job, JobContext], None]
