@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -42,6 +43,7 @@ MODULES: dict[str, str] = {
     "sequential": "statistics",
     "leaderboard": "statistics",
     "irt": "selectors",
+    "irt_model": "selectors",
     "selectors/random": "selectors",
     "selectors/subtask_stratified": "selectors",
     "selectors/confidence_stratified": "selectors",
@@ -80,15 +82,22 @@ def run_module(module: str, work: Path, children: int) -> dict[str, object]:
     with (work / "pyproject.toml").open("a") as fh:
         fh.write(CONFIG.format(module=module))
     mutmut = [sys.executable, "-m", "mutmut"]
+    # the export lives in a scratch folder: point the tests at the real data beside the repo
+    env = dict(os.environ)
+    env.setdefault("BENCHSLICE_SHARED_DATA", str(ROOT.parent / "shared" / "data"))
     started = time.perf_counter()
-    subprocess.run(
+    run = subprocess.run(
         [*mutmut, "run", "--max-children", str(children)],
         cwd=work,
+        env=env,
         check=False,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
     )
     seconds = time.perf_counter() - started
+    if "failed to collect stats" in run.stdout + run.stderr:
+        tail = (run.stdout + run.stderr).strip().splitlines()[-5:]
+        raise SystemExit(f"mutmut could not run tests/core for {module}:\n" + "\n".join(tail))
     subprocess.run([*mutmut, "export-cicd-stats"], cwd=work, check=True, capture_output=True)
     stats = json.loads((work / "mutants" / "mutmut-cicd-stats.json").read_text())
     listed = subprocess.run(
