@@ -10,7 +10,7 @@ from fastapi.routing import APIRoute
 
 from app.api.errors import install_error_handlers, install_problem_openapi
 from app.api.middleware import BodySizeLimit
-from app.api.routes import analyses, benchmarks, health, jobs, results, subsets
+from app.api.routes import analyses, benchmarks, health, jobs, leaderboards, results, subsets
 from app.db.session import make_engine, make_sessionmaker
 from app.queue import CeleryQueue
 from app.settings import Settings, get_settings
@@ -56,5 +56,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(results.router, prefix=API_PREFIX)
     app.include_router(analyses.router, prefix=API_PREFIX)
     app.include_router(subsets.router, prefix=API_PREFIX)
+    app.include_router(leaderboards.router, prefix=API_PREFIX)
     install_problem_openapi(app)
     return app
