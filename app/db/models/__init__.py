@@ -4,6 +4,7 @@ from app.db.base import Base
 from app.db.models.access import ApiKey, IdempotencyKey
 from app.db.models.analysis import Analysis, AnalysisChunk
 from app.db.models.benchmark import Benchmark, BenchmarkVersion
+from app.db.models.evaluation_session import EvaluationSession, IrtFit
 from app.db.models.job import TERMINAL_STATUSES, Job, JobStatus
 from app.db.models.model_result import LanguageModel, ModelResult
 from app.db.models.subset import Subset, SubsetScore
@@ -16,7 +17,9 @@ __all__ = [
     "Base",
     "Benchmark",
     "BenchmarkVersion",
+    "EvaluationSession",
     "IdempotencyKey",
+    "IrtFit",
     "Job",
     "JobStatus",
     "LanguageModel",
