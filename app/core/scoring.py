@@ -7,11 +7,21 @@ pair at an observed gap.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from scipy import stats as _st
 
+from app.core.estimators import estimate as _core_estimate
+from app.core.estimators.irt import item_bank
 from app.core.exact import order_probabilities
-from app.core.results import Estimate, PairedComparison
+from app.core.intervals import (
+    SMALL_N_METHODS,
+    difference_estimate,
+    proportion_interval,
+    reference_calibrated_interval,
+)
+from app.core.results import Estimate, PairedComparison, Selection
 from app.core.stats import fpc, normal_paired_comparison, wilson_bounds
 
 
@@ -191,4 +201,380 @@ def size_needed_for_gap(
     return int(cand[np.flatnonzero(p_c >= probability)[0]])
 
 
-__all__ = ["kish_n_eff", "size_needed_for_gap", "weighted_estimate", "weighted_paired_comparison"]
+# -- every estimate of a subset, vectorised over scored models (issue 13) -------------------------
+
+BASES = ("design", "model", "model-assisted")
+#: Selectors whose subsets are probability samples with known inclusion probabilities.
+PROBABILITY_DESIGNS = frozenset({"random", "subtask_stratified", "confidence_stratified"})
+#: Default small-sample interval for unweighted 0/1 probability subsets (coverage study, GPQA).
+DEFAULT_SMALL_N = "wilson_fpc"
+#: Multiplier of the reference-calibrated spread, measured by ``bench/bench_coverage.py``.
+CALIBRATION_INFLATION = 1.1
+#: Fewest reference models a calibrated interval is computed from.
+MIN_REFERENCE_MODELS = 20
+_LINEAR = frozenset({"mean", "weighted_mean", "horvitz_thompson", "irt"})
+
+
+@dataclass(frozen=True)
+class EstimateBatch:
+    """One estimator's estimates for ``m`` scored models (arrays of shape ``(m,)``).
+
+    Attributes
+    ----------
+    estimator : str
+        Estimator name (``"mean"``, ``"p_irt"``...).
+    value, ci_low, ci_high, se : ndarray of float64
+        Point estimate, interval and standard error (NaN when unavailable).
+    raw_value : ndarray of float64
+        The estimator's own value before a calibration shifted it (equal to ``value`` otherwise).
+    interval : str or None
+        How the interval was computed (``"wilson_fpc"``, ``"hypergeometric"``,
+        ``"stratified_ht"``, ``"reference_calibrated"``...).
+    basis : str
+        ``"design"`` (probability sample, valid whatever the models), ``"model"`` (relies on a
+        model of the items or of the reference population) or ``"model-assisted"``.
+    confidence : float
+    available : bool
+    note : str or None
+        Why an estimate is unavailable, or a warning about its interval.
+    """
+
+    estimator: str
+    value: np.ndarray
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+    se: np.ndarray
+    raw_value: np.ndarray
+    interval: str | None
+    basis: str
+    confidence: float = 0.95
+    available: bool = True
+    note: str | None = None
+
+    def row(self, i: int = 0) -> dict:
+        """Model ``i``'s estimate as plain Python values (what a service serialises)."""
+
+        def f(x):
+            v = float(x[i])
+            return None if not np.isfinite(v) else v
+
+        return {
+            "estimator": self.estimator,
+            "value": f(self.value),
+            "raw_value": f(self.raw_value),
+            "ci_low": f(self.ci_low),
+            "ci_high": f(self.ci_high),
+            "se": f(self.se),
+            "interval": self.interval,
+            "basis": self.basis,
+            "confidence": self.confidence,
+            "available": self.available,
+            "note": self.note,
+        }
+
+
+def _batch(name, value, lo, hi, se, interval, basis, confidence, raw=None, note=None):
+    v = np.asarray(value, dtype=np.float64)
+    return EstimateBatch(
+        estimator=name,
+        value=v,
+        ci_low=np.asarray(lo, dtype=np.float64),
+        ci_high=np.asarray(hi, dtype=np.float64),
+        se=np.asarray(se, dtype=np.float64),
+        raw_value=v if raw is None else np.asarray(raw, dtype=np.float64),
+        interval=interval,
+        basis=basis,
+        confidence=confidence,
+        note=note,
+    )
+
+
+def _unavailable(name: str, m: int, note: str, confidence: float, value=None) -> EstimateBatch:
+    nan = np.full(m, np.nan)
+    v = nan if value is None else np.asarray(value, dtype=np.float64)
+    return EstimateBatch(
+        estimator=name,
+        value=v,
+        ci_low=nan,
+        ci_high=nan,
+        se=nan,
+        raw_value=v,
+        interval=None,
+        basis="model",
+        confidence=confidence,
+        available=value is not None,
+        note=note,
+    )
+
+
+def design_inclusion(selection: Selection, n_population: int) -> tuple[np.ndarray, np.ndarray]:
+    """Inclusion probabilities and stratum labels of a probability subset's items.
+
+    Returns
+    -------
+    pi : ndarray, shape (k,)
+        ``fitted["inclusion_probability"]`` when stored, else ``1 / (N w_i)`` (the weights of
+        stratified SRS subsets are ``N_h / (N n_h)``; uniform weights give ``n / N``).
+    strata : ndarray of int, shape (k,)
+        Items grouped by equal ``pi`` (strata with the same sampling fraction are collapsed,
+        which can only overstate the variance of a stratified design).
+    """
+    w = np.asarray(selection.weights, dtype=np.float64)
+    if "inclusion_probability" in selection.fitted:
+        pi = np.asarray(selection.fitted["inclusion_probability"], dtype=np.float64)
+    else:
+        pi = np.clip(1.0 / (n_population * w / w.sum()), 0.0, 1.0)
+    _, strata = np.unique(np.round(pi, 12), return_inverse=True)
+    return pi, strata.ravel()
+
+
+def _irt_delta(selection: Selection, y: np.ndarray, name: str, n_population: int) -> np.ndarray:
+    """The service's delta-method SEs of p-IRT / gp-IRT (item parameters treated as known)."""
+    f = selection.fitted
+    bank = item_bank(selection)
+    anchors = np.asarray(f["anchor_candidate_positions"], dtype=np.int64)
+    ability = bank.score(y, anchors, prior=float(f["ability_prior"]))
+    rest = np.setdiff1d(np.arange(bank.n_items), anchors, assume_unique=True)
+    lam = anchors.size / bank.n_items
+    se_rest = bank.predict_accuracy(ability, rest)[1] if rest.size else np.zeros(y.shape[0])
+    p_se = (1.0 - lam) * se_rest
+    if name == "p_irt":
+        return p_se
+    lin = _weighted_se(y, selection.weights, n_population)
+    lam_gp = float(f.get("lambda_gp", np.nan))
+    return np.hypot(lam_gp * lin, (1.0 - lam_gp) * p_se)
+
+
+def _weighted_se(y: np.ndarray, w: np.ndarray, n_population: int) -> np.ndarray:
+    """Vectorised ``weighted_estimate(...).se`` (linearised SE of a weighted mean, with FPC)."""
+    k = w.shape[0]
+    if k < 2:
+        return np.zeros(y.shape[0])
+    vw = y @ w / w.sum()
+    ss = ((y - vw[:, None]) ** 2) @ (w**2)
+    return np.sqrt(fpc(k, n_population) * ss * k / (k - 1)) / w.sum()
+
+
+def _kish_wilson(values: np.ndarray, w: np.ndarray, n_population: int, z: float):
+    """Vectorised :func:`weighted_estimate` bounds (Wilson at Kish's n with the FPC)."""
+    k = w.shape[0]
+    n_w = kish_n_eff(w)
+    f = fpc(k, n_population)
+    p = np.clip(values, 0.0, 1.0)
+    if f == 0.0:
+        return p, p
+    n_eff = n_w / f
+    denom = 1.0 + z * z / n_eff
+    center = (p + z * z / (2.0 * n_eff)) / denom
+    half = z / denom * np.sqrt(p * (1.0 - p) / n_eff + z * z / (4.0 * n_eff * n_eff))
+    return np.maximum(0.0, center - half), np.minimum(1.0, center + half)
+
+
+def score_models(
+    selection: Selection,
+    correct,
+    n_population: int,
+    *,
+    confidence_values=None,
+    reference_correct=None,
+    reference_confidence=None,
+    level: float = 0.95,
+    small_n: str = DEFAULT_SMALL_N,
+    calibrate: bool = True,
+    inflation: float = CALIBRATION_INFLATION,
+    estimators: tuple[str, ...] | None = None,
+) -> list[EstimateBatch]:
+    """Every estimate a subset offers for models known only on its items, with honest intervals.
+
+    Parameters
+    ----------
+    selection : Selection
+        The stored subset.
+    correct : array_like, shape (m, k) or (k,)
+        The scored models' per-item scores in [0, 1], in ``selection.indices`` order.
+    n_population : int
+        ``N``, the benchmark's size.
+    confidence_values : array_like, shape (m, k), optional
+        Gold-option probabilities (for ``weighted_confidence``).
+    reference_correct : array_like, shape (r, N), optional
+        Full results of reference models (the subset's source models): needed to calibrate the
+        intervals of non-probability subsets (DPP, Anchor Points, tinyBenchmarks).
+    reference_confidence : array_like, shape (r, N), optional
+        Their gold-option probabilities (calibrates ``weighted_confidence``).
+    level : float
+        Confidence level of the intervals.
+    small_n : {"wilson_fpc", "clopper_pearson", "jeffreys", "hypergeometric"}
+        Interval for unweighted 0/1 probability subsets.
+    calibrate : bool
+        ``False`` keeps the uncalibrated (pre-issue-13) intervals of non-probability subsets.
+    inflation : float
+        Spread multiplier of the reference-calibrated interval (:data:`CALIBRATION_INFLATION`).
+    estimators : tuple of str, optional
+        Which estimators (default: every one the selector offers).
+
+    Returns
+    -------
+    list of EstimateBatch
+        One per estimator, in the selector's order.
+
+    Notes
+    -----
+    * Probability subsets (:data:`PROBABILITY_DESIGNS`), basis ``design``: unweighted 0/1 results
+      get the ``small_n`` interval; weighted (stratified, Horvitz-Thompson) subsets get the
+      stratified HT variance ``sum_h N_h^2 (1 - n_h/N_h) s_h^2 / n_h / N^2`` and a normal interval
+      (:func:`app.core.intervals.difference_estimate` with zero predictions), falling back to
+      Wilson at Kish's size when the residual variance is 0 (never a zero-width interval).
+    * Non-probability subsets, basis ``model``: with ``>= MIN_REFERENCE_MODELS`` reference models,
+      the estimator is applied to them and its error law is inverted
+      (:func:`app.core.intervals.reference_calibrated_interval`): the value is bias-corrected and
+      ``raw_value`` keeps the estimator's own number. Without references the pre-issue-13
+      interval is returned with a warning ``note`` (it is not calibrated: measured coverage on
+      GPQA 0.63-0.99).
+    """
+    y = np.asarray(correct, dtype=np.float64)
+    if y.ndim == 1:
+        y = y[None, :]
+    k = selection.size
+    if y.ndim != 2 or y.shape[1] != k:
+        raise ValueError(f"correct: expected shape (n_models, {k}), got {np.shape(correct)}")
+    if small_n not in SMALL_N_METHODS:
+        raise ValueError(f"small_n: expected one of {SMALL_N_METHODS}, got {small_n!r}")
+    conf = None if confidence_values is None else np.atleast_2d(np.asarray(confidence_values))
+    ref = None if reference_correct is None else np.asarray(reference_correct, dtype=np.float64)
+    if ref is not None and (ref.ndim != 2 or ref.shape[1] != n_population):
+        raise ValueError(f"reference_correct: expected shape (n_models, {n_population})")
+    z = _z(level)
+    m = y.shape[0]
+    w = np.asarray(selection.weights, dtype=np.float64)
+    binary = bool(np.all((y == 0) | (y == 1)))
+    uniform = bool(np.allclose(w, 1.0 / k))
+    design = selection.method in PROBABILITY_DESIGNS
+    names = estimators
+    if names is None:
+        from app.core.selectors import SELECTORS  # selectors import estimators: avoid a cycle
+
+        cls = SELECTORS.get(selection.method)
+        names = tuple(cls.estimators) if cls is not None else (selection.estimator,)
+    out = []
+    for name in names:  # a handful of estimators
+        signal = y
+        if name == "weighted_confidence":
+            if conf is None:
+                out.append(
+                    _unavailable(
+                        name,
+                        m,
+                        "needs confidences (probability on the gold answer) in the upload",
+                        level,
+                    )
+                )
+                continue
+            signal = conf
+        try:
+            value = _core_estimate(
+                selection, signal, None if conf is None else conf, estimator=name
+            )
+        except ValueError as exc:
+            out.append(_unavailable(name, m, str(exc), level))
+            continue
+        if design and name in _LINEAR:
+            out.append(
+                _design_batch(
+                    name,
+                    value,
+                    signal,
+                    selection,
+                    n_population,
+                    binary and uniform,
+                    small_n,
+                    level,
+                    z,
+                )
+            )
+            continue
+        ref_signal = ref
+        if name == "weighted_confidence":
+            ref_signal = None if reference_confidence is None else np.asarray(reference_confidence)
+        if calibrate and ref_signal is not None and ref_signal.shape[0] >= MIN_REFERENCE_MODELS:
+            r_val = _core_estimate(
+                selection,
+                ref_signal[:, selection.indices],
+                None
+                if reference_confidence is None
+                else np.asarray(reference_confidence)[:, selection.indices],
+                estimator=name,
+            )
+            truth = ref_signal.mean(axis=1)
+            val, lo, hi, se = reference_calibrated_interval(
+                value, r_val, truth, confidence=level, inflation=inflation
+            )
+            out.append(
+                _batch(name, val, lo, hi, se, "reference_calibrated", "model", level, raw=value)
+            )
+            continue
+        note = (
+            "not a probability sample: interval not calibrated (give reference models)"
+            if not design
+            else None
+        )
+        if name in ("p_irt", "gp_irt"):
+            try:
+                se = _irt_delta(selection, y, name, n_population)
+            except ValueError as exc:
+                out.append(_unavailable(name, m, str(exc), level, value))
+                continue
+            lo, hi = np.maximum(0.0, value - z * se), np.minimum(1.0, value + z * se)
+            out.append(
+                _batch(
+                    name, value, lo, hi, se, "irt_ability_delta_method", "model", level, note=note
+                )
+            )
+            continue
+        lo, hi = _kish_wilson(value, w, n_population, z)
+        se = _weighted_se(signal, w, n_population)
+        if uniform and binary and name != "weighted_confidence":
+            lo, hi = proportion_interval(
+                signal.sum(axis=1).round(),
+                k,
+                method="wilson_fpc",
+                n_population=n_population,
+                confidence=level,
+            )
+        out.append(_batch(name, value, lo, hi, se, "wilson_kish_fpc", "model", level, note=note))
+    return out
+
+
+def _design_batch(name, value, y, selection, n_population, unweighted01, small_n, level, z):
+    k = selection.size
+    if unweighted01:
+        succ = np.round(y.sum(axis=1))
+        lo, hi = proportion_interval(
+            succ, k, method=small_n, n_population=n_population, confidence=level
+        )
+        p = succ / k
+        se = np.sqrt(fpc(k, n_population) * p * (1.0 - p) / k)
+        return _batch(name, value, lo, hi, se, small_n, "design", level)
+    pi, strata = design_inclusion(selection, n_population)
+    _, se = difference_estimate(y, np.zeros(y.shape[0]), pi, n_population, strata=strata)
+    lo, hi = np.maximum(0.0, value - z * se), np.minimum(1.0, value + z * se)
+    zero = se <= 0
+    if zero.any():  # all residuals equal: never a zero-width interval
+        klo, khi = _kish_wilson(value, selection.weights, n_population, z)
+        lo, hi = np.where(zero, klo, lo), np.where(zero, khi, hi)
+    return _batch(name, value, lo, hi, se, "stratified_ht", "design", level)
+
+
+__all__ = [
+    "BASES",
+    "CALIBRATION_INFLATION",
+    "DEFAULT_SMALL_N",
+    "MIN_REFERENCE_MODELS",
+    "PROBABILITY_DESIGNS",
+    "EstimateBatch",
+    "design_inclusion",
+    "kish_n_eff",
+    "score_models",
+    "size_needed_for_gap",
+    "weighted_estimate",
+    "weighted_paired_comparison",
+]

@@ -4,6 +4,8 @@ bootstrap, cluster-robust standard errors, and the probability that a new model 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from scipy import stats as _st
 
@@ -326,13 +328,246 @@ def compare_to_baseline(new_correct, baseline_correct_full, indices) -> PairedCo
     return normal_paired_comparison(y, base[idx], mean, se, n_pop)
 
 
+# -- pairs on shared items: Dirichlet posterior + exact McNemar (issue 13) -------------------------
+
+#: Fewest discordant items a paired verdict is given on (below: ``undecidable``).
+MIN_DISCORDANT = 10
+
+
+def dirichlet_p_better(n10, n01) -> np.ndarray:
+    """Posterior P(A beats B) from paired 0/1 outcomes, vectorised.
+
+    Parameters
+    ----------
+    n10, n01 : array_like of int
+        Shared items only A / only B gets right.
+
+    Returns
+    -------
+    ndarray of float
+        ``P(p10 > p01)`` under the ``Dirichlet(1 + n11, 1 + n10, 1 + n01, 1 + n00)`` posterior of
+        the four cell probabilities, which equals ``P(Beta(1 + n10, 1 + n01) > 1/2)``
+        (``p10 / (p10 + p01)`` is Beta-distributed whatever the concordant cells).
+
+    Notes
+    -----
+    The uniform Dirichlet prior makes 0.5 the answer at ``n10 = n01``; with no discordant item
+    the posterior is the prior (0.5).
+    """
+    a = np.asarray(n10, dtype=np.float64)
+    b = np.asarray(n01, dtype=np.float64)
+    if np.any(a < 0) or np.any(b < 0):
+        raise ValueError("n10: discordant counts must be non-negative")
+    return _st.beta.sf(0.5, 1.0 + a, 1.0 + b)
+
+
+def mcnemar_exact_counts(n10, n01) -> np.ndarray:
+    """Two-sided exact McNemar p-values from discordant counts, vectorised.
+
+    ``min(1, 2 P(X <= min(n10, n01)))`` with ``X ~ Binomial(n10 + n01, 1/2)`` (equal to
+    ``scipy.stats.binomtest(n10, n10 + n01, 0.5).pvalue``: the null distribution is symmetric);
+    1 when there is no discordant item.
+    """
+    a = np.asarray(n10, dtype=np.float64)
+    b = np.asarray(n01, dtype=np.float64)
+    n = a + b
+    p = np.minimum(1.0, 2.0 * _st.binom.cdf(np.minimum(a, b), n, 0.5))
+    return np.where(n == 0, 1.0, p)
+
+
+@dataclass(frozen=True)
+class PairedOutcomes:
+    """Two models on shared items: cell counts, P(A > B), exact McNemar, decidability.
+
+    Attributes
+    ----------
+    n11, n10, n01, n00 : int
+    p_a_better : float
+        :func:`dirichlet_p_better`.
+    mcnemar_p : float
+        :func:`mcnemar_exact_counts`.
+    min_discordant : int
+        ``k``: fewest discordant items a verdict needs.
+    status : str
+        ``"undecidable"`` when ``n10 + n01 < k``, else ``"decidable"``.
+    """
+
+    n11: int
+    n10: int
+    n01: int
+    n00: int
+    p_a_better: float
+    mcnemar_p: float
+    min_discordant: int
+    status: str
+
+    @property
+    def undecidable(self) -> bool:
+        return self.status == "undecidable"
+
+
+def paired_outcomes(
+    correct_a, correct_b, *, min_discordant: int = MIN_DISCORDANT
+) -> PairedOutcomes:
+    """Paired comparison of two models' 0/1 results on the same items.
+
+    Parameters
+    ----------
+    correct_a, correct_b : array_like of {0, 1}, shape (n_items,)
+    min_discordant : int
+        ``k``; below it the pair is ``undecidable`` (the numbers are still reported).
+
+    Returns
+    -------
+    PairedOutcomes
+    """
+    a = np.asarray(correct_a)
+    b = np.asarray(correct_b)
+    if a.shape != b.shape or a.ndim != 1 or a.size == 0:
+        raise ValueError("correct_b: expected a non-empty 1-d array aligned with correct_a")
+    if not (np.isin(a, (0, 1)).all() and np.isin(b, (0, 1)).all()):
+        raise ValueError("correct_a: expected 0/1 results")
+    if isinstance(min_discordant, bool) or min_discordant < 0:
+        raise ValueError("min_discordant: expected a non-negative count")
+    a, b = a.astype(bool), b.astype(bool)
+    n10, n01 = int(np.sum(a & ~b)), int(np.sum(~a & b))
+    n11, n00 = int(np.sum(a & b)), int(np.sum(~a & ~b))
+    return PairedOutcomes(
+        n11=n11,
+        n10=n10,
+        n01=n01,
+        n00=n00,
+        p_a_better=float(dirichlet_p_better(n10, n01)),
+        mcnemar_p=float(mcnemar_exact_counts(n10, n01)),
+        min_discordant=int(min_discordant),
+        status="undecidable" if n10 + n01 < min_discordant else "decidable",
+    )
+
+
+# -- repeated samples per item (Miller 2024) -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RepeatedSamplesEstimate:
+    """Mean of per-item scores from ``K`` samples each, with the variance split for planning.
+
+    Attributes
+    ----------
+    value, ci_low, ci_high, se : float
+        ``mean(x̄)`` and its normal interval; ``se = sd(x̄) / sqrt(n)`` (times the FPC when ``N`` is
+        given, applied to the between-item part only).
+    n, k : int
+        Items and samples per item.
+    var_items : float
+        ``Var(x)``, the variance of the items' true means: ``s²(x̄) - mean(s2_i) / K``, floored at 0.
+    mean_within : float
+        ``E[σ²]``, the mean within-item variance.
+    confidence : float
+    """
+
+    value: float
+    ci_low: float
+    ci_high: float
+    se: float
+    n: int
+    k: int
+    var_items: float
+    mean_within: float
+    confidence: float = 0.95
+
+    def se_for(self, n_items, k_samples) -> np.ndarray:
+        """Planning SE ``sqrt((Var(x) + E[σ²] / K) / n)`` for other ``n`` and ``K`` (vectorised)."""
+        n = np.asarray(n_items, dtype=np.float64)
+        k = np.asarray(k_samples, dtype=np.float64)
+        return np.sqrt((self.var_items + self.mean_within / k) / n)
+
+
+def repeated_samples_estimate(
+    scores,
+    k: int,
+    *,
+    within_variance=None,
+    n_population: int | None = None,
+    confidence: float = 0.95,
+) -> RepeatedSamplesEstimate:
+    """Full-benchmark mean from per-item mean scores over ``K`` samples each.
+
+    Parameters
+    ----------
+    scores : array_like, shape (n,)
+        Per-item mean score ``x̄_i`` in [0, 1] over the item's ``K`` samples.
+    k : int
+        Samples per item, ``K >= 1``.
+    within_variance : array_like, shape (n,), optional
+        Per-item sample variance ``s2_i`` of the ``K`` samples. Default for 0/1 samples:
+        ``K / (K - 1) x̄ (1 - x̄)`` (0 when ``K = 1``).
+    n_population : int, optional
+        ``N`` when the ``n`` items are a random subset of the benchmark.
+    confidence : float
+
+    Returns
+    -------
+    RepeatedSamplesEstimate
+
+    Notes
+    -----
+    Miller, "Adding Error Bars to Evals" (2024), eq. for resampling:
+    ``Var(mean) = (Var(x) + E[σ²] / K) / n``. The observed ``x̄_i`` already carry the ``K`` term,
+    so the plug-in SE is ``sd(x̄) / sqrt(n)``; with ``N`` the between-item part gets the FPC:
+    ``SE² = (1 - n/N) Var(x) / n + E[σ²] / (K n)``.
+    """
+    x = np.asarray(scores, dtype=np.float64)
+    if x.ndim != 1 or x.size == 0 or not np.all(np.isfinite(x)) or x.min() < 0 or x.max() > 1:
+        raise ValueError("scores: expected a non-empty 1-d array of per-item scores in [0, 1]")
+    if isinstance(k, bool) or int(k) != k or k < 1:
+        raise ValueError(f"k: expected a positive number of samples per item, got {k}")
+    k = int(k)
+    n = x.shape[0]
+    if within_variance is None:
+        s2 = x * (1.0 - x) * (k / (k - 1)) if k > 1 else np.zeros(n)
+    else:
+        s2 = np.asarray(within_variance, dtype=np.float64)
+        if s2.shape != x.shape or np.any(s2 < 0):
+            raise ValueError("within_variance: expected one non-negative variance per item")
+    mean_within = float(s2.mean())
+    var_xbar = float(x.var(ddof=1)) if n > 1 else 0.0
+    var_items = max(0.0, var_xbar - mean_within / k)
+    if n_population is None:
+        var = var_xbar / n
+    else:
+        var = (1.0 - n / n_population) * var_items / n + mean_within / (k * n)
+        if n_population < n:
+            raise ValueError("n_population: smaller than the number of items")
+    se = float(np.sqrt(max(var, 0.0)))
+    z = _z(confidence)
+    value = float(x.mean())
+    return RepeatedSamplesEstimate(
+        value=value,
+        ci_low=max(0.0, value - z * se),
+        ci_high=min(1.0, value + z * se),
+        se=se,
+        n=n,
+        k=k,
+        var_items=var_items,
+        mean_within=mean_within,
+        confidence=confidence,
+    )
+
+
 __all__ = [
+    "MIN_DISCORDANT",
+    "PairedOutcomes",
+    "RepeatedSamplesEstimate",
     "clustered_se",
     "compare_to_baseline",
+    "dirichlet_p_better",
     "fpc",
     "mcnemar_exact",
+    "mcnemar_exact_counts",
     "normal_paired_comparison",
     "paired_bootstrap",
+    "paired_outcomes",
+    "repeated_samples_estimate",
     "score_subset",
     "wilson_bounds",
     "wilson_interval",

@@ -59,3 +59,73 @@ def test_size_needed_on_the_full_benchmark_equals_exact_smallest_n() -> None:
     assert size_needed_for_gap(5, 5, 120, 120) is None
     with pytest.raises(ValueError, match="n10"):
         size_needed_for_gap(100, 30, 120, 120)
+
+
+# -- issue 13: score_models (every estimate of a subset, vectorised over models) -------------------
+from app.core.estimators import estimate as core_estimate  # noqa: E402
+from app.core.intervals import clopper_pearson, difference_estimate  # noqa: E402
+from app.core.scoring import score_models  # noqa: E402
+from app.core.selectors import make_selector  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def split(gpqa):
+    c = gpqa["correct"].astype(float)
+    perm = np.random.default_rng(5).permutation(c.shape[0])
+    return c[perm[:300]], c[perm[300:340]], gpqa["subtasks"]
+
+
+def test_random_subset_is_design_based_and_matches_wilson(split) -> None:
+    src, tgt, _ = split
+    sel = make_selector("random").fit(src).select(25, rng=1)
+    y = tgt[:, sel.indices]
+    (b,) = score_models(sel, y, 448)
+    assert b.basis == "design" and b.interval == "wilson_fpc"
+    for i in (0, 3, 17):
+        ref = wilson_interval(int(y[i].sum()), 25, n_population=448)
+        assert (b.value[i], b.ci_low[i], b.ci_high[i]) == pytest.approx(
+            (ref.value, ref.ci_low, ref.ci_high), abs=1e-12
+        )
+    (cp,) = score_models(sel, y, 448, small_n="clopper_pearson")
+    lo, hi = clopper_pearson(y.sum(axis=1), 25)
+    assert np.allclose(cp.ci_low, lo) and np.allclose(cp.ci_high, hi)
+
+
+def test_all_right_or_all_wrong_never_zero_width(split) -> None:
+    src, _, _ = split
+    sel = make_selector("random").fit(src).select(10, rng=2)
+    for method in ("wilson_fpc", "clopper_pearson", "jeffreys", "hypergeometric"):
+        (b,) = score_models(sel, np.array([np.zeros(10), np.ones(10)]), 448, small_n=method)
+        assert np.all(b.ci_high - b.ci_low > 0), method
+
+
+def test_stratified_ht_variance(split) -> None:
+    src, tgt, _ = split
+    sel = make_selector("confidence_stratified").fit(src).select(50, rng=3)
+    y = tgt[:, sel.indices]
+    (b,) = score_models(sel, y, 448)
+    assert b.basis == "design" and b.interval == "stratified_ht"
+    assert np.allclose(b.value, y @ sel.weights)
+    pi = sel.fitted["inclusion_probability"]
+    _, strata = np.unique(pi, return_inverse=True)
+    _, se = difference_estimate(y, np.zeros(y.shape[0]), pi, 448, strata=strata)
+    assert np.allclose(b.se, se)
+
+
+def test_non_probability_subsets_are_calibrated_on_references(split) -> None:
+    src, tgt, _ = split
+    sel = make_selector("tiny_benchmarks").fit(src).select(25, rng=4)
+    y = tgt[:, sel.indices]
+    plain = score_models(sel, y, 448)
+    cal = score_models(sel, y, 448, reference_correct=src)
+    assert [b.estimator for b in cal] == ["irt", "p_irt", "gp_irt"]
+    for p, c in zip(plain, cal, strict=True):
+        assert p.basis == "model" and "not calibrated" in p.note
+        assert c.interval == "reference_calibrated" and c.note is None
+        assert np.allclose(c.raw_value, core_estimate(sel, y, estimator=c.estimator))
+        assert np.all(c.ci_low <= c.value) and np.all(c.value <= c.ci_high)
+    # without references, the irt (anchor-weighted mean) interval is the old weighted Wilson
+    ref = weighted_estimate(y[0], sel.weights, 448)
+    assert (plain[0].ci_low[0], plain[0].ci_high[0]) == pytest.approx((ref.ci_low, ref.ci_high))
+    row = cal[1].row(0)
+    assert row["basis"] == "model" and row["estimator"] == "p_irt"

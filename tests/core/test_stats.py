@@ -102,3 +102,58 @@ def test_score_subset_and_compare_to_baseline() -> None:
     assert cmp.p_better == pytest.approx(stats.norm.cdf(0.5 / se))
     with pytest.raises(ValueError, match="indices"):
         compare_to_baseline(better, base, np.zeros(40, dtype=int))
+
+
+# -- issue 13: pairs, repeated samples ------------------------------------------------------------
+from app.core.stats import (  # noqa: E402
+    dirichlet_p_better,
+    mcnemar_exact_counts,
+    paired_outcomes,
+    repeated_samples_estimate,
+)
+
+
+def test_dirichlet_p_better_equals_monte_carlo() -> None:
+    """P(p10 > p01) under Dirichlet(1 + n) by 200,000 draws (MC SE ~0.001)."""
+    n = np.array([30, 12, 7, 51])
+    draws = np.random.default_rng(0).dirichlet(1 + n, size=200_000)
+    mc = np.mean(draws[:, 1] > draws[:, 2])
+    assert float(dirichlet_p_better(12, 7)) == pytest.approx(mc, abs=0.005)
+    assert float(dirichlet_p_better(5, 5)) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(("n10", "n01"), [(0, 0), (3, 9), (9, 3), (20, 21), (0, 6)])
+def test_mcnemar_counts_match_binomtest(n10, n01) -> None:
+    ref = 1.0 if n10 + n01 == 0 else stats.binomtest(n10, n10 + n01, 0.5).pvalue
+    assert float(mcnemar_exact_counts(n10, n01)) == pytest.approx(ref, abs=1e-12)
+
+
+def test_paired_outcomes_undecidable_below_k() -> None:
+    a = np.array([1, 1, 0, 0, 1, 1, 0, 1])
+    b = np.array([1, 0, 0, 1, 1, 0, 0, 1])
+    po = paired_outcomes(a, b, min_discordant=4)
+    assert (po.n11, po.n10, po.n01, po.n00) == (3, 2, 1, 2)
+    assert po.undecidable and po.status == "undecidable"
+    assert paired_outcomes(a, b, min_discordant=3).status == "decidable"
+    assert po.mcnemar_p == pytest.approx(mcnemar_exact(a, b)[0])
+
+
+def test_repeated_samples_split_by_simulation() -> None:
+    """Items with true means q_i, K = 4 Bernoulli samples: the SE of the mean over 4,000
+    simulated runs matches sqrt((Var(q) + E[q(1 - q)] / K) / n) within 5 %, and the plug-in SE
+    and the variance split estimate their targets."""
+    rng = np.random.default_rng(2)
+    n, k, runs = 200, 4, 4000
+    q = rng.beta(2, 3, n)
+    xbar = rng.binomial(k, q, size=(runs, n)) / k
+    theory = np.sqrt((q.var() + np.mean(q * (1 - q)) / k) / n)
+    sims_q = rng.beta(2, 3, (runs, n))
+    xbar_full = rng.binomial(k, sims_q) / k  # items themselves resampled (infinite population)
+    assert xbar_full.mean(axis=1).std() == pytest.approx(theory, rel=0.05)
+    est = repeated_samples_estimate(xbar[0], k)
+    assert est.se == pytest.approx(theory, rel=0.15)
+    assert est.var_items == pytest.approx(q.var(), rel=0.35)
+    assert est.mean_within == pytest.approx(np.mean(q * (1 - q)), rel=0.1)
+    assert est.se_for(n, k) == pytest.approx(theory, rel=0.15)
+    with pytest.raises(ValueError, match="scores"):
+        repeated_samples_estimate([0.5, 1.2], 2)

@@ -1,0 +1,168 @@
+"""Paired sample size for a significance test of a gap (the planner's significance answer).
+
+Statistics-next §4: ``n = (z_{1-alpha/2} + z_{1-beta})^2 omega^2 / delta^2`` with
+``omega^2 = Var(d_i)`` of the paired differences; for 0/1 results
+``omega^2 = p10 + p01 - (p10 - p01)^2``. This answers "how many shared items does a paired test
+need to detect a gap ``delta`` at level ``alpha`` with power ``1 - beta``" — a different question
+from the MDAD planner's "how many items order the pair correctly with probability p", and labelled
+so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as _st
+
+KIND = "paired_significance"
+
+
+def discordance_variance(p10, p01) -> np.ndarray:
+    """``omega^2 = p10 + p01 - (p10 - p01)^2``: variance of ``d = y_A - y_B`` for 0/1 results."""
+    a = np.asarray(p10, dtype=np.float64)
+    b = np.asarray(p01, dtype=np.float64)
+    if np.any(a < 0) or np.any(b < 0) or np.any(a + b > 1 + 1e-12):
+        raise ValueError("p10: discordance rates must be >= 0 with p10 + p01 <= 1")
+    return a + b - (a - b) ** 2
+
+
+def paired_sample_size(
+    delta, omega2, *, alpha: float = 0.05, power: float = 0.8, n_population: int | None = None
+) -> np.ndarray:
+    """Shared items a two-sided paired z-test needs to detect a gap ``delta`` (vectorised).
+
+    Parameters
+    ----------
+    delta : array_like
+        The gap to detect, ``|delta| > 0`` (accuracy points as a fraction).
+    omega2 : array_like
+        ``Var(d_i)`` of the paired per-item differences.
+    alpha : float
+        Two-sided level.
+    power : float
+        ``1 - beta``.
+    n_population : int, optional
+        ``N``: items are drawn without replacement from the benchmark, so
+        ``n_N = n / (1 + (n - 1) / N)`` (capped at ``N``).
+
+    Returns
+    -------
+    ndarray of int
+        ``ceil((z_{1-alpha/2} + z_{1-beta})^2 omega^2 / delta^2)``, at least 1.
+
+    References
+    ----------
+    Connor, "Sample size for testing differences in proportions for the paired-sample design",
+    Biometrics 43 (1987); Miller, "Adding Error Bars to Evals" (2024), §power.
+    """
+    if not 0.0 < alpha < 1.0 or not 0.0 < power < 1.0:
+        raise ValueError("alpha: alpha and power must lie in (0, 1)")
+    d = np.abs(np.asarray(delta, dtype=np.float64))
+    w2 = np.asarray(omega2, dtype=np.float64)
+    if np.any(d <= 0) or np.any(w2 < 0):
+        raise ValueError("delta: expected a positive gap and a non-negative variance")
+    z = _st.norm.ppf(1.0 - alpha / 2.0) + _st.norm.ppf(power)
+    n = z * z * w2 / (d * d)
+    if n_population is not None:
+        n = n / (1.0 + (n - 1.0) / n_population)
+        n = np.minimum(n, n_population)
+    return np.maximum(1, np.ceil(n - 1e-9)).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class PowerAnswer:
+    """The significance answer of the planner (label :data:`KIND`).
+
+    Attributes
+    ----------
+    kind : str
+        ``"paired_significance"``.
+    n : int
+        Shared items needed.
+    delta, omega2, alpha, power : float
+    source : str
+        ``"pair"`` (the pair's observed discordance) or ``"benchmark_typical"``.
+    """
+
+    kind: str
+    n: int
+    delta: float
+    omega2: float
+    alpha: float
+    power: float
+    source: str
+
+
+def pair_power(
+    correct_a,
+    correct_b,
+    *,
+    delta: float | None = None,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    n_population: int | None = None,
+) -> PowerAnswer:
+    """Paired sample size from a pair's observed discordance on shared items.
+
+    ``delta`` defaults to the observed gap ``p10 - p01`` (``ValueError`` when it is 0).
+    """
+    a = np.asarray(correct_a, dtype=bool)
+    b = np.asarray(correct_b, dtype=bool)
+    if a.shape != b.shape or a.ndim != 1 or a.size == 0:
+        raise ValueError("correct_b: expected a non-empty 1-d array aligned with correct_a")
+    p10, p01 = float(np.mean(a & ~b)), float(np.mean(~a & b))
+    gap = p10 - p01 if delta is None else float(delta)
+    if gap == 0:
+        raise ValueError("delta: the pair shows no gap; give the gap to detect")
+    w2 = float(discordance_variance(p10, p01))
+    n = int(paired_sample_size(gap, w2, alpha=alpha, power=power, n_population=n_population))
+    return PowerAnswer(KIND, n, abs(gap), w2, alpha, power, "pair")
+
+
+def typical_discordance(correct, *, quantile: float = 0.5) -> float:
+    """A benchmark's typical ``omega^2`` over all model pairs (vectorised, two matrix products).
+
+    Parameters
+    ----------
+    correct : array_like of {0, 1}, shape (n_models, N)
+    quantile : float
+        Which quantile of the pairs' ``omega^2`` (median by default).
+
+    Notes
+    -----
+    ``n10 = Y (1 - Y)^T``, ``n01 = n10^T``; ``omega^2 = p10 + p01 - (p10 - p01)^2`` per pair.
+    """
+    y = np.asarray(correct, dtype=np.float32)
+    if y.ndim != 2 or y.shape[0] < 2:
+        raise ValueError("correct: expected at least two models' results")
+    n10 = y @ (1.0 - y).T / y.shape[1]
+    iu = np.triu_indices(y.shape[0], k=1)
+    p10, p01 = n10[iu].astype(np.float64), n10.T[iu].astype(np.float64)
+    return float(np.quantile(discordance_variance(p10, p01), quantile))
+
+
+def benchmark_power(
+    correct,
+    delta: float,
+    *,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    quantile: float = 0.5,
+) -> PowerAnswer:
+    """Paired sample size for gap ``delta`` at the benchmark's typical discordance."""
+    w2 = typical_discordance(correct, quantile=quantile)
+    big_n = int(np.shape(correct)[1])
+    n = int(paired_sample_size(delta, w2, alpha=alpha, power=power, n_population=big_n))
+    return PowerAnswer(KIND, n, abs(float(delta)), w2, alpha, power, "benchmark_typical")
+
+
+__all__ = [
+    "KIND",
+    "PowerAnswer",
+    "benchmark_power",
+    "discordance_variance",
+    "pair_power",
+    "paired_sample_size",
+    "typical_discordance",
+]
