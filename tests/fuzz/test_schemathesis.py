@@ -8,6 +8,7 @@ schemas). A failure prints schemathesis' report with a ``curl`` reproduction per
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -67,6 +68,10 @@ def _config(path: Path, data: Seeded, *, with_ids: bool) -> Path:
             f'"path.model" = "{data.models[-1]}"',
         ]
     lines += [f'"query.model_a" = "{data.models[1]}"', f'"query.model_b" = "{data.models[-3]}"']
+    # schemathesis keeps per-project state (crash records) in ./.schemathesis unless told where:
+    # keep it in this test's tmp dir, whatever the working directory
+    cache = path.with_name(f"{path.stem}-schemathesis-cache")
+    lines += ["", "[cache]", f"directory = {json.dumps(str(cache))}"]
     path.write_text("\n".join(lines) + "\n")
     return path
 
