@@ -68,9 +68,9 @@ def declared_locations(request: Request) -> dict[str, Location]:
             continue
         seen.add(id(current))
         for where, params in (
-            ("header", current.header_params),
             ("query", current.query_params),
             ("path", current.path_params),
+            ("header", current.header_params),
         ):
             for param in params:
                 name = param.alias.lower() if where == "header" else param.alias
