@@ -42,6 +42,7 @@ MODULES: dict[str, str] = {
     "scoring": "statistics",
     "sequential": "statistics",
     "leaderboard": "statistics",
+    "pairwise": "statistics",
     "irt": "selectors",
     "irt_model": "selectors",
     "selectors/random": "selectors",
