@@ -4,11 +4,12 @@ One record per (doc, filter): ``doc_id``, ``doc``, ``target``, ``arguments``, ``
 ``filtered_resps``, ``doc_hash``, ``prompt_hash``, ``target_hash``, one key per metric
 (``acc``, ``acc_norm``, ``exact_match`` …) and, in newer versions, ``filter`` and ``metrics``.
 The Open LLM Leaderboard exports the same fields (string-encoded in places) as JSONL or parquet.
+This module reads the files and assembles the results; reading one record's fields (decoding,
+log-likelihoods, gold choice, confidence) is :mod:`app.ingest.lm_eval_fields`.
 """
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import gc
 import io
@@ -22,6 +23,13 @@ from typing import Any
 import numpy as np
 import orjson
 
+from app.ingest.lm_eval_fields import (
+    as_float,
+    gold_indices,
+    loglikelihoods,
+    maybe_decode,
+    softmax_at_gold,
+)
 from app.ingest.types import (
     AmbiguousChoiceError,
     IngestError,
@@ -59,7 +67,6 @@ LEADERBOARD_METRICS: tuple[tuple[str, str], ...] = (
 _SAMPLES_NAME = re.compile(
     r"^samples_(?P<task>.+?)_(?P<ts>\d{4}-\d{2}-\d{2}T[\d\-:.]+)\.(jsonl|parquet)$"
 )
-_LL_CHOICES_MIN = 2
 
 
 def task_from_filename(filename: str | None) -> str | None:
@@ -79,149 +86,6 @@ def leaderboard_metric(task: str | None) -> str | None:
     for fragment, metric in LEADERBOARD_METRICS:
         if fragment in low:
             return metric
-    return None
-
-
-def _maybe_decode(value: Any) -> Any:
-    """Undo string encoding of JSON/Python literals (``"[['-1.2', 'False']]"``, ``"{...}"``)."""
-    if isinstance(value, str) and value[:1] in "[({":
-        try:
-            return json.loads(value)
-        except ValueError:
-            try:
-                return ast.literal_eval(value)
-            except (ValueError, SyntaxError, MemoryError, RecursionError):
-                return value
-    return value
-
-
-def _as_float(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
-
-
-_BOOL_STRINGS = frozenset({"True", "False", "true", "false"})
-
-
-def _loglikelihoods(filtered_resps: Any) -> list[float] | None:
-    """Per-choice log-likelihoods from ``filtered_resps`` (``[[ll, is_greedy], …]``), else None.
-
-    Each entry may be ``[-1.23, false]``, ``["-1.23", "False"]`` or a string encoding of either.
-    """
-    resps = _maybe_decode(filtered_resps)
-    if not isinstance(resps, list | tuple) or len(resps) < _LL_CHOICES_MIN:
-        return None
-    out = []
-    try:
-        for r in resps:
-            if isinstance(r, str):
-                r = _maybe_decode(r)
-            flag = r[1]
-            if len(r) != 2 or not (flag is True or flag is False or flag in _BOOL_STRINGS):
-                return None
-            ll = r[0]
-            if isinstance(ll, bool):
-                return None
-            ll = float(ll)
-            if ll != ll:  # NaN
-                return None
-            out.append(ll)
-    except (TypeError, ValueError, IndexError, KeyError):
-        return None
-    return out
-
-
-def _continuations(arguments: Any) -> list[str] | None:
-    args = _maybe_decode(arguments)
-    if isinstance(args, Mapping):
-
-        def order(key: str) -> int:
-            digits = re.sub(r"\D", "", key)
-            return int(digits) if digits else 0
-
-        items = [args[k] for k in sorted(args, key=order)]
-        conts = []
-        for a in items:
-            a = _maybe_decode(a)
-            if isinstance(a, Mapping) and "arg_1" in a:
-                conts.append(str(a["arg_1"]))
-            elif isinstance(a, list | tuple) and len(a) >= 2:
-                conts.append(str(a[1]))
-            else:
-                return None
-        return conts
-    if isinstance(args, list | tuple):
-        conts = []
-        for a in args:
-            a = _maybe_decode(a)
-            if isinstance(a, list | tuple) and len(a) >= 2:
-                conts.append(str(a[1]))
-            else:
-                return None
-        return conts
-    return None
-
-
-def _match_text(target: str, options: Sequence[str]) -> int | None:
-    for key in (lambda s: s, lambda s: s.strip()):
-        t = key(target)
-        hits = [i for i, o in enumerate(options) if key(str(o)) == t]
-        if len(hits) == 1:
-            return hits[0]
-    return None
-
-
-def gold_indices(target: Any, doc: Any, arguments: Any, n_choices: int) -> list[int] | None:
-    """Gold choice index(es): ``target`` as an index, else the choice whose text matches it.
-
-    Choice texts come from ``doc["choices"]`` / ``doc["options"]``, then from the continuations
-    in ``arguments``. Returns ``None`` when no unique gold can be found.
-    """
-    target = _maybe_decode(target)
-    if isinstance(target, list | tuple):
-        idx = [t for t in (_as_index(x, n_choices) for x in target) if t is not None]
-        return idx if idx and len(idx) == len(target) else None
-    idx = _as_index(target, n_choices)
-    if idx is not None:
-        return [idx]
-    if not isinstance(target, str):
-        return None
-    sources: list[Sequence[str]] = []
-    if isinstance(doc, Mapping):
-        for key in ("choices", "options"):
-            opts = _maybe_decode(doc.get(key))
-            if (
-                isinstance(opts, Mapping) and "text" in opts
-            ):  # ARC-style {"text": [...], "label": [...]}
-                opts = opts["text"]
-            if isinstance(opts, list) and len(opts) == n_choices:
-                sources.append(opts)
-    conts = _continuations(arguments)
-    if conts is not None and len(conts) == n_choices:
-        sources.append(conts)
-    for opts in sources:
-        hit = _match_text(target, opts)
-        if hit is not None:
-            return [hit]
-    return None
-
-
-def _as_index(value: Any, n_choices: int) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if 0 <= value < n_choices else None
-    if isinstance(value, str) and value.strip().isdigit():
-        v = int(value.strip())
-        return v if 0 <= v < n_choices else None
     return None
 
 
@@ -476,7 +340,7 @@ def _parse_samples(
             else:
                 seen[key] = line
         raw = rec.get(metric)
-        v = _as_float(raw) if not isinstance(raw, str) else None
+        v = as_float(raw) if not isinstance(raw, str) else None
         if isinstance(raw, bool):
             v = float(raw)
         if raw is None:
@@ -498,12 +362,12 @@ def _parse_samples(
             continue
         correct[k] = v
         ids.append(key)
-        doc = _maybe_decode(rec.get("doc"))
+        doc = maybe_decode(rec.get("doc"))
         if subj_key is None and isinstance(doc, Mapping):
             subj_key = next((f for f in SUBJECT_FIELDS if isinstance(doc.get(f), str)), None)
         s = doc.get(subj_key) if (subj_key and isinstance(doc, Mapping)) else None
         subjects.append(s if isinstance(s, str) else None)
-        lls = _loglikelihoods(rec.get("filtered_resps"))
+        lls = loglikelihoods(rec.get("filtered_resps"))
         if lls is None:
             no_conf += 1
             continue
@@ -522,7 +386,7 @@ def _parse_samples(
     confidence = None
     n_kept = int(keep.sum())
     if no_conf == 0 and no_gold == 0 and n_kept:
-        confidence = _softmax_at_gold(flat_ll, lengths, gold_rows, gold_cols)
+        confidence = softmax_at_gold(flat_ll, lengths, gold_rows, gold_cols)
     if 0 < no_conf < n_kept:
         notes.append(f"{no_conf} record(s) lack per-choice log-likelihoods: no confidence")
     if no_gold:
@@ -554,29 +418,6 @@ def _parse_samples(
         errors=tuple(errors),
         notes=tuple(notes),
     )
-
-
-def _softmax_at_gold(
-    flat_ll: list[float], lengths: np.ndarray, gold_rows: list[int], gold_cols: list[int]
-) -> np.ndarray:
-    """Softmax over each record's choices, summed over its gold choice(s), vectorised.
-
-    ``p_gold = sum_{g in gold} exp(ll_g - logsumexp(ll))``; rows without choices get 0.
-    """
-    n, width = lengths.shape[0], max(int(lengths.max(initial=0)), 1)
-    ll = np.full((n, width), -np.inf)
-    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-    rows = np.repeat(np.arange(n), lengths)
-    cols = np.arange(int(lengths.sum())) - np.repeat(starts, lengths)
-    ll[rows, cols] = np.asarray(flat_ll, dtype=np.float64)
-    m = ll.max(axis=1, keepdims=True)
-    m[~np.isfinite(m)] = 0.0
-    with np.errstate(invalid="ignore"):
-        p = np.exp(ll - m)
-    p /= np.maximum(p.sum(axis=1, keepdims=True), np.finfo(float).tiny)
-    gold = np.zeros((n, width), dtype=bool)
-    gold[np.asarray(gold_rows, dtype=np.int64), np.asarray(gold_cols, dtype=np.int64)] = True
-    return np.clip((p * gold).sum(axis=1), 0.0, 1.0)
 
 
 def parse_leaderboard_details(
