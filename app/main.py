@@ -10,7 +10,16 @@ from fastapi.routing import APIRoute
 
 from app.api.errors import install_error_handlers, install_problem_openapi
 from app.api.middleware import BodySizeLimit
-from app.api.routes import analyses, benchmarks, health, jobs, leaderboards, results, subsets
+from app.api.routes import (
+    analyses,
+    benchmarks,
+    health,
+    jobs,
+    leaderboards,
+    results,
+    sessions,
+    subsets,
+)
 from app.db.session import make_engine, make_sessionmaker
 from app.queue import CeleryQueue
 from app.settings import Settings, get_settings
@@ -57,5 +66,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(analyses.router, prefix=API_PREFIX)
     app.include_router(subsets.router, prefix=API_PREFIX)
     app.include_router(leaderboards.router, prefix=API_PREFIX)
+    app.include_router(sessions.router, prefix=API_PREFIX)
     install_problem_openapi(app)
     return app

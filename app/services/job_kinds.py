@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Job
 from app.errors import InvalidInput
-from app.services import analyses, analysis_jobs, ping, subsets
+from app.services import analyses, analysis_jobs, irt_fits, ping, subsets
 from app.services import jobs as job_service
 from app.services.jobs import JobHandler, ParamsValidator
 
@@ -35,6 +35,7 @@ JOB_KINDS: Mapping[str, JobKind] = MappingProxyType(
         subsets.JOB_KIND: JobKind(
             handler=subsets.run_subset_job, validate=subsets.validate_job_params
         ),
+        irt_fits.JOB_KIND: JobKind(handler=irt_fits.run_irt_fit, validate=irt_fits.validate_params),
     }
 )
 

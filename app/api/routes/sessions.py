@@ -1,0 +1,141 @@
+"""Evaluation sessions (issue 12): evaluate a model a batch at a time until the question is
+answered (`random`: design-based confidence sequence; `fluid`: adaptive, IRT-model-based)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Body, Query, Request, Response, status
+from fastapi.responses import JSONResponse
+
+from app.api.deps import (
+    BenchmarkVersionDep,
+    JobQueueDep,
+    ReadPrincipal,
+    SessionDep,
+    SettingsDep,
+    WritePrincipal,
+)
+from app.api.errors import CONFLICT, INVALID, NOT_FOUND, UNAVAILABLE
+from app.api.responses import AUTH, UNSUPPORTED
+from app.api.routes.results import UPLOAD_BODY, IdempotencyKeyHeader, replay_upload
+from app.api.uploads import UploadDep
+from app.queue import enqueue_job_after_commit
+from app.schemas.benchmarks import NO_NUL
+from app.schemas.jobs import JobPublic
+from app.schemas.results import ModelCreate
+from app.schemas.sessions import SessionCreate, SessionPublic
+from app.services import idempotency
+from app.services import sessions as service
+from app.services.uploads import ParseOptions, parse_results_upload
+
+router = APIRouter(tags=["sessions"])
+
+
+@router.post(
+    "/benchmarks/{benchmark}/sessions",
+    status_code=status.HTTP_201_CREATED,
+    response_model=SessionPublic,
+    responses={
+        202: {
+            "model": JobPublic,
+            "description": "policy=fluid before this benchmark's IRT fit exists: the job "
+            "computing it (queued once per benchmark version); create the session again when "
+            "it has succeeded",
+        },
+        **NOT_FOUND,
+        **INVALID,
+        **AUTH,
+        **UNAVAILABLE,
+    },
+    name="create_session",
+)
+def create_session(
+    version: BenchmarkVersionDep,
+    body: Annotated[SessionCreate, Body()],
+    session: SessionDep,
+    queue: JobQueueDep,
+    _: WritePrincipal,
+) -> Response:
+    """Start evaluating `model` on this benchmark (`{benchmark}`: version id, name, or
+    name@vN): 201 with the session, `state: "open"` and the first batch (`next_items`, and
+    `samples` for `lm_eval --samples`). Items come in a random order drawn from `seed`
+    (`random`) or by information under the benchmark's IRT fit (`fluid`). A `baseline` must have
+    full results on this benchmark."""
+    row, job, created = service.create_session(session, version, body)
+    if row is None:
+        assert job is not None
+        if created:
+            enqueue_job_after_commit(session, queue, job.id)
+        return JSONResponse(
+            JobPublic.from_job(job).model_dump(mode="json"),
+            status_code=status.HTTP_202_ACCEPTED,
+            headers={"Location": f"/v1/jobs/{job.id}"},
+        )
+    public = service.to_public(session, row, version)
+    return JSONResponse(
+        public.model_dump(mode="json"),
+        status_code=status.HTTP_201_CREATED,
+        headers={"Location": f"/v1/sessions/{row.id}"},
+    )
+
+
+@router.post(
+    "/sessions/{session_id}/results",
+    response_model=SessionPublic,
+    responses={**NOT_FOUND, **CONFLICT, **INVALID, **AUTH, **UNSUPPORTED},
+    name="post_session_results",
+    openapi_extra=UPLOAD_BODY,
+)
+def post_session_results(
+    session_id: uuid.UUID,
+    request: Request,
+    principal: WritePrincipal,
+    upload: UploadDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    model: Annotated[
+        str | None,
+        Query(min_length=1, max_length=300, pattern=NO_NUL, description="Model (non-JSON uploads)"),
+    ] = None,
+    metric: Annotated[str | None, Query(description="lm-eval metric, if several")] = None,
+    filter: Annotated[str | None, Query(description="lm-eval filter, if several")] = None,
+    task: Annotated[str | None, Query()] = None,
+    item_key: Annotated[Literal["doc_hash", "doc_id"], Query()] = "doc_hash",
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> Response:
+    """The model's results on the open batch, in any format a results upload accepts (every
+    item of the batch, no others; values without item ids follow the order served). Answers
+    the updated session: `state`, `decision`, `items_used`, `estimate` and `difference` with
+    their intervals and `basis`, and the next batch. Sending the batch applied last again is
+    answered with the current state (nothing is applied twice); a repeated `Idempotency-Key`
+    returns the first response."""
+    req_hash, replay = replay_upload(
+        request, upload, session, principal.id, idempotency_key, settings.idempotency_ttl_hours
+    )
+    if replay is not None:
+        return replay
+    current = service.get_row(session, session_id)
+    parsed, ref = parse_results_upload(
+        upload,
+        ParseOptions(metric=metric, filter=filter, task=task, item_key=item_key),
+        model=ModelCreate(name=model or current.model_name),
+    )
+    public, replayed = service.post_results(session, session_id, ref.name, parsed)
+    body = public.model_dump(mode="json")
+    if idempotency_key is not None and req_hash is not None:
+        idempotency.store(session, principal.id, idempotency_key, req_hash, 200, body)
+    headers = {"Idempotency-Replayed": "true"} if replayed else {}
+    return JSONResponse(body, status_code=status.HTTP_200_OK, headers=headers)
+
+
+@router.get(
+    "/sessions/{session_id}",
+    response_model=SessionPublic,
+    responses={**NOT_FOUND, **AUTH},
+    name="get_session",
+)
+def get_session(session_id: uuid.UUID, session: SessionDep, _: ReadPrincipal) -> SessionPublic:
+    """A session with its whole history (estimate and intervals after every batch)."""
+    return service.get_session_public(session, session_id)

@@ -1,0 +1,124 @@
+"""Evaluation sessions (issue 12): request and response models."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.schemas.benchmarks import NO_NUL
+
+MAX_SEED = 2**63 - 1
+Basis = Literal["design", "model"]
+SessionState = Literal["open", "decided", "exhausted"]
+Decision = Literal["undecided", "better", "worse", "equivalent", "precise"]
+
+
+class SessionCreate(BaseModel):
+    """Evaluate ``model`` in batches until the goal is met (or ``max_items`` runs out)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"model": "org/new-7b", "baseline": "org/old-7b", "goal": "decide", "seed": 1}
+            ]
+        },
+    )
+
+    model: str = Field(min_length=1, max_length=300, pattern=NO_NUL)
+    baseline: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=300,
+        pattern=NO_NUL,
+        description="Model with full stored results on this benchmark (needed by goal=decide)",
+    )
+    goal: Literal["decide", "precision"] = Field(
+        default="decide",
+        description="decide: stop when the interval for the difference excludes 0 (better/worse) "
+        "or lies inside [-margin, margin] (equivalent); precision: stop when the interval's "
+        "half-width is at most `precision` (the difference's with a baseline, else the accuracy's)",
+    )
+    policy: Literal["random", "fluid"] = Field(
+        default="random",
+        description="random: seeded random order, time-uniform confidence sequence (design-based "
+        "guarantee); fluid: most informative items under the benchmark's IRT fit (model-based)",
+    )
+    alpha: float = Field(default=0.05, gt=0.0, le=0.5, description="Error level")
+    margin: float | None = Field(default=None, ge=0.0, lt=1.0, description="Equivalence margin")
+    precision: float | None = Field(
+        default=None, gt=0.0, lt=1.0, description="Target half-width (goal=precision)"
+    )
+    batch_size: int = Field(default=10, ge=1, le=10_000)
+    max_items: int | None = Field(default=None, ge=1, description="Default: every item")
+    seed: int | None = Field(default=None, ge=0, le=MAX_SEED, description="Drawn when omitted")
+    store_results: bool = Field(
+        default=False,
+        description="When the session closes, store the model's results on the items seen as a "
+        "partial-coverage result set (skipped if the model already has other results)",
+    )
+
+
+class SessionItem(BaseModel):
+    position: int
+    item_id: str
+    doc_id: int = Field(description="Position within the subtask (lm-eval doc_id)")
+    subtask: str
+
+
+class Interval(BaseModel):
+    value: float | None = Field(description="Point estimate (null before any result)")
+    lower: float
+    upper: float
+    basis: Basis = Field(
+        description="design: valid by the random order alone (anytime-valid); model: only as "
+        "good as the IRT fit"
+    )
+
+
+class HistoryRow(BaseModel):
+    step: int
+    items_used: int
+    estimate: Interval
+    difference: Interval | None
+    decision: Decision
+    state: SessionState
+
+
+class SessionPublic(BaseModel):
+    id: uuid.UUID
+    benchmark_id: uuid.UUID
+    benchmark: str
+    benchmark_version: int
+    model: str
+    baseline: str | None
+    goal: Literal["decide", "precision"]
+    policy: Literal["random", "fluid"]
+    alpha: float
+    margin: float | None
+    precision: float | None
+    batch_size: int
+    max_items: int
+    seed: int
+    n_items: int
+    state: SessionState
+    decision: Decision
+    step: int
+    items_used: int
+    estimate: Interval = Field(description="The model's full-benchmark accuracy")
+    difference: Interval | None = Field(description="Accuracy minus the baseline's (full)")
+    baseline_accuracy: float | None
+    next_items: list[SessionItem] = Field(description="The open batch (empty once closed)")
+    samples: dict[str, list[int]] = Field(
+        description="The open batch for `lm_eval --samples`: {subtask: [doc_id, ...]}"
+    )
+    history: list[HistoryRow]
+    stored_result: str | None = Field(
+        description="created/unchanged when the closed session's results were stored; "
+        "skipped: the model already has other results"
+    )
+    created_at: datetime
+    updated_at: datetime

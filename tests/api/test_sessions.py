@@ -1,0 +1,284 @@
+"""Evaluation sessions over HTTP (Postgres): random policy end to end on real GPQA results.
+
+Oracles: the full-benchmark accuracies and differences computed here from the stored matrix;
+the confidence sequence replayed offline with :func:`app.core.sequential.confidence_sequence`
+on the same values in the same order (the service must give the same intervals).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session
+
+from app.core.sequential import confidence_sequence, paired_values
+from app.ingest import parse_columnar
+from app.schemas.results import ModelCreate
+from app.services.benchmarks import create_version
+from app.services.results import store_results
+from tests.api._subset_data import Seeded, gpqa, seed_gpqa
+
+PROBLEM = "application/problem+json"
+
+
+@pytest.fixture
+def seeded(db_session: Session) -> Seeded:
+    s = seed_gpqa(db_session, n_models=40)
+    db_session.commit()
+    return s
+
+
+def _far_pair(seeded: Seeded, min_gap: float = 0.15) -> tuple[int, int]:
+    acc = seeded.correct.mean(axis=1)
+    gaps = acc[:, None] - acc[None, :]
+    i, j = np.unravel_index(np.argmax(gaps), gaps.shape)
+    assert gaps[i, j] >= min_gap
+    return int(i), int(j)
+
+
+def _answer(client: TestClient, sid: str, body: dict, truth: np.ndarray, ids: list[str], **kw):
+    items = body["next_items"]
+    payload = {
+        "model": body["model"],
+        "item_ids": [it["item_id"] for it in items],
+        "correct": [float(truth[ids.index(it["item_id"])]) for it in items],
+    }
+    return client.post(f"/v1/sessions/{sid}/results", json=payload, **kw)
+
+
+def _run(client: TestClient, sid: str, body: dict, truth: np.ndarray, ids: list[str]) -> list:
+    bodies = [body]
+    while body["state"] == "open":
+        r = _answer(client, sid, body, truth, ids)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        bodies.append(body)
+    return bodies
+
+
+def test_random_session_decides_a_far_apart_pair(client: TestClient, seeded: Seeded) -> None:
+    a, b = _far_pair(seeded)
+    truth_a, truth_b = seeded.correct[a].astype(float), seeded.correct[b].astype(float)
+    delta = truth_a.mean() - truth_b.mean()
+    r = client.post(
+        f"/v1/benchmarks/{seeded.version_id}/sessions",
+        json={"model": seeded.names[a], "baseline": seeded.names[b], "batch_size": 20, "seed": 3},
+    )
+    assert r.status_code == 201, r.text
+    body = r.json()
+    assert r.headers["Location"] == f"/v1/sessions/{body['id']}"
+    assert body["state"] == "open" and body["items_used"] == 0 and len(body["next_items"]) == 20
+    # the order is the seeded permutation, and samples is the same batch in lm-eval form
+    perm = np.random.default_rng(3).permutation(448)
+    assert [it["position"] for it in body["next_items"]] == perm[:20].tolist()
+    docs = {}
+    for it in body["next_items"]:
+        docs.setdefault(it["subtask"], []).append(it["doc_id"])
+    assert body["samples"] == {k: sorted(v) for k, v in docs.items()}
+    bodies = _run(client, body["id"], body, truth_a, seeded.item_ids)
+    final = bodies[-1]
+    assert final["state"] == "decided"
+    assert final["decision"] == ("better" if delta > 0 else "worse")
+    assert final["items_used"] < 448 and final["items_used"] % 20 == 0
+    assert final["next_items"] == [] and final["samples"] == {}
+    # history: one row per batch; the intervals are the offline confidence sequence's
+    hist = client.get(f"/v1/sessions/{body['id']}").json()["history"]
+    assert [h["items_used"] for h in hist] == list(range(20, final["items_used"] + 1, 20))
+    assert [h["step"] for h in hist] == list(range(1, len(hist) + 1))
+    seen = perm[: final["items_used"]]
+    x = paired_values(truth_a[seen], truth_b[seen])
+    path = confidence_sequence(x, n_items=448, paired=True)
+    cols = np.arange(19, final["items_used"], 20)
+    np.testing.assert_allclose(
+        [h["difference"]["lower"] for h in hist], 2 * path.lower[0, cols] - 1
+    )
+    np.testing.assert_allclose(
+        [h["difference"]["upper"] for h in hist], 2 * path.upper[0, cols] - 1
+    )
+    acc_path = confidence_sequence(truth_a[seen], n_items=448)
+    np.testing.assert_allclose([h["estimate"]["lower"] for h in hist], acc_path.lower[0, cols])
+    assert all(h["difference"]["basis"] == "design" for h in hist)
+    assert hist[-1]["difference"]["lower"] > 0 or hist[-1]["difference"]["upper"] < 0
+    assert final["history"] == hist
+
+
+@pytest.fixture
+def small(db_session: Session) -> tuple[uuid.UUID, list[str], np.ndarray, list[str]]:
+    data = gpqa()
+    correct = data["correct"][:3, :30].astype(np.uint8)
+    ids = [str(x) for x in data["item_ids"][:30]]
+    version, _ = create_version(db_session, f"small-{uuid.uuid4().hex[:8]}", ids, ["t"] * 30)
+    names = ["s-a", "s-b", "s-partial"]
+    for i in range(2):
+        store_results(
+            db_session, version.id, ModelCreate(name=names[i]), parse_columnar(correct[i].tolist())
+        )
+    store_results(
+        db_session,
+        version.id,
+        ModelCreate(name=names[2]),
+        parse_columnar(correct[2, :10].tolist(), item_ids=ids[:10]),
+    )
+    db_session.commit()
+    return version.id, names, correct.astype(float), ids
+
+
+def test_interval_at_exhaustion_is_the_exact_value(client: TestClient, small) -> None:
+    vid, names, correct, ids = small
+    r = client.post(
+        f"/v1/benchmarks/{vid}/sessions",
+        json={
+            "model": "fresh-model",
+            "baseline": names[1],
+            "goal": "precision",
+            "precision": 1e-6,
+            "batch_size": 7,
+            "seed": 5,
+            "store_results": True,
+        },
+    )
+    assert r.status_code == 201, r.text
+    bodies = _run(client, r.json()["id"], r.json(), correct[0], ids)
+    final = bodies[-1]
+    assert final["items_used"] == 30 and final["state"] == "decided"
+    assert final["decision"] == "precise"
+    exact = correct[0].mean()
+    assert final["estimate"]["lower"] == pytest.approx(exact, abs=1e-12)
+    assert final["estimate"]["upper"] == pytest.approx(exact, abs=1e-12)
+    exact_d = exact - correct[1].mean()
+    assert final["difference"]["lower"] == pytest.approx(exact_d, abs=1e-12)
+    assert final["difference"]["upper"] == pytest.approx(exact_d, abs=1e-12)
+    assert [len(b["next_items"]) for b in bodies[:-1]] == [7, 7, 7, 7, 2]
+    assert final["stored_result"] == "created"
+    models = client.get(f"/v1/benchmarks/{vid}/models").json()["items"]
+    stored = next(m for m in models if m["model"]["name"] == "fresh-model")
+    assert stored["coverage"] == 1.0 and stored["accuracy"] == pytest.approx(exact)
+
+
+def test_max_items_ends_exhausted(client: TestClient, small) -> None:
+    vid, names, correct, ids = small
+    r = client.post(
+        f"/v1/benchmarks/{vid}/sessions",
+        json={"model": names[0], "baseline": names[1], "batch_size": 4, "max_items": 10},
+    )
+    assert r.status_code == 201, r.text
+    bodies = _run(client, r.json()["id"], r.json(), correct[0], ids)
+    sizes = [b["items_used"] for b in bodies]
+    if bodies[-1]["state"] == "exhausted":
+        assert sizes == [0, 4, 8, 10]
+        assert bodies[-1]["decision"] == "undecided"
+    # the seed was drawn and stored: the order is reproducible from it
+    seed = bodies[0]["seed"]
+    perm = np.random.default_rng(seed).permutation(30)
+    assert [it["position"] for it in bodies[0]["next_items"]] == perm[:4].tolist()
+
+
+def test_idempotent_replay_and_retry_apply_once(client: TestClient, seeded: Seeded) -> None:
+    a, b = _far_pair(seeded)
+    truth = seeded.correct[a].astype(float)
+    body = client.post(
+        f"/v1/benchmarks/{seeded.version_id}/sessions",
+        json={"model": seeded.names[a], "baseline": seeded.names[b], "seed": 1},
+    ).json()
+    sid = body["id"]
+    r1 = _answer(client, sid, body, truth, seeded.item_ids, headers={"Idempotency-Key": "k-1"})
+    r2 = _answer(client, sid, body, truth, seeded.item_ids, headers={"Idempotency-Key": "k-1"})
+    assert r1.status_code == r2.status_code == 200
+    assert r2.headers.get("Idempotency-Replayed") == "true"
+    assert r2.json() == r1.json() and r1.json()["step"] == 1 and r1.json()["items_used"] == 10
+    # a retry without a key (a CI job re-running the same batch) is not applied twice
+    r3 = _answer(client, sid, body, truth, seeded.item_ids)
+    assert r3.status_code == 200 and r3.json()["step"] == 1 and r3.json()["items_used"] == 10
+    assert r3.json()["next_items"] == r1.json()["next_items"]
+    assert len(client.get(f"/v1/sessions/{sid}").json()["history"]) == 1
+
+
+def _fields(r) -> set[str]:
+    assert r.headers["content-type"].startswith(PROBLEM), r.text
+    return {e["loc"][-1] for e in r.json().get("errors") or []}
+
+
+def test_bad_results_name_the_field_and_change_nothing(client: TestClient, seeded: Seeded) -> None:
+    a, b = _far_pair(seeded)
+    body = client.post(
+        f"/v1/benchmarks/{seeded.version_id}/sessions",
+        json={"model": seeded.names[a], "baseline": seeded.names[b], "batch_size": 5, "seed": 2},
+    ).json()
+    sid = body["id"]
+    batch = [it["item_id"] for it in body["next_items"]]
+    other = next(i for i in seeded.item_ids if i not in batch)
+    model = body["model"]
+    cases = [
+        ({"model": model, "item_ids": batch[:4] + [other], "correct": [1] * 5}, 422, "item_ids"),
+        ({"model": model, "item_ids": batch[:4] + [batch[0]], "correct": [1] * 5}, 422, "item_ids"),
+        ({"model": model, "item_ids": batch[:4], "correct": [1] * 4}, 422, "item_ids"),
+        ({"model": model, "item_ids": ["nope"] + batch[1:], "correct": [1] * 5}, 422, "item_ids"),
+        ({"model": model, "item_ids": batch, "correct": [1, 0, 1, 0, 1.5]}, 422, "correct"),
+        ({"model": model, "correct": [1, 0, 1]}, 422, "correct"),
+        ({"model": "someone-else", "item_ids": batch, "correct": [1] * 5}, 422, "model"),
+    ]
+    before = client.get(f"/v1/sessions/{sid}").json()
+    for payload, code, field in cases:
+        r = client.post(f"/v1/sessions/{sid}/results", json=payload)
+        assert r.status_code == code, (payload, r.text)
+        assert field in _fields(r), (payload, r.json())
+    # NaN (non-standard JSON, as some clients send it)
+    r = client.post(
+        f"/v1/sessions/{sid}/results",
+        content=b'{"model": "%s", "item_ids": %s, "correct": [NaN, 1, 1, 1, 1]}'
+        % (model.encode(), str(batch).replace("'", '"').encode()),
+        headers={"Content-Type": "application/json"},
+    )
+    assert 400 <= r.status_code < 500, r.text
+    assert client.get(f"/v1/sessions/{sid}").json() == before
+    r = client.post(f"/v1/sessions/{uuid.uuid4()}/results", json={"model": model, "correct": [1]})
+    assert r.status_code == 404
+
+
+def test_closed_session_takes_no_results(client: TestClient, small) -> None:
+    vid, names, correct, ids = small
+    body = client.post(
+        f"/v1/benchmarks/{vid}/sessions",
+        json={"model": names[0], "baseline": names[1], "batch_size": 10, "max_items": 10},
+    ).json()
+    final = _run(client, body["id"], body, correct[0], ids)[-1]
+    assert final["state"] in ("decided", "exhausted")
+    r = client.post(
+        f"/v1/sessions/{body['id']}/results",
+        json={"model": names[0], "item_ids": ids[:1], "correct": [1]},
+    )
+    assert r.status_code in (409, 422)
+    if r.status_code == 409:
+        assert "session_id" in _fields(r)
+    assert client.get(f"/v1/sessions/{body['id']}").json() == final
+
+
+def test_bad_creation_names_the_field(client: TestClient, small) -> None:
+    vid, names, _, _ = small
+    url = f"/v1/benchmarks/{vid}/sessions"
+    base = {"model": "m", "baseline": names[0]}
+    cases = [
+        ({**base, "baseline": "unknown"}, "baseline"),
+        ({**base, "baseline": names[2]}, "baseline"),  # partial coverage
+        ({"model": "m"}, "baseline"),  # decide needs a baseline
+        ({**base, "baseline": "m", "model": "m"}, "baseline"),
+        ({**base, "goal": "precision"}, "precision"),
+        ({**base, "margin": 0.02, "goal": "precision", "precision": 0.1}, "margin"),
+        ({**base, "max_items": 31}, "max_items"),
+        ({**base, "max_items": 5, "batch_size": 6}, "batch_size"),
+        ({**base, "alpha": 0}, "alpha"),
+        ({**base, "alpha": 0.9}, "alpha"),
+        ({**base, "policy": "greedy"}, "policy"),
+        ({**base, "goal": "win"}, "goal"),
+        ({**base, "batch_size": 0}, "batch_size"),
+        ({**base, "seed": -1}, "seed"),
+        ({**base, "margin": -0.1}, "margin"),
+    ]
+    for payload, field in cases:
+        r = client.post(url, json=payload)
+        assert r.status_code == 422, (payload, r.text)
+        assert field in _fields(r), (payload, r.json())
+    assert client.post("/v1/benchmarks/no-such-bench/sessions", json=base).status_code == 404
