@@ -212,10 +212,10 @@ def test_bad_results_name_the_field_and_change_nothing(client: TestClient, seede
     other = next(i for i in seeded.item_ids if i not in batch)
     model = body["model"]
     cases = [
-        ({"model": model, "item_ids": batch[:4] + [other], "correct": [1] * 5}, 422, "item_ids"),
-        ({"model": model, "item_ids": batch[:4] + [batch[0]], "correct": [1] * 5}, 422, "item_ids"),
+        ({"model": model, "item_ids": [*batch[:4], other], "correct": [1] * 5}, 422, "item_ids"),
+        ({"model": model, "item_ids": [*batch[:4], batch[0]], "correct": [1] * 5}, 422, "item_ids"),
         ({"model": model, "item_ids": batch[:4], "correct": [1] * 4}, 422, "item_ids"),
-        ({"model": model, "item_ids": ["nope"] + batch[1:], "correct": [1] * 5}, 422, "item_ids"),
+        ({"model": model, "item_ids": ["nope", *batch[1:]], "correct": [1] * 5}, 422, "item_ids"),
         ({"model": model, "item_ids": batch, "correct": [1, 0, 1, 0, 1.5]}, 422, "correct"),
         ({"model": model, "correct": [1, 0, 1]}, 422, "correct"),
         ({"model": "someone-else", "item_ids": batch, "correct": [1] * 5}, 422, "model"),
