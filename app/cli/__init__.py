@@ -13,6 +13,7 @@ module                                    commands
 :mod:`app.cli.subsets`                    ``subset create|get``, ``score``
 :mod:`app.cli.verdicts`                   ``verdict``, ``plan``
 :mod:`app.cli.analyses`                   ``analyze``
+:mod:`app.cli.leaderboard`                ``leaderboard``
 :mod:`app.cli.keys`                       ``keys create|list|revoke`` (local admin)
 :mod:`app.cli.benchmarks`                 ``benchmarks list|show``, ``jobs get|wait|cancel``
 ========================================  ===============================================
@@ -22,7 +23,17 @@ from __future__ import annotations
 
 import typer
 
-from app.cli import analyses, benchmarks, keys, offline, push, server, subsets, verdicts
+from app.cli import (
+    analyses,
+    benchmarks,
+    keys,
+    leaderboard,
+    offline,
+    push,
+    server,
+    subsets,
+    verdicts,
+)
 
 __all__ = ["app"]
 
@@ -48,6 +59,7 @@ app.command("score")(subsets.score)
 app.command("verdict")(verdicts.verdict)
 app.command("plan")(verdicts.plan)
 app.command("analyze")(analyses.analyze)
+app.command("leaderboard")(leaderboard.leaderboard)
 
 # Command groups.
 app.add_typer(keys.keys_app, name="keys")

@@ -15,7 +15,8 @@ retried upload is a no-op on the server.
 Layout: :mod:`~app.client.transport` sends requests (httpx, auth, retries, uploads, waiting for
 jobs) and :mod:`~app.client.errors` turns problems into exceptions; the operations, one module per
 area (:mod:`~app.client.benchmarks`, :mod:`~app.client.subsets`, :mod:`~app.client.analyses`,
-:mod:`~app.client.jobs`), build on the transport; :class:`Client` brings them together.
+:mod:`~app.client.leaderboards`, :mod:`~app.client.jobs`), build on the transport;
+:class:`Client` brings them together.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from app.client.analyses import AnalysisOperations
 from app.client.benchmarks import BenchmarkOperations, UploadReply
 from app.client.errors import BenchsliceConnectionError, BenchsliceError, JobFailedError
 from app.client.jobs import JobOperations
+from app.client.leaderboards import LeaderboardOperations
 from app.client.subsets import SubsetOperations, SubsetRequest
 from app.client.transport import DEFAULT_URL, content_idempotency_key, media_type_for
 
@@ -40,7 +42,9 @@ __all__ = [
 ]
 
 
-class Client(BenchmarkOperations, SubsetOperations, AnalysisOperations, JobOperations):
+class Client(
+    BenchmarkOperations, SubsetOperations, AnalysisOperations, LeaderboardOperations, JobOperations
+):
     """A benchslice API client: every operation, over one :class:`~app.client.transport.Transport`.
 
     Parameters

@@ -111,7 +111,8 @@ class LeaderboardQuery:
 
 @dataclass(frozen=True)
 class ResultsMatrix:
-    """A version's models as a 0/1 matrix (rows sorted by name) with what each covers."""
+    """A version's models as a 0/1 matrix (rows in code-point order of their names: the engine
+    breaks accuracy ties by row, so tiers do not depend on the database's collation)."""
 
     stamp: tuple
     names: np.ndarray
@@ -144,17 +145,19 @@ def results_matrix(session: Session, version_id: uuid.UUID) -> ResultsMatrix:
     if hit is not None and hit.stamp == stamp:
         return hit
     mat = load_matrix(session, version_id)
-    values = np.where(mat.coverage, mat.correct, 0.0)
+    order = np.argsort(mat.model_names, kind="stable")  # code-point order, whatever the collation
+    names = mat.model_names[order]
+    values = np.where(mat.coverage[order], mat.correct[order], 0.0)
     binary = np.all((values == 0.0) | (values == 1.0), axis=1)
     correct = (values == 1.0).astype(np.uint8)
     correct[~binary] = 0
-    coverage = np.array(mat.coverage, dtype=bool)
+    coverage = np.array(mat.coverage[order], dtype=bool)
     for a in (correct, coverage):
         a.setflags(write=False)
     entry = ResultsMatrix(
         stamp=stamp,
-        names=mat.model_names,
-        rows={str(n): i for i, n in enumerate(mat.model_names.tolist())},
+        names=names,
+        rows={str(n): i for i, n in enumerate(names.tolist())},
         correct=correct,
         coverage=coverage,
         binary=binary,
