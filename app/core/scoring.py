@@ -456,6 +456,7 @@ def score_models(
         cls = SELECTORS.get(selection.method)
         names = tuple(cls.estimators) if cls is not None else (selection.estimator,)
     out = []
+    pending: list[EstimateBatch] = []
     for name in names:  # a handful of estimators
         signal = y
         if name == "weighted_confidence":
@@ -477,7 +478,13 @@ def score_models(
         except ValueError as exc:
             out.append(_unavailable(name, m, str(exc), level))
             continue
+        if design and name in _LINEAR and name == names[0] and ref is not None and binary:
+            extra = model_assisted(selection, y, n_population, ref, level=level)
+        else:
+            extra = None
         if design and name in _LINEAR:
+            if extra is not None:
+                pending.append(extra)
             out.append(
                 _design_batch(
                     name,
@@ -541,7 +548,61 @@ def score_models(
                 confidence=level,
             )
         out.append(_batch(name, value, lo, hi, se, "wilson_kish_fpc", "model", level, note=note))
-    return out
+    return out + pending
+
+
+def reference_predictions(selection: Selection, y: np.ndarray, reference_correct) -> np.ndarray:
+    """Per-item predictions for each scored model from reference models' item accuracies.
+
+    ``yhat_ij = sigmoid(logit(pbar_j) + theta_i)`` with ``pbar_j`` item ``j``'s accuracy among
+    the references (shrunk: ``(s_j + 1/2) / (r + 1)``) and ``theta_i`` solving
+    ``sum_{j in S} yhat_ij = sum_{j in S} y_ij`` (a one-parameter Rasch-type shift, batched
+    Newton over models; ``|theta| <= 8``).
+
+    Returns
+    -------
+    ndarray, shape (m, N)
+    """
+    ref = np.asarray(reference_correct, dtype=np.float64)
+    pbar = (ref.sum(axis=0) + 0.5) / (ref.shape[0] + 1.0)
+    base = np.log(pbar / (1.0 - pbar))
+    bs = base[selection.indices]
+    target = y.sum(axis=1)
+    theta = np.zeros(y.shape[0])
+    for _ in range(30):  # Newton iterations (vectorised over models)
+        p = 1.0 / (1.0 + np.exp(-(bs[None, :] + theta[:, None])))
+        g = p.sum(axis=1) - target
+        h = np.maximum((p * (1.0 - p)).sum(axis=1), 1e-9)
+        theta = np.clip(theta - g / h, -8.0, 8.0)
+    return 1.0 / (1.0 + np.exp(-(base[None, :] + theta[:, None])))
+
+
+def model_assisted(
+    selection: Selection, y, n_population: int, reference_correct, *, level: float = 0.95
+) -> EstimateBatch:
+    """Model-assisted difference estimator on a probability subset (estimator ``model_assisted``).
+
+    Predictions from :func:`reference_predictions`; value and variance from
+    :func:`app.core.intervals.difference_estimate` with the design's inclusion probabilities and
+    strata (:func:`design_inclusion`). The residual variance is inflated by ``n / (n - 2)`` for
+    the fitted shift and the interval uses Student's ``t_{n-2}``. Design-consistent whatever
+    the predictions (basis ``model-assisted``); falls back to Clopper-Pearson bounds when all
+    residuals vanish (never a zero-width interval).
+    """
+    y = np.atleast_2d(np.asarray(y, dtype=np.float64))
+    k = selection.size
+    yhat = reference_predictions(selection, y, reference_correct)
+    pi, strata = design_inclusion(selection, n_population)
+    resid = y - yhat[:, selection.indices]
+    value, se = difference_estimate(resid, yhat.mean(axis=1), pi, n_population, strata=strata)
+    se = se * np.sqrt(k / max(k - 2, 1))
+    q = float(_st.t.ppf(0.5 + level / 2.0, max(k - 2, 1)))
+    lo, hi = np.clip(value - q * se, 0.0, 1.0), np.clip(value + q * se, 0.0, 1.0)
+    zero = se <= 0
+    if zero.any():
+        clo, chi = proportion_interval(np.round(y.sum(axis=1)), k, method="clopper_pearson")
+        lo, hi = np.where(zero, clo, lo), np.where(zero, chi, hi)
+    return _batch("model_assisted", value, lo, hi, se, "difference_fpc", "model-assisted", level)
 
 
 def _design_batch(name, value, y, selection, n_population, unweighted01, small_n, level, z):
@@ -573,6 +634,8 @@ __all__ = [
     "EstimateBatch",
     "design_inclusion",
     "kish_n_eff",
+    "model_assisted",
+    "reference_predictions",
     "score_models",
     "size_needed_for_gap",
     "weighted_estimate",

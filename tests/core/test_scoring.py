@@ -129,3 +129,22 @@ def test_non_probability_subsets_are_calibrated_on_references(split) -> None:
     assert (plain[0].ci_low[0], plain[0].ci_high[0]) == pytest.approx((ref.ci_low, ref.ci_high))
     row = cal[1].row(0)
     assert row["basis"] == "model" and row["estimator"] == "p_irt"
+
+
+def test_model_assisted_on_a_random_subset(split) -> None:
+    from app.core.scoring import reference_predictions
+
+    src, tgt, _ = split
+    sel = make_selector("random").fit(src).select(40, rng=6)
+    y = tgt[:, sel.indices]
+    out = score_models(sel, y, 448, reference_correct=src)
+    assert [b.estimator for b in out] == ["mean", "model_assisted"]
+    ma = out[1]
+    assert ma.basis == "model-assisted" and ma.interval == "difference_fpc"
+    yhat = reference_predictions(sel, y, src)
+    assert np.allclose(yhat[:, sel.indices].sum(axis=1), y.sum(axis=1), atol=1e-6)
+    e = y - yhat[:, sel.indices]
+    ref = yhat.mean(axis=1) + e.sum(axis=1) / (40 / 448) / 448
+    assert np.allclose(ma.value, ref)
+    s2 = e.var(axis=1, ddof=1)
+    assert np.allclose(ma.se**2, (1 - 40 / 448) * s2 / 40 * 40 / 38)
