@@ -14,6 +14,7 @@ module                                    commands
 :mod:`app.cli.verdicts`                   ``verdict``, ``plan``
 :mod:`app.cli.analyses`                   ``analyze``
 :mod:`app.cli.leaderboard`                ``leaderboard``
+:mod:`app.cli.sessions`                   ``evaluate``, ``simulate`` (no server)
 :mod:`app.cli.keys`                       ``keys create|list|revoke`` (local admin)
 :mod:`app.cli.benchmarks`                 ``benchmarks list|show``, ``jobs get|wait|cancel``
 ========================================  ===============================================
@@ -31,6 +32,7 @@ from app.cli import (
     offline,
     push,
     server,
+    sessions,
     subsets,
     verdicts,
 )
@@ -52,6 +54,7 @@ app.command("run")(server.run)
 
 # Offline analysis of a local matrix.
 app.command("mdad", epilog=offline.MDAD_EPILOG)(offline.mdad)
+app.command("simulate")(sessions.simulate)
 
 # Client-side commands (talk to a running service through app.client).
 app.command("push")(push.push)
@@ -60,6 +63,7 @@ app.command("verdict")(verdicts.verdict)
 app.command("plan")(verdicts.plan)
 app.command("analyze")(analyses.analyze)
 app.command("leaderboard")(leaderboard.leaderboard)
+app.command("evaluate")(sessions.evaluate)
 
 # Command groups.
 app.add_typer(keys.keys_app, name="keys")

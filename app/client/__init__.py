@@ -26,6 +26,7 @@ from app.client.benchmarks import BenchmarkOperations, UploadReply
 from app.client.errors import BenchsliceConnectionError, BenchsliceError, JobFailedError
 from app.client.jobs import JobOperations
 from app.client.leaderboards import LeaderboardOperations
+from app.client.sessions import SessionOperations, SessionStart
 from app.client.subsets import SubsetOperations, SubsetRequest
 from app.client.transport import DEFAULT_URL, content_idempotency_key, media_type_for
 
@@ -35,6 +36,7 @@ __all__ = [
     "BenchsliceError",
     "Client",
     "JobFailedError",
+    "SessionStart",
     "SubsetRequest",
     "UploadReply",
     "content_idempotency_key",
@@ -43,7 +45,12 @@ __all__ = [
 
 
 class Client(
-    BenchmarkOperations, SubsetOperations, AnalysisOperations, LeaderboardOperations, JobOperations
+    BenchmarkOperations,
+    SubsetOperations,
+    AnalysisOperations,
+    LeaderboardOperations,
+    SessionOperations,
+    JobOperations,
 ):
     """A benchslice API client: every operation, over one :class:`~app.client.transport.Transport`.
 

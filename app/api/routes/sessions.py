@@ -52,11 +52,11 @@ router = APIRouter(tags=["sessions"])
     name="create_session",
 )
 def create_session(
+    _: WritePrincipal,
     version: BenchmarkVersionDep,
     body: Annotated[SessionCreate, Body()],
     session: SessionDep,
     queue: JobQueueDep,
-    _: WritePrincipal,
 ) -> Response:
     """Start evaluating `model` on this benchmark (`{benchmark}`: version id, name, or
     name@vN): 201 with the session, `state: "open"` and the first batch (`next_items`, and

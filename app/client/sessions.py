@@ -1,0 +1,110 @@
+"""Client operations on evaluation sessions (issue 12): start one, post a batch's results, read it."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from app.client.errors import BenchsliceError
+from app.client.transport import FileLike, Transport, content_idempotency_key, file_list
+from app.schemas.jobs import JobPublic
+from app.schemas.sessions import SessionPublic
+
+
+@dataclass(frozen=True)
+class SessionStart:
+    """What ``POST …/sessions`` answered: the session, or (``fluid`` before the benchmark's IRT
+    fit exists) the job computing the fit."""
+
+    session: SessionPublic | None = None
+    job: JobPublic | None = None
+
+
+class SessionOperations(Transport):
+    """``/v1/benchmarks/{benchmark}/sessions`` and ``/v1/sessions/{id}``."""
+
+    def create_session(
+        self,
+        benchmark: str | uuid.UUID,
+        model: str,
+        *,
+        baseline: str | None = None,
+        goal: Literal["decide", "precision"] = "decide",
+        policy: Literal["random", "fluid"] = "random",
+        alpha: float = 0.05,
+        margin: float | None = None,
+        precision: float | None = None,
+        batch_size: int = 10,
+        max_items: int | None = None,
+        seed: int | None = None,
+        store_results: bool = False,
+    ) -> SessionStart:
+        """``POST /v1/benchmarks/{benchmark}/sessions`` (``benchmark``: version id, name or
+        ``name@vN``). Seeded requests carry a content-derived Idempotency-Key."""
+        body: dict[str, Any] = {
+            "model": model,
+            "goal": goal,
+            "policy": policy,
+            "alpha": alpha,
+            "batch_size": batch_size,
+            "store_results": store_results,
+        }
+        extra = {
+            "baseline": baseline,
+            "margin": margin,
+            "precision": precision,
+            "max_items": max_items,
+            "seed": seed,
+        }
+        body.update({k: v for k, v in extra.items() if v is not None})
+        data = json.dumps(body, sort_keys=True).encode()
+        path = f"/v1/benchmarks/{benchmark}/sessions"
+        key = content_idempotency_key("POST", path, data) if seed is not None else None
+        response = self.request(
+            "POST",
+            path,
+            content=data,
+            headers={"Content-Type": "application/json"},
+            idempotency_key=key,
+        )
+        if response.status_code == 202:
+            return SessionStart(job=JobPublic.model_validate(response.json()))
+        return SessionStart(session=SessionPublic.model_validate(response.json()))
+
+    def get_session(self, session_id: str | uuid.UUID) -> SessionPublic:
+        """``GET /v1/sessions/{id}``: the session with its whole history."""
+        return SessionPublic.model_validate(self.get_json(f"/v1/sessions/{session_id}"))
+
+    def post_session_results(
+        self,
+        session_id: str | uuid.UUID,
+        *,
+        model: str,
+        results: Mapping[str, float] | None = None,
+        files: FileLike | Sequence[FileLike] | None = None,
+        metric: str | None = None,
+        filter: str | None = None,
+        item_key: Literal["doc_hash", "doc_id"] | None = None,
+        idempotency_key: str | bool = True,
+    ) -> SessionPublic:
+        """``POST /v1/sessions/{id}/results``: the open batch's results, as ``{item_id: value}``
+        or files in any results-upload format (lm-eval sample logs …). The content-derived
+        Idempotency-Key makes a retry safe."""
+        path = f"/v1/sessions/{session_id}/results"
+        params = {"model": model, "metric": metric, "filter": filter, "item_key": item_key}
+        raw = results is not None
+        if results is not None:
+            data = json.dumps({"model": model, "results": dict(results)}).encode()
+            many: Sequence[FileLike] = [("results.json", data)]
+        elif files is None:
+            raise BenchsliceError("Invalid input", detail="give files or results")
+        else:
+            many = file_list(files)
+        response = self.send_files(path, many, params, key=idempotency_key, raw=raw)
+        return SessionPublic.model_validate(response.json())
+
+
+__all__ = ["SessionOperations", "SessionStart"]

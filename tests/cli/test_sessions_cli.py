@@ -1,0 +1,97 @@
+"""`benchslice evaluate --answers` against a live service (SQLite + its own worker) on GPQA, and
+the offline `benchslice simulate` (checked against the engine called in-process)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app.core.session_sim import simulate_sessions
+from tests.cli.conftest import CLI, HELD_OUT
+
+pytestmark = pytest.mark.integration
+
+
+def _accuracies(path: Path) -> dict[str, float]:
+    with np.load(path) as data:
+        return {
+            str(m): float(r.mean()) for m, r in zip(data["models"], data["correct"], strict=True)
+        }
+
+
+def _pick(path: Path, target: float, gap: float) -> str:
+    """The model whose accuracy differs from ``target`` by closest to ``|gap|`` (either side)."""
+    acc = _accuracies(path)
+    ranked = sorted(acc, key=lambda m: abs(abs(acc[m] - target) - abs(gap)))
+    return next(m for m in ranked if m != HELD_OUT)
+
+
+def test_evaluate_with_answers_decides_a_far_pair(cli: CLI, gpqa: dict[str, Any]) -> None:
+    acc = _accuracies(gpqa["path"])
+    baseline = _pick(gpqa["path"], acc[HELD_OUT], -0.2)
+    delta = acc[HELD_OUT] - acc[baseline]
+    assert abs(delta) >= 0.15
+    args = ["evaluate", "-b", "gpqa", "-m", "new/held-out", "--baseline", baseline]
+    args += ["--answers", str(gpqa["path"]), "--answers-model", HELD_OUT, "--batch", "20"]
+    run = cli(*args, "--seed", "7")
+    assert run.code == 0, run
+    lines = run.stdout.strip().splitlines()
+    assert lines[-1].endswith("decided: " + ("better" if delta > 0 else "worse")), run
+    assert [int(x.split()[0]) for x in lines] == list(range(20, 20 * len(lines) + 1, 20))
+    final = cli(*args, "--seed", "7", "--json").json()
+    assert final["state"] == "decided" and final["items_used"] == 20 * len(lines)
+    lo, hi = final["difference"]["lower"], final["difference"]["upper"]
+    assert lo <= delta <= hi and final["difference"]["basis"] == "design"
+    assert len(final["history"]) == len(lines)
+
+
+def test_evaluate_exhausted_and_errors(cli: CLI, gpqa: dict[str, Any]) -> None:
+    acc = _accuracies(gpqa["path"])
+    close = _pick(gpqa["path"], acc[HELD_OUT], 0.0)
+    base = ["evaluate", "-b", "gpqa", "-m", "new/held-out-2"]
+    answers = ["--answers", str(gpqa["path"]), "--answers-model", HELD_OUT]
+    run = cli(*base, "--baseline", close, *answers, "--max-items", "20", "--batch", "10")
+    assert run.code == 1, run
+    assert run.stdout.strip().splitlines()[-1].endswith("exhausted"), run
+    bad = cli(*base, "--baseline", "no/such-model", *answers)
+    assert bad.code == 2 and "baseline" in bad.stderr, bad
+    neither = cli(*base, "--baseline", close)
+    assert neither.code == 2, neither
+
+
+def test_simulate_matches_the_engine(cli: CLI, gpqa_path: Path) -> None:
+    run = cli(
+        "simulate",
+        "--matrix",
+        str(gpqa_path),
+        "--policies",
+        "random,fluid",
+        "--pairs",
+        "40",
+        "--alpha",
+        "0.05",
+        "--batch",
+        "10",
+        "--seed",
+        "0",
+        "--json",
+    )
+    assert run.code == 0, run
+    out = run.json()
+    with np.load(gpqa_path) as data:
+        correct = data["correct"]
+    ref = simulate_sessions(correct, pairs=40, alpha=0.05, batch_size=10, rng=0)
+    for name in ("random", "fluid"):
+        got, want = out["policies"][name], ref.policies[name]
+        assert got["sessions"] == want.sessions == 40
+        assert (got["decided"], got["wrong"]) == (want.decided, want.wrong)
+        assert [b["median_items"] for b in got["buckets"]] == [
+            None if np.isnan(b.median_items) else b.median_items for b in want.buckets
+        ]
+    assert out["policies"]["random"]["basis"] == "design"
+    assert out["policies"]["fluid"]["basis"] == "model"
+    text = cli("simulate", "--matrix", str(gpqa_path), "--policies", "random", "--pairs", "20")
+    assert text.code == 0 and "random (design): 20 sessions" in text.stdout, text
