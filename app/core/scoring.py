@@ -421,7 +421,8 @@ def score_models(
     -----
     * Probability subsets (:data:`PROBABILITY_DESIGNS`), basis ``design``: unweighted 0/1 results
       get the ``small_n`` interval; weighted (stratified, Horvitz-Thompson) subsets get the
-      stratified HT variance ``sum_h N_h^2 (1 - n_h/N_h) s_h^2 / n_h / N^2`` and a normal interval
+      stratified HT variance ``sum_h N_h^2 (1 - n_h/N_h) s_h^2 / n_h / N^2`` and a Student
+      ``t_{n-H}`` interval
       (:func:`app.core.intervals.difference_estimate` with zero predictions), falling back to
       Wilson at Kish's size when the residual variance is 0 (never a zero-width interval).
     * Non-probability subsets, basis ``model``: with ``>= MIN_REFERENCE_MODELS`` reference models,
@@ -617,7 +618,9 @@ def _design_batch(name, value, y, selection, n_population, unweighted01, small_n
         return _batch(name, value, lo, hi, se, small_n, "design", level)
     pi, strata = design_inclusion(selection, n_population)
     _, se = difference_estimate(y, np.zeros(y.shape[0]), pi, n_population, strata=strata)
-    lo, hi = np.maximum(0.0, value - z * se), np.minimum(1.0, value + z * se)
+    df = max(k - int(strata.max()) - 1, 1)  # n - H degrees of freedom of the stratified variance
+    q = float(_st.t.ppf(0.5 + level / 2.0, df))
+    lo, hi = np.maximum(0.0, value - q * se), np.minimum(1.0, value + q * se)
     zero = se <= 0
     if zero.any():  # all residuals equal: never a zero-width interval
         klo, khi = _kish_wilson(value, selection.weights, n_population, z)
