@@ -94,7 +94,8 @@ def leaderboard(
         f" subset {board.subset_id[:12]}" if board.subset_id else ""
     )
     title = (
-        f"{where}: {board.n_models} models on {board.n_items} items, {board.n_tiers} tiers "
+        f"{where}: {board.n_models} models on {board.n_items} items, {board.n_tiers} "
+        f"tier{'' if board.n_tiers == 1 else 's'} "
         f"({board.correction}, alpha = {board.alpha:g})"
     )
     if pairs:

@@ -13,6 +13,12 @@ from sqlalchemy.orm import Session
 from app.core.leaderboard import leaderboard as core_leaderboard
 from app.core.leaderboard import leaderboard_for_selection, mcnemar_pvalues
 from app.ingest import parse_columnar
+from app.schemas.leaderboards import (
+    LeaderboardPairPublic,
+    LeaderboardPairsPublic,
+    LeaderboardPublic,
+    LeaderboardRowPublic,
+)
 from app.schemas.results import ModelCreate
 from app.services import subsets as subset_service
 from app.services.results import store_results
@@ -48,6 +54,7 @@ def test_leaderboard_equals_the_engine(client: TestClient, seeded: Seeded) -> No
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("application/json")
     body = r.json()
+    assert LeaderboardPublic.model_validate(body).model_dump(mode="json") == body
     engine = core_leaderboard(seeded.correct)
     assert body["n_models"] == N_MODELS and body["n_items"] == 448
     assert body["population"] == "items" and body["design"] == "full"
@@ -79,6 +86,7 @@ def test_pairs_p_values_are_exact_mcnemar(client: TestClient, seeded: Seeded) ->
     r = client.get(_url(seeded.version_id, pairs=True))
     assert r.status_code == 200, r.text
     body = r.json()
+    assert LeaderboardPairsPublic.model_validate(body).model_dump(mode="json") == body
     m = N_MODELS
     assert body["n_pairs"] == len(body["pairs"]) == m * (m - 1) // 2
     idx = {n: i for i, n in enumerate(seeded.names)}
@@ -170,6 +178,7 @@ def test_csv_and_markdown(client: TestClient, seeded: Seeded) -> None:
     js = client.get(_url(seeded.version_id), params={"top": 10}).json()
     r = client.get(_url(seeded.version_id), params={"top": 10, "format": "csv"})
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
+    assert r.text.splitlines()[0].split(",") == list(LeaderboardRowPublic.model_fields)
     rows = list(csv.DictReader(io.StringIO(r.text)))
     assert [x["model"] for x in rows] == [x["model"] for x in js["rows"]]
     for got, want in zip(rows, js["rows"], strict=True):
@@ -184,9 +193,11 @@ def test_csv_and_markdown(client: TestClient, seeded: Seeded) -> None:
     body = [[c.strip() for c in line.strip("|").split("|")] for line in table[2:]]
     assert len(body) == 10
     assert [int(x[header.index("tier")]) for x in body] == [x["tier"] for x in js["rows"]]
-    assert f"{js['n_tiers']} tiers" in md.text
+    tiers = "1 tier " if js["n_tiers"] == 1 else f"{js['n_tiers']} tiers "
+    assert tiers in md.text
 
     pairs = client.get(_url(seeded.version_id, pairs=True), params={"top": 10, "format": "csv"})
+    assert pairs.text.splitlines()[0].split(",") == list(LeaderboardPairPublic.model_fields)
     prow = list(csv.DictReader(io.StringIO(pairs.text)))
     assert len(prow) == 45 and {"p_value", "p_adjusted", "n10", "n01"} <= set(prow[0])
 
