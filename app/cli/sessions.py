@@ -198,6 +198,10 @@ def simulate(
     with a Clopper-Pearson interval), and items used (median, p90, mean) per gap bucket next to
     the exact fixed random-subset size the pair needs at P(correct order) >= 1 - alpha. The IRT
     fit for `fluid` uses only models outside the pairs' pool.
+
+    Example:
+
+        benchslice simulate --matrix gpqa.npz --policies random,fluid --pairs 400 --alpha 0.05 --batch 10 --seed 0 --json
     """
     import numpy as np
 

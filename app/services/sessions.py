@@ -107,7 +107,8 @@ def _feed(state: CSState, prev: np.ndarray, x: np.ndarray, paired: bool) -> CSSt
 
 
 def get_row(session: Session, sid: uuid.UUID, *, for_update: bool = False) -> EvaluationSession:
-    row = EvaluationSessionRepository(session).get(sid, for_update=for_update)
+    repo = EvaluationSessionRepository(session)
+    row = repo.get_locked(sid) if for_update else repo.get(sid)
     if row is None:
         raise NotFound(f"evaluation session {sid} does not exist")
     return row

@@ -282,3 +282,50 @@ def test_bad_creation_names_the_field(client: TestClient, small) -> None:
         assert r.status_code == 422, (payload, r.text)
         assert field in _fields(r), (payload, r.json())
     assert client.post("/v1/benchmarks/no-such-bench/sessions", json=base).status_code == 404
+
+
+def test_racing_retries_are_applied_once(committed_sessionmaker, cleanup) -> None:
+    """Two requests with the same batch at the same time (a CI retry racing the original, no
+    Idempotency-Key), on Postgres with real commits: one applies it, the other waits for the
+    row lock and answers the state it finds, marked as a replay."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sqlalchemy import select
+
+    from app.db.models import Benchmark, BenchmarkVersion, LanguageModel
+    from app.ingest import ParsedResults
+    from app.schemas.sessions import SessionCreate
+    from app.services import sessions as service
+    from app.services.benchmarks import get_version
+    from tests.api._subset_data import committed
+
+    seeded = committed(committed_sessionmaker, n_models=12)
+    with committed_sessionmaker() as s:
+        cleanup(Benchmark, s.get(BenchmarkVersion, seeded.version_id).benchmark_id)
+        for mid in s.scalars(select(LanguageModel.id).where(LanguageModel.name.in_(seeded.names))):
+            cleanup(LanguageModel, mid)
+        body = SessionCreate(model="racer", baseline=seeded.names[0], seed=1, batch_size=10)
+        row, _, _ = service.create_session(s, get_version(s, seeded.version_id), body)
+        s.commit()
+        sid, batch = row.id, service.open_batch(row)
+    truth = gpqa()["correct"][300].astype(np.uint8)
+    parsed = ParsedResults(item_ids=np.asarray(seeded.item_ids)[batch], correct=truth[batch])
+    barrier = threading.Barrier(2)
+
+    def post(delay: float):
+        with committed_sessionmaker() as s:
+            barrier.wait()
+            time.sleep(delay)
+            pub, replayed = service.post_results(s, sid, "racer", parsed)
+            time.sleep(0.3)  # hold the row lock: the other request queues behind it
+            s.commit()
+            return pub.step, pub.items_used, replayed
+
+    with ThreadPoolExecutor(2) as pool:
+        outcomes = sorted(pool.map(post, [0.0, 0.1]), key=lambda o: o[2])
+    assert outcomes == [(1, 10, False), (1, 10, True)]
+    with committed_sessionmaker() as s:
+        pub = service.get_session_public(s, sid)
+    assert pub.step == 1 and len(pub.history) == 1 and pub.items_used == 10

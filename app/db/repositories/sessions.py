@@ -15,6 +15,12 @@ from app.enums import TERMINAL_STATUSES
 class EvaluationSessionRepository(Repository[EvaluationSession]):
     model = EvaluationSession
 
+    def get_locked(self, id_: uuid.UUID) -> EvaluationSession | None:
+        """``SELECT … FOR UPDATE`` (Postgres), refreshing a copy already in the session."""
+        return self.session.get(
+            EvaluationSession, id_, with_for_update=True, populate_existing=True
+        )
+
 
 class IrtFitRepository(Repository[IrtFit]):
     model = IrtFit
