@@ -23,6 +23,7 @@ from app.api.routes import (
 from app.db.session import make_engine, make_sessionmaker
 from app.queue import CeleryQueue
 from app.settings import Settings, get_settings
+from app.web import install_web
 
 API_PREFIX = "/v1"
 
@@ -67,5 +68,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(subsets.router, prefix=API_PREFIX)
     app.include_router(leaderboards.router, prefix=API_PREFIX)
     app.include_router(sessions.router, prefix=API_PREFIX)
+    install_web(app)  # read-only browser view under /ui (not in the OpenAPI schema)
     install_problem_openapi(app)
     return app

@@ -50,7 +50,7 @@ def mdad_plot(
         )
         hi = np.where(np.isnan(mdad), np.nan, hi)
         top = max(top, float(np.nanmax(np.append(hi, mdad), initial=0.0)))
-        (line,) = ax.plot(sizes, mdad, marker="o", label=method)
+        (line,) = ax.plot(sizes, mdad, marker="o", label=method, gid=f"series-{method}")
         colors[method] = line.get_color()
         ax.fill_between(sizes, lo, hi, color=line.get_color(), alpha=0.18, linewidth=0)
     ax.axhline(100 * analysis.gap, color="0.4", linestyle="--", linewidth=1)

@@ -1,0 +1,242 @@
+"""Read-only pages under /ui (Jinja2 templates; data from app/services, no SQL or numpy here).
+
+Query parameters arrive as strings and are checked by the services, so a bad value is a page with
+a clear message and its 4xx status, never a 500 or a JSON error. Not in the OpenAPI schema.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+
+from app.api.deps import SessionDep
+from app.errors import DomainError, InvalidInput, NotFound, Unauthorized
+from app.services import analyses as analyses_service
+from app.services import page_views, pages
+from app.services.benchmark_refs import resolve_version
+from app.services.keys import authenticate, require
+from app.web import security
+from app.web.svg import inline_svg
+
+TEMPLATES = Jinja2Templates(directory=Path(__file__).parent / "templates")
+TEMPLATES.env.globals.update(pts=pages.pts, svg=inline_svg)
+TEMPLATES.env.filters["pct"] = lambda x: pages.NONE if x is None else f"{100 * x:.1f}%"
+
+router = APIRouter(prefix=security.UI_PREFIX, include_in_schema=False)
+
+
+def render(
+    request: Request, template: str, context: dict[str, Any], status_code: int = 200
+) -> Response:
+    settings = request.app.state.settings
+    token = security.csrf_token(request) if settings.auth_enabled else ""
+    response = TEMPLATES.TemplateResponse(
+        request,
+        template,
+        {"auth_enabled": settings.auth_enabled, "csrf": token, **context},
+        status_code=status_code,
+    )
+    if token:
+        security.set_csrf_cookie(request, response, token)
+    return response
+
+
+def error_page(request: Request, exc: DomainError) -> Response:
+    if isinstance(exc, Unauthorized):
+        return login_form(request, status_code=401, message=exc.detail)
+    return render(
+        request,
+        "error.html",
+        {"title": exc.title, "detail": exc.detail, "status": exc.status_code},
+        status_code=exc.status_code,
+    )
+
+
+def _uuid(raw: str, what: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise NotFound(f"no {what} {raw!r} (not an id)", field="id") from None
+
+
+def _int(raw: str | None, name: str) -> int | None:
+    if raw is None or not raw.strip():
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidInput(f"{name} {raw!r} is not a whole number", field=name) from None
+
+
+@router.get("/", name="ui_index")
+def index(request: Request, session: SessionDep) -> Response:
+    try:
+        security.page_principal(request, session)
+        rows = pages.benchmarks_overview(session)
+    except DomainError as exc:
+        return error_page(request, exc)
+    return render(request, "index.html", {"title": "Benchmarks", "rows": rows})
+
+
+@router.get("/benchmarks/{benchmark}", name="ui_benchmark")
+def benchmark(
+    request: Request,
+    benchmark: str,
+    session: SessionDep,
+    q: str | None = None,
+    sort: str | None = None,
+    all: str | None = None,
+) -> Response:
+    try:
+        security.page_principal(request, session)
+        version = resolve_version(session, benchmark)
+        page = pages.benchmark_page(
+            session, version, benchmark, q=q, sort=sort, show_all=all == "1"
+        )
+    except DomainError as exc:
+        return error_page(request, exc)
+    return render(request, "benchmark.html", {"title": version.benchmark.name, "p": page})
+
+
+@router.get("/benchmarks/{benchmark}/pair", name="ui_pair")
+def pair(
+    request: Request,
+    benchmark: str,
+    session: SessionDep,
+    model_a: str | None = None,
+    model_b: str | None = None,
+    size: str | None = None,
+    method: str | None = None,
+) -> Response:
+    try:
+        security.page_principal(request, session)
+        version = resolve_version(session, benchmark)
+        view = page_views.pair_view(
+            session, version, model_a=model_a, model_b=model_b, size=size, method=method
+        )
+    except DomainError as exc:
+        return error_page(request, exc)
+    context = {"title": f"{version.benchmark.name}: pair verdict", "v": view, "ref": benchmark}
+    return render(request, "pair.html", context, status_code=view.status)
+
+
+@router.get("/analyses/{analysis_id}", name="ui_analysis")
+def analysis(
+    request: Request, analysis_id: str, session: SessionDep, n: str | None = None
+) -> Response:
+    try:
+        security.page_principal(request, session)
+        row = analyses_service.get_analysis(session, _uuid(analysis_id, "analysis"))
+        public = analyses_service.to_public(row)
+        size = _int(n, "n")
+        plots = None
+        sentences: list[str] = []
+        if public.result is not None:
+            plots = pages.analysis_plots(session, row.id, size)
+            sentences = pages.recommendation_sentences(public.result.recommendation)
+    except DomainError as exc:
+        return error_page(request, exc)
+    context = {
+        "title": f"Analysis of {public.benchmark_name}",
+        "a": public,
+        "plots": plots,
+        "sentences": sentences,
+        "running": public.status.value in ("queued", "running"),
+    }
+    return render(request, "analysis.html", context)
+
+
+@router.get("/subsets/{subset_id}", name="ui_subset")
+def subset(request: Request, subset_id: str, session: SessionDep) -> Response:
+    try:
+        security.page_principal(request, session)
+        view = page_views.subset_view(session, subset_id)
+    except DomainError as exc:
+        return error_page(request, exc)
+    return render(request, "subset.html", {"title": f"Subset {subset_id[:12]}…", "s": view})
+
+
+@router.get("/subsets/{subset_id}/download/{fmt}", name="ui_subset_download")
+def subset_download(request: Request, subset_id: str, fmt: str, session: SessionDep) -> Response:
+    try:
+        security.page_principal(request, session)
+        data, media_type = page_views.subset_export(session, subset_id, fmt)
+    except DomainError as exc:
+        return error_page(request, exc)
+    ext = {"csv": "csv"}.get(fmt, "json")
+    name = f"subset-{subset_id[:12]}-{fmt}.{ext}"
+    return Response(
+        data,
+        media_type=media_type,
+        headers={"Content-Disposition": f'attachment; filename="{name}"'},
+    )
+
+
+@router.get("/sessions/{session_id}", name="ui_session")
+def evaluation_session(request: Request, session_id: str, session: SessionDep) -> Response:
+    try:
+        security.page_principal(request, session)
+        view = page_views.session_view(session, _uuid(session_id, "evaluation session"))
+    except DomainError as exc:
+        return error_page(request, exc)
+    title = f"Session: {view.session.model}"
+    return render(request, "session.html", {"title": title, "s": view})
+
+
+# --- login / logout (only meaningful with auth enabled) ----------------------------------------
+
+
+def login_form(
+    request: Request, *, status_code: int = 200, message: str | None = None, next_url: str = ""
+) -> Response:
+    here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    target = security.safe_next(next_url or here)
+    context = {"title": "Sign in", "message": message, "next": target}
+    return render(request, "login.html", context, status_code=status_code)
+
+
+@router.get("/login", name="ui_login")
+def login(request: Request, next: str | None = None) -> Response:
+    if not request.app.state.settings.auth_enabled:
+        return RedirectResponse(security.safe_next(next), status_code=303)
+    return login_form(request, next_url=next or "")
+
+
+@router.post("/login", name="ui_login_submit")
+def login_submit(
+    request: Request,
+    session: SessionDep,
+    key: Annotated[str, Form()] = "",
+    csrf: Annotated[str, Form()] = "",
+    next: Annotated[str, Form()] = "",
+) -> Response:
+    if not request.app.state.settings.auth_enabled:
+        return RedirectResponse(security.safe_next(next), status_code=303)
+    if not security.csrf_ok(request, csrf):
+        return login_form(
+            request,
+            status_code=403,
+            message="the form expired or did not come from this site; try again",
+            next_url=next,
+        )
+    try:
+        require(authenticate(session, key.strip() or None), "read")
+    except DomainError as exc:
+        return login_form(request, status_code=exc.status_code, message=exc.detail, next_url=next)
+    response = RedirectResponse(security.safe_next(next), status_code=303)
+    security.set_key_cookie(request, response, key.strip())
+    return response
+
+
+@router.post("/logout", name="ui_logout")
+def logout(request: Request, csrf: Annotated[str, Form()] = "") -> Response:
+    if not security.csrf_ok(request, csrf):
+        return error_page(request, InvalidInput("the form expired; reload the page and retry"))
+    response = RedirectResponse(f"{security.UI_PREFIX}/login", status_code=303)
+    security.clear_key_cookie(request, response)
+    return response

@@ -1,0 +1,167 @@
+"""The browser view's security: headers on every /ui response, the read-key cookie, CSRF tokens.
+
+* Headers: a strict Content-Security-Policy (no inline script or style anywhere: the figures are
+  inline SVG with presentation attributes, see :mod:`app.web.svg`), ``nosniff``,
+  ``Referrer-Policy: same-origin``; pages are ``Cache-Control: no-store``.
+* With ``auth_enabled`` a page needs a read key. ``/ui/login`` checks the key once and keeps it
+  in an HttpOnly, SameSite=Strict cookie scoped to ``/ui`` (Secure over HTTPS); every page
+  authenticates it like a bearer token (revocation applies at once). The key is never written
+  into HTML or logs.
+* CSRF: signed double-submit. The form carries ``nonce.signature`` and so does an HttpOnly
+  cookie; a POST is accepted only when both are equal and the signature (HMAC-SHA256 with a
+  per-process secret) is valid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+from fastapi import Request
+from fastapi.responses import Response
+
+from app.services.keys import ANONYMOUS, Principal, authenticate, require
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+UI_PREFIX = "/ui"
+KEY_COOKIE = "benchslice_key"
+CSRF_COOKIE = "benchslice_csrf"
+KEY_MAX_AGE = 8 * 3600
+CSP = (
+    "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'; "
+    "object-src 'none'; img-src 'self' data:"
+)
+HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+    (b"x-frame-options", b"DENY"),
+]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+ASGIApp = Callable[
+    [Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]
+]
+
+
+class SecurityHeaders:
+    """Pure ASGI middleware: the headers above on every response under ``/ui``."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive, send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not (path == UI_PREFIX or path.startswith(UI_PREFIX + "/")):
+            await self.app(scope, receive, send)
+            return
+        static = path.startswith(UI_PREFIX + "/static/")
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [
+                    (k, v)
+                    for k, v in message.get("headers", [])
+                    if k.lower() not in {h for h, _ in HEADERS}
+                ]
+                headers.extend(HEADERS)
+                if not static:
+                    headers.append((b"cache-control", b"no-store"))
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def _secure(request: Request) -> bool:
+    return request.url.scheme == "https"
+
+
+def page_principal(request: Request, session: Session) -> Principal:
+    """The caller of a page: anonymous when auth is off, else the cookie's key (read scope);
+    ``Unauthorized`` (401) without a valid one."""
+    if not request.app.state.settings.auth_enabled:
+        return ANONYMOUS
+    return require(authenticate(session, request.cookies.get(KEY_COOKIE)), "read")
+
+
+def set_key_cookie(request: Request, response: Response, key: str) -> None:
+    response.set_cookie(
+        KEY_COOKIE,
+        key,
+        max_age=KEY_MAX_AGE,
+        path=UI_PREFIX,
+        httponly=True,
+        samesite="strict",
+        secure=_secure(request),
+    )
+
+
+def clear_key_cookie(request: Request, response: Response) -> None:
+    response.delete_cookie(
+        KEY_COOKIE, path=UI_PREFIX, httponly=True, samesite="strict", secure=_secure(request)
+    )
+
+
+def _secret(request: Request) -> bytes:
+    return request.app.state.web_secret
+
+
+def _sign(secret: bytes, nonce: str) -> str:
+    return hmac.new(secret, nonce.encode(), hashlib.sha256).hexdigest()
+
+
+def _valid(secret: bytes, token: str | None) -> bool:
+    if not token or token.count(".") != 1:
+        return False
+    nonce, sig = token.split(".")
+    return hmac.compare_digest(sig, _sign(secret, nonce))
+
+
+def csrf_token(request: Request) -> str:
+    """The request's CSRF token: the cookie's when it is validly signed, else a new one (the
+    caller sets it with :func:`set_csrf_cookie`)."""
+    current = request.cookies.get(CSRF_COOKIE)
+    if _valid(_secret(request), current):
+        return current  # type: ignore[return-value]
+    nonce = secrets.token_urlsafe(18)
+    return f"{nonce}.{_sign(_secret(request), nonce)}"
+
+
+def set_csrf_cookie(request: Request, response: Response, token: str) -> None:
+    if request.cookies.get(CSRF_COOKIE) != token:
+        response.set_cookie(
+            CSRF_COOKIE,
+            token,
+            path=UI_PREFIX,
+            httponly=True,
+            samesite="strict",
+            secure=_secure(request),
+        )
+
+
+def csrf_ok(request: Request, submitted: str | None) -> bool:
+    """A POST's form token equals its cookie and is signed by this server."""
+    cookie = request.cookies.get(CSRF_COOKIE)
+    if not submitted or not cookie or not hmac.compare_digest(submitted, cookie):
+        return False
+    return _valid(_secret(request), submitted)
+
+
+def safe_next(target: str | None) -> str:
+    """Where to go after logging in: a path inside the view, never another origin."""
+    if (
+        target
+        and target.startswith(UI_PREFIX + "/")
+        and not target.startswith("//")
+        and "\\" not in target
+        and all(ord(c) > 31 for c in target)
+    ):
+        return target
+    return UI_PREFIX + "/"
