@@ -87,7 +87,9 @@ def main() -> None:
         with factory() as s:
             version, _ = create_version(s, "gpqa", ids, ["gpqa_main"] * len(ids))
             for i in range(n_models):
-                store_results(s, version.id, ModelCreate(name=names[i]), parse_columnar(correct[i]))
+                store_results(
+                    s, version.id, ModelCreate(name=names[i]), parse_columnar(correct[i].tolist())
+                )
             job = job_service.create_job(s, "irt_fit", {"benchmark_id": str(version.id)}, seed=0)
             s.commit()
             vid, job_id = version.id, job.id

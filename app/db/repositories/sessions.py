@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Sequence
 
 from sqlalchemy import select
+from sqlalchemy.orm import undefer
 
 from app.db.models import BenchmarkVersion, EvaluationSession, IrtFit, Job
 from app.db.repositories.base import Repository
@@ -18,7 +19,11 @@ class EvaluationSessionRepository(Repository[EvaluationSession]):
     def get_locked(self, id_: uuid.UUID) -> EvaluationSession | None:
         """``SELECT … FOR UPDATE`` (Postgres), refreshing a copy already in the session."""
         return self.session.get(
-            EvaluationSession, id_, with_for_update=True, populate_existing=True
+            EvaluationSession,
+            id_,
+            with_for_update=True,
+            populate_existing=True,
+            options=[undefer(EvaluationSession.engine_state)],
         )
 
 
