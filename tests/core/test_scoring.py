@@ -135,7 +135,10 @@ def test_model_assisted_on_a_random_subset(split) -> None:
     from app.core.scoring import reference_predictions
 
     src, tgt, _ = split
-    sel = make_selector("random").fit(src).select(40, rng=6)
+    sel = make_selector("random").fit(src).select(60, rng=6)
+    assert [b.estimator for b in score_models(sel, tgt[:, sel.indices][:, :], 448)] == ["mean"]
+    small = make_selector("random").fit(src).select(40, rng=6)
+    assert len(score_models(small, tgt[:, small.indices], 448, reference_correct=src)) == 1
     y = tgt[:, sel.indices]
     out = score_models(sel, y, 448, reference_correct=src)
     assert [b.estimator for b in out] == ["mean", "model_assisted"]
@@ -144,7 +147,9 @@ def test_model_assisted_on_a_random_subset(split) -> None:
     yhat = reference_predictions(sel, y, src)
     assert np.allclose(yhat[:, sel.indices].sum(axis=1), y.sum(axis=1), atol=1e-6)
     e = y - yhat[:, sel.indices]
-    ref = yhat.mean(axis=1) + e.sum(axis=1) / (40 / 448) / 448
+    ref = yhat.mean(axis=1) + e.sum(axis=1) / (60 / 448) / 448
     assert np.allclose(ma.value, ref)
     s2 = e.var(axis=1, ddof=1)
-    assert np.allclose(ma.se**2, (1 - 40 / 448) * s2 / 40 * 40 / 38)
+    ys = yhat[:, sel.indices]
+    floor = (1 - 60 / 448) * 448 / 447 * np.mean(ys * (1 - ys), axis=1) / 60
+    assert np.allclose(ma.se**2, np.maximum((1 - 60 / 448) * s2 / 60 * 60 / 58, floor))
