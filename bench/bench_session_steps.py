@@ -106,6 +106,8 @@ def main() -> None:
             for timing in ("service", "http"):
                 steps: list[float] = []
                 items_used: list[int] = []
+                app = create_app(settings)  # one app (engine, pool, caches) per case
+                client = TestClient(app)
                 for k, row in enumerate(held):
                     b = int(np.argsort(np.abs(acc[:n_models] - acc[row]))[k % 5])
                     body = SessionCreate(
@@ -122,9 +124,6 @@ def main() -> None:
                         pub = service.to_public(s, created)
                         s.commit()
                     truth = correct[row]
-                    if timing == "http":
-                        app = create_app(settings)
-                        client = TestClient(app)
                     while pub.state == "open":
                         payload = json.dumps(
                             {
@@ -156,9 +155,8 @@ def main() -> None:
                             pub = SessionPublic.model_validate(r.json())
                         steps.append(time.perf_counter() - t)
                     items_used.append(pub.items_used)
-                    if timing == "http":
-                        client.close()
-                        app.state.engine.dispose()
+                client.close()
+                app.state.engine.dispose()
                 results[f"{policy}/{timing}"] = {
                     **_pct(steps),
                     "sessions": len(held),
