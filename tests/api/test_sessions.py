@@ -162,10 +162,23 @@ def test_max_items_ends_exhausted(client: TestClient, small) -> None:
     vid, names, correct, ids = small
     r = client.post(
         f"/v1/benchmarks/{vid}/sessions",
-        json={"model": names[0], "baseline": names[1], "batch_size": 4, "max_items": 10},
+        json={
+            "model": "partial-model",
+            "baseline": names[1],
+            "batch_size": 4,
+            "max_items": 10,
+            "store_results": True,
+        },
     )
     assert r.status_code == 201, r.text
     bodies = _run(client, r.json()["id"], r.json(), correct[0], ids)
+    # the closed session's results are stored with a coverage mask (10 of 30 items)
+    assert bodies[-1]["stored_result"] == "created"
+    models = client.get(f"/v1/benchmarks/{vid}/models").json()["items"]
+    stored = next(m for m in models if m["model"]["name"] == "partial-model")
+    seen = [p for b in bodies[:-1] for p in (it["position"] for it in b["next_items"])]
+    assert stored["n_items"] == 10 and stored["coverage"] == pytest.approx(10 / 30)
+    assert stored["accuracy"] == pytest.approx(correct[0][seen].mean())
     sizes = [b["items_used"] for b in bodies]
     if bodies[-1]["state"] == "exhausted":
         assert sizes == [0, 4, 8, 10]
