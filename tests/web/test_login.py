@@ -1,0 +1,103 @@
+"""Pages with API keys on: a read key via the login form (HttpOnly, SameSite=Strict cookie,
+CSRF-checked), refused without one; the key never appears in a page."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session
+
+from app.api.deps import open_session
+from app.main import create_app
+from app.services.keys import create_key, revoke_key
+from app.settings import Settings
+
+
+@pytest.fixture
+def auth_client(settings: Settings, db_session: Session) -> Iterator[TestClient]:
+    app = create_app(settings.model_copy(update={"auth_enabled": True}))
+    app.dependency_overrides[open_session] = lambda: db_session
+    try:
+        with TestClient(app, raise_server_exceptions=False, follow_redirects=False) as c:
+            yield c
+    finally:
+        app.state.celery.close()
+        app.state.engine.dispose()
+
+
+def _csrf(page: str) -> str:
+    m = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert m is not None
+    return m.group(1)
+
+
+def test_missing_or_bad_key_is_refused(auth_client: TestClient, db_session: Session) -> None:
+    for path in ("/ui/", "/ui/benchmarks/x", "/ui/analyses/x", "/ui/subsets/x/download/csv"):
+        r = auth_client.get(path)
+        assert r.status_code == 401, (path, r.status_code)
+        assert 'action="/ui/login"' in r.text
+    auth_client.cookies.set("benchslice_key", "bsk_nope_nope", path="/ui")
+    assert auth_client.get("/ui/").status_code == 401
+    _, key = create_key(db_session, "ui-reader", ["read"])
+    db_session.flush()
+    auth_client.cookies.set("benchslice_key", key, path="/ui")
+    r = auth_client.get("/ui/")
+    assert r.status_code == 200 and key not in r.text
+
+
+def test_login_flow(auth_client: TestClient, db_session: Session) -> None:
+    row, key = create_key(db_session, "ui-reader", ["read"])
+    db_session.flush()
+    r = auth_client.get("/ui/login", params={"next": "/ui/benchmarks/gpqa?q=x"})
+    assert r.status_code == 200
+    token = _csrf(r.text)
+    assert "HttpOnly" in r.headers["set-cookie"] and "SameSite=strict" in r.headers["set-cookie"]
+    assert 'value="/ui/benchmarks/gpqa?q=x"' in r.text
+
+    # without the CSRF token (or with a forged one) the form is refused
+    r = auth_client.post("/ui/login", data={"key": key, "csrf": "", "next": "/ui/"})
+    assert r.status_code == 403 and "benchslice_key" not in r.headers.get("set-cookie", "")
+    r = auth_client.post("/ui/login", data={"key": key, "csrf": "a.b", "next": "/ui/"})
+    assert r.status_code == 403
+    # a wrong key: 401, the form again, the submitted key not echoed
+    r = auth_client.post("/ui/login", data={"key": "bsk_abc_wrong", "csrf": token, "next": "/ui/"})
+    assert r.status_code == 401 and "bsk_abc_wrong" not in r.text
+    # the right key: redirect where asked, cookie set
+    r = auth_client.post(
+        "/ui/login", data={"key": key, "csrf": token, "next": "/ui/benchmarks/gpqa"}
+    )
+    assert r.status_code == 303 and r.headers["location"] == "/ui/benchmarks/gpqa"
+    cookie = r.headers["set-cookie"]
+    assert cookie.startswith("benchslice_key=")
+    for attr in ("HttpOnly", "SameSite=strict", "Path=/ui"):
+        assert attr in cookie
+    assert "Secure" not in cookie  # plain http here; https adds it
+    r = auth_client.get("/ui/")
+    assert r.status_code == 200 and key not in r.text and "Sign out" in r.text
+    # sign out clears the cookie
+    r = auth_client.post("/ui/logout", data={"csrf": _csrf(r.text)})
+    assert r.status_code == 303
+    assert auth_client.get("/ui/").status_code == 401
+    # a revoked key stops working at once
+    auth_client.cookies.set("benchslice_key", key, path="/ui")
+    assert auth_client.get("/ui/").status_code == 200
+    revoke_key(db_session, row.prefix)
+    assert auth_client.get("/ui/").status_code == 401
+
+
+def test_no_open_redirect(auth_client: TestClient, db_session: Session) -> None:
+    _, key = create_key(db_session, "ui-reader", ["read"])
+    db_session.flush()
+    token = _csrf(auth_client.get("/ui/login").text)
+    for target in ("//evil.example/", "https://evil.example/", "/v1/keys", "/ui/\\evil"):
+        r = auth_client.post("/ui/login", data={"key": key, "csrf": token, "next": target})
+        assert r.status_code == 303 and r.headers["location"] == "/ui/", target
+
+
+def test_pages_are_open_without_auth(client: TestClient) -> None:
+    assert client.get("/ui/").status_code == 200
+    r = client.get("/ui/login", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/ui/"
