@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
@@ -89,7 +89,18 @@ WritePrincipal = Annotated[Principal, Depends(require_scope("write"))]
 AdminPrincipal = Annotated[Principal, Depends(require_scope("admin"))]
 
 
-def get_benchmark_version(benchmark: str, session: SessionDep) -> BenchmarkVersion:
+BenchmarkRef = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=220,
+        description="A benchmark version id, a benchmark name (its latest version) or `name@vN`",
+        examples=["gpqa", "gpqa@v1"],
+    ),
+]
+
+
+def get_benchmark_version(benchmark: BenchmarkRef, session: SessionDep) -> BenchmarkVersion:
     """The version a ``{benchmark}`` path segment names: a version id, a name or ``name@vN``."""
     return resolve_version(session, benchmark)
 

@@ -9,12 +9,12 @@ import typer
 
 from app.cli.common import (
     ALL_METHODS,
+    BENCHMARK_HELP,
     ApiKeyOpt,
     JobProgress,
     JsonOpt,
     UrlOpt,
     api,
-    benchmark_by_name,
     err,
     fail,
     fmt,
@@ -33,7 +33,7 @@ def _pts(value: float | None) -> str:
 
 
 def analyze(
-    benchmark: str = typer.Option(..., "--benchmark", "-b", help="Benchmark name"),
+    benchmark: str = typer.Option(..., "--benchmark", "-b", help=BENCHMARK_HELP),
     methods: str = typer.Option(ALL_METHODS, "--methods", help="Comma-separated selectors"),
     sizes: str = typer.Option("10,25,50,100,200", "--sizes", help="Comma-separated sizes"),
     runs: int | None = typer.Option(None, "--runs", min=2, help="Protocol runs [50]"),
@@ -83,9 +83,8 @@ def analyze(
     method_list = split_list(methods) or []
     size_list = int_list(sizes, "--sizes") or []
     with api(url, api_key) as client:
-        bench = benchmark_by_name(client, benchmark)
         analysis = client.create_analysis(
-            bench.id,
+            benchmark,
             methods=method_list,
             sizes=size_list,
             runs=runs,
@@ -96,7 +95,7 @@ def analyze(
             gap=gap,
         )
         err(f"analysis {analysis.id} queued (job {analysis.job_id}, seed {analysis.seed})")
-        with JobProgress(f"analysis of {bench.name} (runs)") as progress:
+        with JobProgress(f"analysis of {analysis.benchmark_name} (runs)") as progress:
             client.wait(analysis.job_id, progress=progress, timeout=timeout)
         analysis = client.get_analysis(analysis.id)
         saved: list[Path] = []

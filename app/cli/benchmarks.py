@@ -11,7 +11,6 @@ from app.cli.common import (
     JsonOpt,
     UrlOpt,
     api,
-    benchmark_by_name,
     pct,
     print_json,
     print_table,
@@ -52,7 +51,9 @@ def list_(
 
 @benchmarks_app.command("show")
 def show(
-    benchmark: str = typer.Argument(..., help="Benchmark name (latest version) or version id"),
+    benchmark: str = typer.Argument(
+        ..., help="Benchmark name (latest version), name@vN or version id"
+    ),
     models: bool = typer.Option(False, "--models", help="List every model with its accuracy"),
     match: list[str] | None = typer.Option(
         None,
@@ -68,7 +69,7 @@ def show(
     Example: `benchslice benchmarks show gpqa --match 'meta-llama/*'`
     """
     with api(url, api_key) as client:
-        detail = client.get_benchmark(benchmark_by_name(client, benchmark).id)
+        detail = client.get_benchmark(benchmark)
     rows = sorted(detail.models, key=lambda m: (-m.accuracy, m.name))
     if match:
         rows = [m for m in rows if any(fnmatch.fnmatchcase(m.name, p) for p in match)]

@@ -24,7 +24,6 @@ from typer.exceptions import TyperException
 
 if TYPE_CHECKING:
     from app.client import Client
-    from app.schemas.benchmarks import BenchmarkPublic
     from app.schemas.jobs import JobPublic
 
 T = TypeVar("T")
@@ -80,15 +79,8 @@ def api(url: str | None, api_key: str | None) -> Iterator[Client]:
         raise typer.Exit(EXIT_ERROR) from None
 
 
-def benchmark_by_name(client: Client, name: str) -> BenchmarkPublic:
-    """Resolve a benchmark name (or a version id) to its latest version."""
-    import uuid
-
-    try:
-        version_id = uuid.UUID(name)
-    except ValueError:
-        return client.find_benchmark(name)
-    return client.get_benchmark(version_id)
+BENCHMARK_HELP = "Benchmark: name (latest version), name@vN or version id"
+"""Help of every ``--benchmark``: the value goes straight into ``/v1/benchmarks/{benchmark}``."""
 
 
 def print_json(obj: Any) -> None:

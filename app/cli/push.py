@@ -6,6 +6,7 @@ import csv
 import fnmatch
 import io
 import json
+import re
 import sys
 import uuid
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from app.cli.common import (
+    BENCHMARK_HELP,
     ApiKeyOpt,
     JsonOpt,
     Source,
@@ -37,16 +39,39 @@ if TYPE_CHECKING:
 def _ensure_benchmark(
     client: Client, name: str, create: bool, source: Source, create_items: Any
 ) -> tuple[BenchmarkPublic, bool]:
+    """The version ``name`` (a name, ``name@vN`` or version id) means; with ``create``, a name
+    that does not exist yet is created from the source's items."""
     from app.client import BenchsliceError
+    from app.schemas.benchmarks import BenchmarkPublic
 
     try:
-        return client.find_benchmark(name), False
+        return BenchmarkPublic.model_validate(client.get_benchmark(name).model_dump()), False
     except BenchsliceError as exc:
-        if exc.status != 404 or not create:
+        if exc.status != 404:
             raise
+        if not create:
+            raise BenchsliceError(
+                exc.title,
+                status=exc.status,
+                detail=f"{exc.detail} (create it with `benchslice push --create`)",
+                type=exc.type,
+                errors=exc.errors,
+                instance=exc.instance,
+            ) from None
+    if not _plain_name(name):
+        raise fail(f"--create needs a plain benchmark name, not {name!r}")
     if source.kind == "samples":
         return client.create_benchmark_from_samples(name, source.files), True
     return client.create_benchmark(name, create_items()), True
+
+
+def _plain_name(ref: str) -> bool:
+    """Whether ``ref`` can name a new benchmark: neither a version id nor ``name@vN``."""
+    try:
+        uuid.UUID(ref)
+    except ValueError:
+        return re.fullmatch(r".+@v[1-9][0-9]*", ref) is None
+    return False
 
 
 def _csv_items(path: Path) -> list[str]:
@@ -198,7 +223,9 @@ def push(
         "CSV item_id,correct[,confidence], results .json, or an .npz matrix",
         show_default=False,
     ),
-    benchmark: str = typer.Option(..., "--benchmark", "-b", help="Benchmark name"),
+    benchmark: str = typer.Option(
+        ..., "--benchmark", "-b", help=f"{BENCHMARK_HELP} (a name with --create)"
+    ),
     model: str | None = typer.Option(
         None,
         "--model",

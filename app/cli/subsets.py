@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from app.cli.common import (
+    BENCHMARK_HELP,
     ApiKeyOpt,
     JobProgress,
     JsonOpt,
     UrlOpt,
     api,
-    benchmark_by_name,
     err,
     fail,
     find_source,
@@ -43,7 +43,7 @@ FORMATS = ("table", "json", "ids", "csv", "lm-eval")
 
 @subset_app.command("create")
 def create(
-    benchmark: str = typer.Option(..., "--benchmark", "-b", help="Benchmark name"),
+    benchmark: str = typer.Option(..., "--benchmark", "-b", help=BENCHMARK_HELP),
     method: str = typer.Option(
         "random",
         "--method",
@@ -76,10 +76,9 @@ def create(
     """
     params = parse_params(param)
     with api(url, api_key) as client:
-        bench = benchmark_by_name(client, benchmark)
         with JobProgress(f"{method} subset of {size}") as progress:
             subset = client.build_subset(
-                bench.id,
+                benchmark,
                 method,
                 size,
                 seed=seed,

@@ -5,11 +5,11 @@ from __future__ import annotations
 import typer
 
 from app.cli.common import (
+    BENCHMARK_HELP,
     ApiKeyOpt,
     JsonOpt,
     UrlOpt,
     api,
-    benchmark_by_name,
     fmt,
     pct,
     print_json,
@@ -27,7 +27,7 @@ def _pts(value: float | None) -> str:
 def verdict(
     model_a: str = typer.Argument(..., help="First model (full results on the benchmark)"),
     model_b: str = typer.Argument(..., help="Second model"),
-    benchmark: str | None = typer.Option(None, "--benchmark", "-b", help="Benchmark name"),
+    benchmark: str | None = typer.Option(None, "--benchmark", "-b", help=BENCHMARK_HELP),
     size: int | None = typer.Option(None, "--size", "-n", min=1, help="Subset size to judge"),
     method: str = typer.Option("random", "--method", help="Selector (random is exact)"),
     subset: str | None = typer.Option(
@@ -66,9 +66,8 @@ def verdict(
     if benchmark is None or size is None:
         raise typer.BadParameter("--benchmark and --size are required (or --subset)")
     with api(url, api_key) as client:
-        bench = benchmark_by_name(client, benchmark)
         v = client.verdict(
-            bench.id, model_a, model_b, size=size, method=method, threshold=threshold
+            benchmark, model_a, model_b, size=size, method=method, threshold=threshold
         )
     if as_json:
         print_json(v)
@@ -141,7 +140,7 @@ def _subset_verdict(
 
 
 def plan(
-    benchmark: str = typer.Option(..., "--benchmark", "-b", help="Benchmark name"),
+    benchmark: str = typer.Option(..., "--benchmark", "-b", help=BENCHMARK_HELP),
     gap: float = typer.Option(
         ..., "--gap", help="Accuracy gap to detect, as a fraction (0.02 = 2 points)"
     ),
@@ -162,19 +161,18 @@ def plan(
     if not 0 < gap < 1:
         raise typer.BadParameter("expected a fraction in (0, 1), e.g. 0.02", param_hint="--gap")
     with api(url, api_key) as client:
-        bench = benchmark_by_name(client, benchmark)
-        p = client.plan(bench.id, gap=gap, method=method, probability=probability)
+        p = client.plan(benchmark, gap=gap, method=method, probability=probability)
     if as_json:
         print_json(p)
         return
     if p.size is None:
         typer.echo(
             f"no evaluated {p.method} subset size detects a {_pts(p.gap)} gap at "
-            f"P >= {p.probability:g} on {bench.name} (basis: {p.basis})"
+            f"P >= {p.probability:g} on {benchmark} (basis: {p.basis})"
         )
     else:
         typer.echo(
-            f"{p.size} items: the smallest {p.method} subset whose MDAD on {bench.name} is at "
+            f"{p.size} items: the smallest {p.method} subset whose MDAD on {benchmark} is at "
             f"most {_pts(p.gap)} (P >= {p.probability:g}; basis: {p.basis})"
         )
     rows = _evidence_rows(p.evidence)

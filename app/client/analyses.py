@@ -6,19 +6,20 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from app.client.benchmarks import benchmark_path
 from app.client.transport import Progress, Transport
 from app.schemas.analyses import AnalysisPage, AnalysisPublic
 from app.schemas.subsets import PlanPublic, VerdictPublic
 
 
 class AnalysisOperations(Transport):
-    """``/v1/benchmarks/{id}/verdict|plan|analyses`` and ``/v1/analyses/{id}``."""
+    """``/v1/benchmarks/{benchmark}/verdict|plan|analyses`` and ``/v1/analyses/{id}``."""
 
     # --- verdicts and planning ------------------------------------------------------------------
 
     def verdict(
         self,
-        benchmark_id: str | uuid.UUID,
+        benchmark: str | uuid.UUID,
         model_a: str,
         model_b: str,
         *,
@@ -26,11 +27,12 @@ class AnalysisOperations(Transport):
         method: str = "random",
         threshold: float | None = None,
     ) -> VerdictPublic:
-        """``GET /v1/benchmarks/{id}/verdict``: would a ``size``-item subset order the pair as the
-        full benchmark does (P(same order), tie, reversed, MDAD at that size, size needed)."""
+        """``GET /v1/benchmarks/{benchmark}/verdict``: would a ``size``-item subset order the pair
+        as the full benchmark does (P(same order), tie, reversed, MDAD at that size, size
+        needed). ``benchmark``: a version id, a name (its latest version) or ``name@vN``."""
         return VerdictPublic.model_validate(
             self.get_json(
-                f"/v1/benchmarks/{benchmark_id}/verdict",
+                benchmark_path(benchmark, "/verdict"),
                 model_a=model_a,
                 model_b=model_b,
                 size=size,
@@ -41,16 +43,17 @@ class AnalysisOperations(Transport):
 
     def plan(
         self,
-        benchmark_id: str | uuid.UUID,
+        benchmark: str | uuid.UUID,
         *,
         gap: float,
         method: str = "random",
         probability: float | None = None,
     ) -> PlanPublic:
-        """``GET /v1/benchmarks/{id}/plan``: smallest subset size whose MDAD is at most ``gap``."""
+        """``GET /v1/benchmarks/{benchmark}/plan``: smallest subset size whose MDAD is at most
+        ``gap``."""
         return PlanPublic.model_validate(
             self.get_json(
-                f"/v1/benchmarks/{benchmark_id}/plan",
+                benchmark_path(benchmark, "/plan"),
                 gap=gap,
                 method=method,
                 probability=probability,
@@ -61,7 +64,7 @@ class AnalysisOperations(Transport):
 
     def create_analysis(
         self,
-        benchmark_id: str | uuid.UUID,
+        benchmark: str | uuid.UUID,
         *,
         methods: Sequence[str],
         sizes: Sequence[int],
@@ -73,7 +76,7 @@ class AnalysisOperations(Transport):
         gap: float | None = None,
         threshold: float | None = None,
     ) -> AnalysisPublic:
-        """``POST /v1/benchmarks/{id}/analyses``: queue an MDAD analysis (a job)."""
+        """``POST /v1/benchmarks/{benchmark}/analyses``: queue an MDAD analysis (a job)."""
         body = {
             "methods": list(methods),
             "sizes": list(sizes),
@@ -86,12 +89,12 @@ class AnalysisOperations(Transport):
             "threshold": threshold,
         }
         body = {k: v for k, v in body.items() if v is not None}
-        response = self.request("POST", f"/v1/benchmarks/{benchmark_id}/analyses", json_body=body)
+        response = self.request("POST", benchmark_path(benchmark, "/analyses"), json_body=body)
         return AnalysisPublic.model_validate(response.json())
 
     def run_analysis(
         self,
-        benchmark_id: str | uuid.UUID,
+        benchmark: str | uuid.UUID,
         *,
         methods: Sequence[str],
         sizes: Sequence[int],
@@ -100,7 +103,7 @@ class AnalysisOperations(Transport):
         **options: Any,
     ) -> AnalysisPublic:
         """Queue an analysis, wait for its job, and return it with its results."""
-        analysis = self.create_analysis(benchmark_id, methods=methods, sizes=sizes, **options)
+        analysis = self.create_analysis(benchmark, methods=methods, sizes=sizes, **options)
         self.wait(analysis.job_id, progress=progress, timeout=timeout)
         return self.get_analysis(analysis.id)
 
@@ -111,16 +114,16 @@ class AnalysisOperations(Transport):
 
     def list_analyses(
         self,
-        benchmark_id: str | uuid.UUID,
+        benchmark: str | uuid.UUID,
         *,
         status: str | None = None,
         limit: int = 20,
         cursor: str | None = None,
     ) -> AnalysisPage:
-        """``GET /v1/benchmarks/{id}/analyses``: newest first, without results."""
+        """``GET /v1/benchmarks/{benchmark}/analyses``: newest first, without results."""
         return AnalysisPage.model_validate(
             self.get_json(
-                f"/v1/benchmarks/{benchmark_id}/analyses",
+                benchmark_path(benchmark, "/analyses"),
                 status=status,
                 limit=limit,
                 cursor=cursor,

@@ -14,6 +14,12 @@ from app.schemas.benchmarks import BenchmarkDetail, BenchmarkPage, BenchmarkPubl
 from app.schemas.results import ModelResultList, ResultsWritten
 
 
+def benchmark_path(benchmark: str | uuid.UUID, rest: str = "") -> str:
+    """``/v1/benchmarks/{benchmark}…``: ``benchmark`` is a version id, a benchmark name (its
+    latest version) or ``name@vN``, sent as one path segment."""
+    return f"/v1/benchmarks/{quote(str(benchmark), safe='@')}{rest}"
+
+
 class UploadReply(ResultsWritten):
     """What an upload stored; ``replayed`` when the server answered from its Idempotency-Key
     record (the same request was already applied)."""
@@ -57,9 +63,9 @@ class BenchmarkOperations(Transport):
             errors=[{"loc": ["benchmark"], "field": "benchmark", "message": "unknown name"}],
         )
 
-    def get_benchmark(self, benchmark_id: str | uuid.UUID) -> BenchmarkDetail:
-        """``GET /v1/benchmarks/{id}``: counts, subtasks, models and accuracy summary."""
-        return BenchmarkDetail.model_validate(self.get_json(f"/v1/benchmarks/{benchmark_id}"))
+    def get_benchmark(self, benchmark: str | uuid.UUID) -> BenchmarkDetail:
+        """``GET /v1/benchmarks/{benchmark}``: counts, subtasks, models and accuracy summary."""
+        return BenchmarkDetail.model_validate(self.get_json(benchmark_path(benchmark)))
 
     def create_benchmark(
         self,
@@ -115,7 +121,7 @@ class BenchmarkOperations(Transport):
 
     def upload_results(
         self,
-        benchmark_id: str | uuid.UUID,
+        benchmark: str | uuid.UUID,
         model: str | Mapping[str, Any],
         *,
         results: Mapping[str, float | Mapping[str, float]] | None = None,
@@ -126,7 +132,7 @@ class BenchmarkOperations(Transport):
         idempotency_key: str | bool = True,
         verify_replay: bool = True,
     ) -> UploadReply:
-        """``POST /v1/benchmarks/{id}/results`` as JSON: keyed (``results={item: 0/1}``) or
+        """``POST /v1/benchmarks/{benchmark}/results`` as JSON: keyed (``results={item: 0/1}``) or
         columnar (``correct=[…]`` in item order, or with ``item_ids``).
 
         ``idempotency_key=True`` derives the key from the request's content; with
@@ -143,7 +149,7 @@ class BenchmarkOperations(Transport):
                 body["item_ids"] = list(item_ids)
         data = json.dumps(body).encode()
         return self._post_results(
-            benchmark_id,
+            benchmark,
             [("results.json", data)],
             {},
             replace,
@@ -154,7 +160,7 @@ class BenchmarkOperations(Transport):
 
     def upload_results_file(
         self,
-        benchmark_id: str | uuid.UUID,
+        benchmark: str | uuid.UUID,
         files: FileLike | Sequence[FileLike],
         *,
         model: str | None = None,
@@ -181,12 +187,12 @@ class BenchmarkOperations(Transport):
             "item_key": item_key,
         }
         return self._post_results(
-            benchmark_id, file_list(files), params, replace, idempotency_key, verify_replay
+            benchmark, file_list(files), params, replace, idempotency_key, verify_replay
         )
 
     def _post_results(
         self,
-        benchmark_id: str | uuid.UUID,
+        benchmark: str | uuid.UUID,
         files: Sequence[FileLike],
         params: Mapping[str, Any],
         replace: bool,
@@ -195,7 +201,7 @@ class BenchmarkOperations(Transport):
         *,
         raw: bool = False,
     ) -> UploadReply:
-        path = f"/v1/benchmarks/{benchmark_id}/results"
+        path = benchmark_path(benchmark, "/results")
         clean = {**params, "replace": replace or None}
         response = self.send_files(path, files, clean, key=key, raw=raw)
         reply = UploadReply.model_validate(
@@ -204,31 +210,36 @@ class BenchmarkOperations(Transport):
                 "replayed": response.headers.get("Idempotency-Replayed") == "true",
             }
         )
-        if verify_replay and reply.replayed and not self.replay_holds(benchmark_id, [reply]):
+        if verify_replay and reply.replayed and not self.replay_holds(benchmark, [reply]):
             fresh = f"bs-{uuid.uuid4().hex}"
             response = self.send_files(path, files, clean, key=fresh, raw=raw)
             reply = UploadReply.model_validate(response.json())
         return reply
 
-    def replay_holds(self, benchmark_id: str | uuid.UUID, replies: Sequence[UploadReply]) -> bool:
+    def replay_holds(self, benchmark: str | uuid.UUID, replies: Sequence[UploadReply]) -> bool:
         """Whether replayed uploads still describe what is stored.
 
         A replayed Idempotency-Key returns the first response even if the model's results were
-        deleted or replaced since; then the upload must be sent again under a fresh key."""
-        stored = {m.model.name: m.content_hash for m in self.list_models(benchmark_id).items}
-        return all(stored.get(r.model.name) == r.content_hash for r in replies if r.replayed)
-
-    def list_models(self, benchmark_id: str | uuid.UUID) -> ModelResultList:
-        """``GET /v1/benchmarks/{id}/models``: models with results (accuracy, coverage)."""
-        return ModelResultList.model_validate(
-            self.get_json(f"/v1/benchmarks/{benchmark_id}/models")
+        deleted or replaced since, or (``benchmark`` a name) the name now means a newer version;
+        then the upload must be sent again under a fresh key."""
+        stored = {
+            m.model.name: (m.version_id, m.content_hash) for m in self.list_models(benchmark).items
+        }
+        return all(
+            stored.get(r.model.name) == (r.version_id, r.content_hash)
+            for r in replies
+            if r.replayed
         )
 
-    def delete_model_results(self, benchmark_id: str | uuid.UUID, model: str) -> None:
-        """``DELETE /v1/benchmarks/{id}/models/{model}``."""
-        self.request("DELETE", f"/v1/benchmarks/{benchmark_id}/models/{quote(model, safe='/')}")
+    def list_models(self, benchmark: str | uuid.UUID) -> ModelResultList:
+        """``GET /v1/benchmarks/{benchmark}/models``: models with results (accuracy, coverage)."""
+        return ModelResultList.model_validate(self.get_json(benchmark_path(benchmark, "/models")))
 
-    def get_matrix(self, benchmark_id: str | uuid.UUID) -> bytes:
-        """``GET /v1/benchmarks/{id}/matrix``: the results as ``.npz`` bytes."""
-        path = f"/v1/benchmarks/{benchmark_id}/matrix"
+    def delete_model_results(self, benchmark: str | uuid.UUID, model: str) -> None:
+        """``DELETE /v1/benchmarks/{benchmark}/models/{model}``."""
+        self.request("DELETE", benchmark_path(benchmark, f"/models/{quote(model, safe='/')}"))
+
+    def get_matrix(self, benchmark: str | uuid.UUID) -> bytes:
+        """``GET /v1/benchmarks/{benchmark}/matrix``: the results as ``.npz`` bytes."""
+        path = benchmark_path(benchmark, "/matrix")
         return self.request("GET", path, accept="application/octet-stream").content

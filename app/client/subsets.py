@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import httpx
 
+from app.client.benchmarks import benchmark_path
 from app.client.errors import BenchsliceError
 from app.client.transport import (
     FileLike,
@@ -43,11 +44,11 @@ class SubsetRequest:
 
 
 class SubsetOperations(Transport):
-    """``/v1/benchmarks/{id}/subsets`` and ``/v1/subsets/{id}``."""
+    """``/v1/benchmarks/{benchmark}/subsets`` and ``/v1/subsets/{id}``."""
 
     def create_subset(
         self,
-        benchmark_id: str | uuid.UUID,
+        benchmark: str | uuid.UUID,
         method: str,
         size: int,
         *,
@@ -55,8 +56,8 @@ class SubsetOperations(Transport):
         params: Mapping[str, Any] | None = None,
         source_models: Sequence[str] | None = None,
     ) -> SubsetRequest:
-        """``POST /v1/benchmarks/{id}/subsets``: a job building the subset, or the subset itself
-        when this exact request (same seed) was answered before. Use :meth:`build_subset` to
+        """``POST /v1/benchmarks/{benchmark}/subsets``: a job building the subset, or the subset
+        itself when this exact request (same seed) was answered before. Use :meth:`build_subset` to
         wait for it."""
         body: dict[str, Any] = {"method": method, "size": size}
         if seed is not None:
@@ -66,7 +67,7 @@ class SubsetOperations(Transport):
         if source_models is not None:
             body["source_models"] = list(source_models)
         data = json.dumps(body, sort_keys=True).encode()
-        path = f"/v1/benchmarks/{benchmark_id}/subsets"
+        path = benchmark_path(benchmark, "/subsets")
         # Without a seed the server draws one, so only a seeded request is safe to replay.
         key = content_idempotency_key("POST", path, data) if seed is not None else None
         response = self.request(
@@ -80,7 +81,7 @@ class SubsetOperations(Transport):
 
     def build_subset(
         self,
-        benchmark_id: str | uuid.UUID,
+        benchmark: str | uuid.UUID,
         method: str,
         size: int,
         *,
@@ -92,7 +93,7 @@ class SubsetOperations(Transport):
     ) -> SubsetPublic:
         """Create a subset and wait for it (``progress(job)`` while the job runs)."""
         request = self.create_subset(
-            benchmark_id, method, size, seed=seed, params=params, source_models=source_models
+            benchmark, method, size, seed=seed, params=params, source_models=source_models
         )
         if request.subset is not None:
             return request.subset

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.enums import JobStatus
+from app.schemas.benchmarks import version_id_field
 from app.schemas.jobs import JobProgress
 
 
@@ -132,7 +133,7 @@ class AnalysisLinks(BaseModel):
 
 class AnalysisPublic(BaseModel):
     id: uuid.UUID
-    benchmark_id: uuid.UUID = Field(description="the benchmark version analysed")
+    version_id: uuid.UUID = version_id_field("The benchmark version analysed")
     benchmark_name: str
     job_id: uuid.UUID
     status: JobStatus

@@ -6,13 +6,21 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, computed_field
 
 # Postgres text cannot hold NUL characters: refuse them up front (422, not a 500).
 NO_NUL = r"^[^\x00]*$"
 NAME_PATTERN = r"^[^\s/\x00][^/\x00]*$"
 
 ItemId = Field(min_length=1, max_length=512, description="External item id, e.g. lm-eval doc_hash")
+
+
+def version_id_field(description: str = "The benchmark version id") -> Any:
+    """A ``version_id`` response field: a benchmark *version* id. Responses once called it
+    ``benchmark_id``; that key is still read (clients of older servers, stored replies)."""
+    return Field(
+        validation_alias=AliasChoices("version_id", "benchmark_id"), description=description
+    )
 
 
 class ItemCreate(BaseModel):
@@ -62,12 +70,16 @@ class AccuracySummary(BaseModel):
 
 
 class BenchmarkPublic(BaseModel):
-    """One benchmark version (``id`` is the version id used by every ``/v1/benchmarks/{id}`` path)."""
+    """One benchmark version: ``id`` (also ``version_id``) is the version's id, ``benchmark_id``
+    the parent benchmark's. Paths ``/v1/benchmarks/{benchmark}`` take the version id, the name
+    (its latest version) or ``name@vN``."""
 
     model_config = ConfigDict(from_attributes=True)
 
-    id: uuid.UUID
-    benchmark_id: uuid.UUID
+    id: uuid.UUID = Field(description="The version id")
+    benchmark_id: uuid.UUID = Field(
+        description="The parent benchmark's id (shared by its versions)"
+    )
     name: str
     version: int = Field(description="1 for the first item list of this name, then 2, 3, …")
     content_hash: str = Field(description="sha256 of the ordered item list")
@@ -76,6 +88,11 @@ class BenchmarkPublic(BaseModel):
     subtasks: list[SubtaskCount]
     description: str | None = None
     created_at: datetime
+
+    @computed_field(description="The version id (the same as `id`)")
+    @property
+    def version_id(self) -> uuid.UUID:
+        return self.id
 
 
 class ModelSummary(BaseModel):

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.schemas.benchmarks import NO_NUL
+from app.schemas.benchmarks import NO_NUL, version_id_field
 
 
 class ModelCreate(BaseModel):
@@ -85,7 +85,7 @@ WriteStatus = Literal["created", "unchanged", "replaced"]
 class ModelResultPublic(BaseModel):
     """A model's stored results on one benchmark version (summary, not the vectors)."""
 
-    benchmark_id: uuid.UUID
+    version_id: uuid.UUID = version_id_field("The benchmark version the results belong to")
     model: ModelPublic
     n_items: int = Field(description="Items with a result")
     coverage: float = Field(description="n_items / benchmark items")

@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.schemas.benchmarks import version_id_field
+
 MAX_SEED = 2**63 - 1
 
 
@@ -178,7 +180,7 @@ class SubsetProvenance(BaseModel):
 
 class SubsetPublic(BaseModel):
     id: str = Field(description="Content hash of the request (sha256 hex)")
-    benchmark_id: uuid.UUID
+    version_id: uuid.UUID = version_id_field("The benchmark version the subset was drawn from")
     benchmark: str
     benchmark_version: int
     method: str

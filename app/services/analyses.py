@@ -328,7 +328,7 @@ def to_public(
         result = _result_public(row.result)
     return AnalysisPublic(
         id=row.id,
-        benchmark_id=row.benchmark_version_id,
+        version_id=row.benchmark_version_id,
         benchmark_name=(version.benchmark.name if version is not None else _name(row)),
         job_id=row.job_id,
         status=job.status,

@@ -151,7 +151,7 @@ def store_results(
 
 def to_public(row: ModelResult, n_items_total: int) -> ModelResultPublic:
     return ModelResultPublic(
-        benchmark_id=row.benchmark_version_id,
+        version_id=row.benchmark_version_id,
         model=ModelPublic(
             id=row.model.id,
             name=row.model.name,

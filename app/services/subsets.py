@@ -144,16 +144,27 @@ def resolve_request(
 # --- request side -------------------------------------------------------------------------------
 
 
+LEGACY_VERSION_KEY = "benchmark_id"
+
+
+def job_version_id(params: dict[str, Any]) -> Any:
+    """The benchmark version of a ``subset`` job: ``version_id``, or ``benchmark_id`` as jobs
+    stored before the rename (and older clients) call it."""
+    return params.get("version_id", params.get(LEGACY_VERSION_KEY))
+
+
 def validate_job_params(params: dict[str, Any]) -> dict[str, Any]:
     """Structure of a ``subset`` job's params (the benchmark is checked when the job runs)."""
     raw = dict(params)
-    bench = raw.pop("benchmark_id", None)
+    bench = job_version_id(raw)
+    raw.pop("version_id", None)
+    raw.pop(LEGACY_VERSION_KEY, None)
     errors = []
     try:
         bench_id = str(uuid.UUID(str(bench)))
     except ValueError:
         bench_id = None
-        errors.append(FieldIssue(("params", "benchmark_id"), "a benchmark id"))
+        errors.append(FieldIssue(("params", "version_id"), "a benchmark version id"))
     raw.pop("seed", None)
     try:
         body = _SUBSET_ADAPTER.validate_python(raw)
@@ -163,7 +174,7 @@ def validate_job_params(params: dict[str, Any]) -> dict[str, Any]:
     if errors or body is None:
         raise InvalidInput("invalid subset job parameters", errors=errors)
     return {
-        "benchmark_id": bench_id,
+        "version_id": bench_id,
         "method": body.method,
         "size": body.size,
         "params": body.params.model_dump(),
@@ -189,7 +200,7 @@ def request_subset(
         session,
         JOB_KIND,
         {
-            "benchmark_id": str(version_id),
+            "version_id": str(version_id),
             "method": req.method,
             "size": req.size,
             "params": params,
@@ -273,7 +284,7 @@ def run_subset_job(session: Session, job: Job, ctx: job_service.JobContext) -> N
     ctx.progress(0, 1)
     req = resolve_request(
         session,
-        uuid.UUID(params["benchmark_id"]),
+        uuid.UUID(str(job_version_id(params))),
         params["method"],
         int(params["size"]),
         dict(params.get("params") or {}),
@@ -353,7 +364,7 @@ def to_public(row: Subset, version: BenchmarkVersion) -> SubsetPublic:
     ]
     return SubsetPublic(
         id=row.id,
-        benchmark_id=version.id,
+        version_id=version.id,
         benchmark=version.benchmark.name,
         benchmark_version=version.version,
         method=row.method,

@@ -183,7 +183,7 @@ def test_subset_job_params_are_validated_for_generic_job_creation(client: TestCl
     r = client.post("/v1/jobs", json={"kind": "subset", "params": {"method": "random"}})
     assert r.status_code == 422
     fields = {e["field"] for e in r.json()["errors"]}
-    assert "body.params.benchmark_id" in fields and "body.params.random.size" in fields
+    assert "body.params.version_id" in fields and "body.params.random.size" in fields
 
 
 def test_cached_render_answers_404_once_the_subset_is_gone_and_revalidated(

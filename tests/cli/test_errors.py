@@ -20,8 +20,9 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def not_benchslice(tmp_path: Path) -> Iterator[str]:
     """A real HTTP server that answers 200 with something that is not the API's JSON."""
-    (tmp_path / "v1").mkdir()
-    (tmp_path / "v1" / "benchmarks").write_text("<html>hello</html>")
+    # the verdict path (the CLI sends --benchmark straight into it; the query is ignored here)
+    (tmp_path / "v1" / "benchmarks" / "gpqa").mkdir(parents=True)
+    (tmp_path / "v1" / "benchmarks" / "gpqa" / "verdict").write_text("<html>hello</html>")
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

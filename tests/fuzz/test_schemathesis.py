@@ -61,7 +61,7 @@ def _config(path: Path, data: Seeded, *, with_ids: bool) -> Path:
     lines = ["[parameters]"]
     if with_ids:
         lines += [
-            f'"path.benchmark_id" = "{data.benchmark_id}"',
+            f'"path.benchmark" = "{data.benchmark_id}"',
             f'"path.subset_id" = "{data.subset_id}"',
             f'"path.analysis_id" = "{data.analysis_id}"',
             f'"path.job_id" = "{data.job_id}"',

@@ -7,7 +7,13 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response, status
 
-from app.api.deps import JobQueueDep, ReadPrincipal, SessionDep, WritePrincipal
+from app.api.deps import (
+    BenchmarkVersionDep,
+    JobQueueDep,
+    ReadPrincipal,
+    SessionDep,
+    WritePrincipal,
+)
 from app.api.errors import INVALID, NOT_FOUND, UNAVAILABLE, problem
 from app.api.responses import AUTH
 from app.enums import JobStatus
@@ -36,19 +42,19 @@ def _image(description: str) -> dict:
 
 
 @router.post(
-    "/benchmarks/{benchmark_id}/analyses",
+    "/benchmarks/{benchmark}/analyses",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=AnalysisPublic,
     responses={**NOT_FOUND, **INVALID, **UNAVAILABLE, **AUTH},
     name="create_analysis",
 )
 def create_analysis(
-    benchmark_id: uuid.UUID,
+    _: WritePrincipal,
+    version: BenchmarkVersionDep,
     body: AnalysisCreate,
     session: SessionDep,
     queue: JobQueueDep,
     response: Response,
-    _: WritePrincipal,
 ) -> AnalysisPublic:
     """Queue an MDAD analysis (the paper's protocol) on the models with full results.
 
@@ -56,28 +62,28 @@ def create_analysis(
     `POST /v1/jobs/{job_id}/cancel`. Unknown methods, sizes above the seen half and
     `n_sources + n_targets` above the model count are 422s naming the field.
     """
-    analysis = service.create_analysis(session, benchmark_id, body)
+    analysis = service.create_analysis(session, version.id, body)
     enqueue_job_after_commit(session, queue, analysis.job_id)
     response.headers["Location"] = f"/v1/analyses/{analysis.id}"
-    return service.to_public(analysis, get_version(session, benchmark_id))
+    return service.to_public(analysis, version)
 
 
 @router.get(
-    "/benchmarks/{benchmark_id}/analyses",
+    "/benchmarks/{benchmark}/analyses",
     response_model=AnalysisPage,
     responses={**NOT_FOUND, **INVALID, **AUTH},
     name="list_analyses",
 )
 def list_analyses(
-    benchmark_id: uuid.UUID,
-    session: SessionDep,
     _: ReadPrincipal,
+    version: BenchmarkVersionDep,
+    session: SessionDep,
     limit: Annotated[int, Query(ge=1, le=service.MAX_PAGE)] = 20,
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
     status_: Annotated[JobStatus | None, Query(alias="status")] = None,
 ) -> AnalysisPage:
     """A benchmark version's analyses, newest first (without their results)."""
-    return service.list_analyses(session, benchmark_id, limit=limit, cursor=cursor, status=status_)
+    return service.list_analyses(session, version.id, limit=limit, cursor=cursor, status=status_)
 
 
 @router.get(

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response, status
 
-from app.api.deps import ReadPrincipal, SessionDep, WritePrincipal
+from app.api.deps import BenchmarkVersionDep, ReadPrincipal, SessionDep, WritePrincipal
 from app.api.errors import INVALID, NOT_FOUND
 from app.api.responses import AUTH, UNSUPPORTED
 from app.api.uploads import FILE_SCHEMA, MULTIPART_SCHEMA, UploadDep, request_body
@@ -118,13 +118,15 @@ def list_benchmarks(
 
 
 @router.get(
-    "/{benchmark_id}",
+    "/{benchmark}",
     response_model=BenchmarkDetail,
     responses={**NOT_FOUND, **AUTH},
     name="get_benchmark",
 )
 def get_benchmark(
-    benchmark_id: uuid.UUID, session: SessionDep, _: ReadPrincipal
+    _: ReadPrincipal, version: BenchmarkVersionDep, session: SessionDep
 ) -> BenchmarkDetail:
-    """Counts, subtasks, the models with results and their accuracy summary."""
-    return service.describe(session, benchmark_id)
+    """Counts, subtasks, the models with results and their accuracy summary.
+
+    `{benchmark}` is a version id, a name (its latest version) or `name@vN`."""
+    return service.describe(session, version.id)

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import re
-import uuid
 from typing import Annotated, Literal
 from urllib.parse import quote
 
 from fastapi import APIRouter, Header, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
-from app.api.deps import ReadPrincipal, SessionDep, SettingsDep, WritePrincipal
+from app.api.deps import (
+    BenchmarkVersionDep,
+    ReadPrincipal,
+    SessionDep,
+    SettingsDep,
+    WritePrincipal,
+)
 from app.api.errors import CONFLICT, INVALID, NOT_FOUND
 from app.api.responses import AUTH, UNSUPPORTED
 from app.api.uploads import FILE_SCHEMA, MULTIPART_SCHEMA, UploadDep, inline_schema, request_body
@@ -78,7 +83,7 @@ UPLOAD_BODY = request_body(
 
 
 @router.post(
-    "/{benchmark_id}/results",
+    "/{benchmark}/results",
     status_code=status.HTTP_201_CREATED,
     response_model=ResultsWritten,
     responses={
@@ -96,9 +101,9 @@ UPLOAD_BODY = request_body(
     openapi_extra=UPLOAD_BODY,
 )
 def upload_results(
-    benchmark_id: uuid.UUID,
     request: Request,
     principal: WritePrincipal,  # before the body is read: no key, no upload
+    version: BenchmarkVersionDep,  # after the key, before the body: unknown benchmark, no upload
     upload: UploadDep,
     session: SessionDep,
     settings: SettingsDep,
@@ -135,6 +140,7 @@ def upload_results(
 
     Identical results again: 200, nothing changes. Different results for the same model: 409
     unless `?replace=true`. A repeated `Idempotency-Key` returns the first response.
+    `{benchmark}` is a version id, a name (its latest version) or `name@vN`.
     """
     req_hash, replay = replay_upload(
         request, upload, session, principal.id, idempotency_key, settings.idempotency_ttl_hours
@@ -149,7 +155,7 @@ def upload_results(
         ParseOptions(metric=metric, filter=filter, task=task, item_key=item_key),
         model=query_model,
     )
-    row, outcome = service.store_results(session, benchmark_id, ref, parsed, replace=replace)
+    row, outcome = service.store_results(session, version.id, ref, parsed, replace=replace)
     code = status.HTTP_201_CREATED if outcome == "created" else status.HTTP_200_OK
     body = ResultsWritten(**service.to_public_for(session, row).model_dump(), status=outcome)
     if idempotency_key is not None and req_hash is not None:
@@ -166,32 +172,34 @@ def upload_results(
 
 
 @router.get(
-    "/{benchmark_id}/models",
+    "/{benchmark}/models",
     response_model=ModelResultList,
     responses={**NOT_FOUND, **AUTH},
     name="list_models",
 )
-def list_models(benchmark_id: uuid.UUID, session: SessionDep, _: ReadPrincipal) -> ModelResultList:
+def list_models(
+    _: ReadPrincipal, version: BenchmarkVersionDep, session: SessionDep
+) -> ModelResultList:
     """Models with results on this benchmark: accuracy, coverage, when uploaded."""
-    return ModelResultList(items=service.list_results(session, benchmark_id))
+    return ModelResultList(items=service.list_results(session, version.id))
 
 
 @router.delete(
-    "/{benchmark_id}/models/{model:path}",
+    "/{benchmark}/models/{model:path}",
     status_code=status.HTTP_204_NO_CONTENT,
     responses={**NOT_FOUND, **AUTH},
     name="delete_model_results",
 )
 def delete_model_results(
-    benchmark_id: uuid.UUID, model: str, session: SessionDep, _: WritePrincipal
+    _: WritePrincipal, version: BenchmarkVersionDep, model: str, session: SessionDep
 ) -> Response:
     """Delete one model's results on this benchmark (by model name or id)."""
-    service.delete_results(session, benchmark_id, model)
+    service.delete_results(session, version.id, model)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.get(
-    "/{benchmark_id}/matrix",
+    "/{benchmark}/matrix",
     response_class=Response,
     name="get_matrix",
     responses={
@@ -205,13 +213,13 @@ def delete_model_results(
         **AUTH,
     },
 )
-def get_matrix(benchmark_id: uuid.UUID, session: SessionDep, _: ReadPrincipal) -> Response:
+def get_matrix(_: ReadPrincipal, version: BenchmarkVersionDep, session: SessionDep) -> Response:
     """The results matrix as `.npz` (the layout `benchslice mdad` reads).
 
     `correct` is uint8 0/1 when every model is binary with full coverage, else float32 with
     NaN where `coverage` is 0.
     """
-    data, filename = service.export_npz(session, benchmark_id)
+    data, filename = service.export_npz(session, version.id)
     return Response(
         data,
         media_type="application/octet-stream",

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from app.api.deps import JobQueueDep, ReadPrincipal, SessionDep, SettingsDep, WritePrincipal
+from app.api.deps import (
+    BenchmarkVersionDep,
+    JobQueueDep,
+    ReadPrincipal,
+    SessionDep,
+    SettingsDep,
+    WritePrincipal,
+)
 from app.api.errors import CONFLICT, INVALID, NOT_FOUND, UNAVAILABLE
 from app.api.responses import AUTH, UNSUPPORTED
 from app.api.routes.results import (
@@ -33,7 +39,6 @@ from app.services import idempotency
 from app.services import scoring as scoring_service
 from app.services import subsets as service
 from app.services import verdicts as verdict_service
-from app.services.benchmarks import get_version
 from app.services.uploads import ParseOptions, parse_results_upload
 
 router = APIRouter(tags=["subsets"])
@@ -45,7 +50,7 @@ Threshold = Annotated[
 
 
 @router.post(
-    "/benchmarks/{benchmark_id}/subsets",
+    "/benchmarks/{benchmark}/subsets",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=JobPublic,
     responses={
@@ -63,11 +68,11 @@ Threshold = Annotated[
     name="create_subset",
 )
 def create_subset(
-    benchmark_id: uuid.UUID,
+    _: WritePrincipal,
+    version: BenchmarkVersionDep,
     body: Annotated[SubsetCreate, Body()],
     session: SessionDep,
     queue: JobQueueDep,
-    _: WritePrincipal,
 ) -> Response:
     """Build a fixed subset in a worker: 202 + `Location` of the job, whose result names the
     subset (`result.subset_id`).
@@ -75,11 +80,12 @@ def create_subset(
     The subset id is the content hash of (benchmark version, method, size, params, seed, sorted
     source models with their results' hashes). Asking again for the same thing (same `seed`)
     answers 200 with the stored subset and `Location: /v1/subsets/{id}`. Without `seed`, a fresh
-    one is drawn and stored: a new subset each time.
+    one is drawn and stored: a new subset each time. `{benchmark}` is a version id, a name (its
+    latest version) or `name@vN`.
     """
-    existing, job = service.request_subset(session, benchmark_id, body)
+    existing, job = service.request_subset(session, version.id, body)
     if existing is not None:
-        public = service.to_public(existing, get_version(session, benchmark_id))
+        public = service.to_public(existing, version)
         return JSONResponse(
             public.model_dump(mode="json"),
             status_code=status.HTTP_200_OK,
@@ -172,7 +178,7 @@ def score_on_subset(
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> Response | SubsetScorePublic:
     """Estimate a model's full-benchmark accuracy from its results on this subset's items only
-    (any upload format of `POST /v1/benchmarks/{id}/results`; every subset item, no others).
+    (any upload format of `POST /v1/benchmarks/{benchmark}/results`; every subset item, no others).
 
     One estimate with a CI per estimator the method supports: Wilson with finite-population
     correction for plain means on 0/1 results; for weighted / Horvitz-Thompson subsets the
@@ -225,17 +231,17 @@ def subset_verdict(
 
 
 @router.get(
-    "/benchmarks/{benchmark_id}/verdict",
+    "/benchmarks/{benchmark}/verdict",
     response_model=VerdictPublic,
     responses={**NOT_FOUND, **CONFLICT, **INVALID, **AUTH},
     name="pair_verdict",
 )
 async def pair_verdict(
-    benchmark_id: uuid.UUID,
+    _: ReadPrincipal,
+    version: BenchmarkVersionDep,
     model_a: ModelName,
     model_b: ModelName,
     session: SessionDep,
-    _: ReadPrincipal,
     size: Annotated[int, Query(ge=1, le=1_000_000)] = 25,
     method: Annotated[str, Query(min_length=1, max_length=64)] = "random",
     threshold: Threshold = verdict_service.DEFAULT_THRESHOLD,
@@ -246,17 +252,18 @@ async def pair_verdict(
     the latest robust analysis' agreement curves at the pair's gap (interpolated in log n); 409
     naming the analysis to run when none covers the method. Both models need full 0/1 results
     (404 unknown, 409 partial). Answers are cached per process; a results upload is reflected
-    within one second."""
+    within one second. `{benchmark}` is a version id, a name (its latest version) or
+    `name@vN`."""
     # async: a verdict asked before (results unchanged) is answered on the event loop
     cached = verdict_service.cached_verdict(
-        benchmark_id, model_a, model_b, size=size, method=method, threshold=threshold
+        version.id, model_a, model_b, size=size, method=method, threshold=threshold
     )
     if cached is not None:
         return cached
     return await run_in_threadpool(
         verdict_service.pair_verdict,
         session,
-        benchmark_id,
+        version.id,
         model_a,
         model_b,
         size=size,
@@ -266,16 +273,16 @@ async def pair_verdict(
 
 
 @router.get(
-    "/benchmarks/{benchmark_id}/plan",
+    "/benchmarks/{benchmark}/plan",
     response_model=PlanPublic,
     responses={**NOT_FOUND, **CONFLICT, **INVALID, **AUTH},
     name="plan_size",
 )
 def plan_size(
-    benchmark_id: uuid.UUID,
+    _: ReadPrincipal,
+    version: BenchmarkVersionDep,
     gap: Annotated[float, Query(gt=0, lt=1, description="Accuracy difference, e.g. 0.02")],
     session: SessionDep,
-    _: ReadPrincipal,
     method: Annotated[str, Query(min_length=1, max_length=64)] = "random",
     probability: Threshold = verdict_service.DEFAULT_THRESHOLD,
 ) -> PlanPublic:
@@ -285,5 +292,5 @@ def plan_size(
     benchmark results; the first call computes them), crossing interpolated in log n. Other
     methods: the latest robust analysis (409 when there is none)."""
     return verdict_service.plan_size(
-        session, benchmark_id, gap=gap, method=method, probability=probability
+        session, version.id, gap=gap, method=method, probability=probability
     )
