@@ -34,6 +34,7 @@ def main(*, migrate: bool = True) -> int:
         f"benchslice API:  {base}/v1  (health {base}/healthz, readiness {base}/readyz)", flush=True
     )
     print(f"interactive docs: {base}/docs", flush=True)
+    print(f"browser view:     {base}/ui/", flush=True)
     print(
         f"database: {_redact(settings.database_url)}   broker: {_redact(settings.broker_url)}",
         flush=True,

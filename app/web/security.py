@@ -1,8 +1,9 @@
 """The browser view's security: headers on every /ui response, the read-key cookie, CSRF tokens.
 
-* Headers: a strict Content-Security-Policy (no inline script or style anywhere: the figures are
-  inline SVG with presentation attributes, see :mod:`app.web.svg`), ``nosniff``,
-  ``Referrer-Policy: same-origin``; pages are ``Cache-Control: no-store``.
+* Headers: a strict Content-Security-Policy (no inline script or style anywhere: the figures
+  are inline SVG with presentation attributes, see :mod:`app.web.svg`), ``nosniff``,
+  ``Referrer-Policy: same-origin``; pages are ``Cache-Control: no-store``;
+  ``Server-Timing: app;dur=<ms>`` is the time until the response starts (bench/bench_pages.py).
 * With ``auth_enabled`` a page needs a read key. ``/ui/login`` checks the key once and keeps it
   in an HttpOnly, SameSite=Strict cookie scoped to ``/ui`` (Secure over HTTPS); every page
   authenticates it like a bearer token (revocation applies at once). The key is never written
@@ -17,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -62,9 +64,11 @@ class SecurityHeaders:
             await self.app(scope, receive, send)
             return
         static = path.startswith(UI_PREFIX + "/static/")
+        started = time.perf_counter()
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
+                took = 1000 * (time.perf_counter() - started)
                 headers = [
                     (k, v)
                     for k, v in message.get("headers", [])
@@ -73,6 +77,7 @@ class SecurityHeaders:
                 headers.extend(HEADERS)
                 if not static:
                     headers.append((b"cache-control", b"no-store"))
+                headers.append((b"server-timing", f"app;dur={took:.1f}".encode()))
                 message["headers"] = headers
             await send(message)
 

@@ -33,6 +33,7 @@ def _ok(r, status: int = 200) -> str:
     for k, v in SECURITY.items():
         assert r.headers[k] == v
     assert r.headers["cache-control"] == "no-store"
+    assert re.fullmatch(r"app;dur=[0-9.]+", r.headers["server-timing"])
     text = r.text
     # nothing inline that the CSP would block
     assert "<script" not in text and "<style" not in text and " style=" not in text
