@@ -100,8 +100,13 @@ BenchmarkRef = Annotated[
 ]
 
 
-def get_benchmark_version(benchmark: BenchmarkRef, session: SessionDep) -> BenchmarkVersion:
-    """The version a ``{benchmark}`` path segment names: a version id, a name or ``name@vN``."""
+def get_benchmark_version(
+    _: ReadPrincipal, benchmark: BenchmarkRef, session: SessionDep
+) -> BenchmarkVersion:
+    """The version a ``{benchmark}`` path segment names: a version id, a name or ``name@vN``.
+
+    Authenticated first (read scope, shared with the route's own principal dependency): a caller
+    without a key gets 401 whatever the parameter order, never a 404 revealing what exists."""
     return resolve_version(session, benchmark)
 
 

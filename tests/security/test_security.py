@@ -41,6 +41,7 @@ PROTECTED = [(m, p, op) for m, p, op in OPERATIONS if p.startswith("/v1/")]
 def _fill(path: str) -> str:
     values = {
         "benchmark": str(uuid.uuid4()),
+        "session_id": str(uuid.uuid4()),
         "analysis_id": str(uuid.uuid4()),
         "job_id": str(uuid.uuid4()),
         "subset_id": "0" * 64,
