@@ -99,8 +99,11 @@ class LeaderboardQuery:
                 field="correction",
                 message=f"choose from {list(CORRECTIONS)}",
             )
-        if not 0.0 < float(alpha) < 1.0:
-            raise InvalidInput("alpha must lie in (0, 1)", field="alpha", message="in (0, 1)")
+        # below 1e-6 the normal quantiles of the intervals overflow to infinite widths
+        if not 1e-6 <= float(alpha) <= 0.5:
+            raise InvalidInput(
+                "alpha must lie in [1e-6, 0.5]", field="alpha", message="in [1e-6, 0.5]"
+            )
         if top is not None and top < 2:
             raise InvalidInput("top must be at least 2", field="top", message="at least 2")
         return cls(names, match, top, subset or None, float(alpha), correction, bool(mid_p))

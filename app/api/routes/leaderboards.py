@@ -48,7 +48,10 @@ SubsetId = Annotated[
         "full-benchmark differences under its design",
     ),
 ]
-Alpha = Annotated[float, Query(gt=0, lt=1, description="Level of the tests and intervals")]
+Alpha = Annotated[
+    float,
+    Query(ge=1e-6, le=0.5, description="Level of the tests and intervals, in [1e-6, 0.5]"),
+]
 Correction = Annotated[
     CorrectionName,
     Query(description="holm: family-wise error rate (simultaneous rank intervals); bh: FDR"),
