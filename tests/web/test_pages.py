@@ -272,3 +272,31 @@ def test_static_and_schema(client: TestClient, app) -> None:
     assert not [p for p in app.openapi()["paths"] if p.startswith("/ui")]
     # API responses keep their own headers (no page CSP on JSON)
     assert "content-security-policy" not in client.get("/healthz").headers
+
+
+def test_sparse_benchmarks_render(client: TestClient, db_session) -> None:
+    """A benchmark with no results, then with two models: pages say what is missing, no 500."""
+    from app.ingest import parse_columnar
+    from app.schemas.results import ModelCreate
+    from app.services.benchmarks import create_version
+    from app.services.results import store_results
+
+    version, _ = create_version(
+        db_session, f"tiny-{uuid.uuid4().hex[:6]}", ["a", "b", "c"], ["s"] * 3
+    )
+    db_session.commit()
+    ref = str(version.id)
+    text = _text(_ok(client.get(f"/ui/benchmarks/{ref}")))
+    assert "No results yet" in text and "item health needs at least 3 models" in text
+    assert "No leaderboard" in text
+    page = _ok(
+        client.get(f"/ui/benchmarks/{ref}/pair", params={"model_a": "x", "model_b": "y"}), 404
+    )
+    assert "has no results" in page
+    for k, row in enumerate(([1, 0, 1], [0, 0, 1])):
+        store_results(db_session, version.id, ModelCreate(name=f"t{k}"), parse_columnar(row))
+    db_session.commit()
+    text = _text(_ok(client.get(f"/ui/benchmarks/{ref}")))
+    assert "2 of 2 models match" in text and "66.7%" in text and "33.3%" in text
+    assert "item health needs at least 3 models" in text
+    _ok(client.get("/ui/"))
