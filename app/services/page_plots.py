@@ -36,7 +36,7 @@ def accuracy_histogram(accuracy: np.ndarray, benchmark_name: str) -> bytes:
     ax = fig.subplots()
     acc = 100 * np.asarray(accuracy, dtype=np.float64)
     bins = np.linspace(np.floor(acc.min()), np.ceil(acc.max()) + 1e-9, 26) if acc.size else 10
-    ax.hist(acc, bins=bins, color="#3b6ea5", edgecolor="white", gid="series-accuracy")
+    ax.hist(acc, bins=bins, color="#3b6ea5", edgecolor="white")
     if acc.size:
         med = float(np.median(acc))
         ax.axvline(med, color="0.25", linestyle="--", linewidth=1)

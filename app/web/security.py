@@ -36,7 +36,7 @@ CSRF_COOKIE = "benchslice_csrf"
 KEY_MAX_AGE = 8 * 3600
 CSP = (
     "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'; "
-    "object-src 'none'; img-src 'self' data:"
+    "object-src 'none'"
 )
 HEADERS = [
     (b"content-security-policy", CSP.encode()),

@@ -37,6 +37,8 @@ def _ok(r, status: int = 200) -> str:
     text = r.text
     # nothing inline that the CSP would block
     assert "<script" not in text and "<style" not in text and " style=" not in text
+    ids = re.findall(r'\bid="([^"]+)"', text)
+    assert len(ids) == len(set(ids)), "duplicate element ids"
     return text
 
 
@@ -294,9 +296,12 @@ def test_sparse_benchmarks_render(client: TestClient, db_session) -> None:
     )
     assert "has no results" in page
     for k, row in enumerate(([1, 0, 1], [0, 0, 1])):
-        store_results(db_session, version.id, ModelCreate(name=f"t{k}"), parse_columnar(row))
+        name = f"<img src=x onerror=alert({k})>"  # names are text, never markup
+        store_results(db_session, version.id, ModelCreate(name=name), parse_columnar(row))
     db_session.commit()
-    text = _text(_ok(client.get(f"/ui/benchmarks/{ref}")))
+    page = _ok(client.get(f"/ui/benchmarks/{ref}"))
+    assert "<img src=x" not in page and "&lt;img src=x onerror=alert(0)&gt;" in page
+    text = _text(page)
     assert "2 of 2 models match" in text and "66.7%" in text and "33.3%" in text
     assert "item health needs at least 3 models" in text
     _ok(client.get("/ui/"))
