@@ -32,13 +32,9 @@ def resolve_version(session: Session, ref: str, *, field: str = "benchmark") -> 
         return version
     match = _VERSIONED.match(ref)
     name, number = (match["name"], int(match["version"])) if match else (ref, None)
-    benchmark = BenchmarkRepository(session).get_by_name(name)
-    if benchmark is None:
+    version = BenchmarkVersionRepository(session).by_name(name, number)  # one query when found
+    if version is not None:
+        return version
+    if number is None or BenchmarkRepository(session).get_by_name(name) is None:
         raise NotFound(f"no benchmark named {name!r}", field=field)
-    versions = BenchmarkVersionRepository(session)
-    if number is None:
-        number = versions.latest_version_number(benchmark.id)
-    version = versions.get_by_number(benchmark.id, number)
-    if version is None:
-        raise NotFound(f"benchmark {name!r} has no version {number}", field=field)
-    return version
+    raise NotFound(f"benchmark {name!r} has no version {number}", field=field)

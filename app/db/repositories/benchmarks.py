@@ -39,6 +39,14 @@ class BenchmarkVersionRepository(Repository[BenchmarkVersion]):
         )
         return self.session.scalars(stmt).first()
 
+    def by_name(self, name: str, version: int | None = None) -> BenchmarkVersion | None:
+        """Version ``version`` (default: the latest) of the benchmark called ``name``: one query."""
+        stmt = select(BenchmarkVersion).join(Benchmark).where(Benchmark.name == name)
+        if version is not None:
+            stmt = stmt.where(BenchmarkVersion.version == version)
+        stmt = stmt.order_by(BenchmarkVersion.version.desc()).limit(1)
+        return self.session.scalars(stmt).first()
+
     def latest_version_number(self, benchmark_id: uuid.UUID) -> int:
         stmt = select(func.max(BenchmarkVersion.version)).where(
             BenchmarkVersion.benchmark_id == benchmark_id
