@@ -101,3 +101,19 @@ def test_pages_are_open_without_auth(client: TestClient) -> None:
     assert client.get("/ui/").status_code == 200
     r = client.get("/ui/login", follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/ui/"
+
+
+def test_cookies_are_secure_over_https(settings: Settings, db_session: Session) -> None:
+    app = create_app(settings.model_copy(update={"auth_enabled": True}))
+    app.dependency_overrides[open_session] = lambda: db_session
+    _, key = create_key(db_session, "ui-reader", ["read"])
+    db_session.flush()
+    try:
+        with TestClient(app, base_url="https://testserver", follow_redirects=False) as c:
+            r = c.get("/ui/login")
+            assert "Secure" in r.headers["set-cookie"]
+            r = c.post("/ui/login", data={"key": key, "csrf": _csrf(r.text), "next": "/ui/"})
+            assert r.status_code == 303 and "Secure" in r.headers["set-cookie"]
+    finally:
+        app.state.celery.close()
+        app.state.engine.dispose()
