@@ -9,14 +9,22 @@ import sys
 import app.core
 
 EXPECTED = [
-    "ESTIMATORS", "GPQA_SIZES", "PAPER_SIZES", "SELECTORS", "AgreementCurve", "Estimate",
-    "MDADResult", "OrderProbabilities", "PairedComparison", "Plan", "ProtocolResult", "ResultsData",
-    "RunRecord", "Selection", "Selector", "Verdict", "analyze_cell", "analyze_protocol",
-    "clustered_se", "compare_to_baseline", "curve_probability", "discordant_counts", "estimate",
-    "exact_agreement", "isotonic_increasing", "kendall_tau_b", "make_selector", "mcnemar_exact",
-    "mdad_paper", "mdad_robust", "order_probabilities", "pair_differences", "pair_probability",
-    "paired_bootstrap", "paper_agree", "plan", "run_protocol", "score_subset", "smallest_n",
-    "split_run", "stratified_order_probabilities", "validate_results", "verdict", "wilson_interval",
+    "ESTIMATORS", "GPQA_SIZES", "PAPER_SIZES", "SELECTORS", "AgreementCurve", "CSState",
+    "CoverageTable", "Estimate", "EstimateBatch", "FluidState", "ItemBank", "ItemHealth",
+    "Leaderboard", "MDADResult", "OrderProbabilities", "PairedComparison", "Plan", "PowerAnswer",
+    "ProtocolResult", "ResultsData", "RunRecord", "Selection", "Selector", "SimulationResult",
+    "Verdict", "adjust_pvalues", "analyze_cell", "analyze_protocol", "clopper_pearson",
+    "clustered_se", "compare_to_baseline", "confidence_sequence", "coverage_study", "cs_init",
+    "cs_interval", "cs_update", "curve_probability", "decide", "difference_interval",
+    "dirichlet_p_better", "discordant_counts", "estimate", "exact_agreement", "fluid_estimate",
+    "fluid_init", "fluid_next", "fluid_update", "hypergeometric_interval", "isotonic_increasing",
+    "item_health", "jeffreys", "kendall_tau_b", "leaderboard", "leaderboard_for_selection",
+    "make_selector", "mcnemar_exact", "mcnemar_pvalues", "mdad_paper", "mdad_robust",
+    "order_probabilities", "pair_differences", "pair_probability", "paired_bootstrap",
+    "paired_outcomes", "paired_sample_size", "paired_values", "pairwise_counts", "paper_agree",
+    "plan", "proportion_interval", "repeated_samples_estimate", "run_protocol", "score_models",
+    "score_subset", "simulate_sessions", "smallest_n", "split_run",
+    "stratified_order_probabilities", "validate_results", "verdict", "wilson_interval",
 ]  # fmt: skip
 
 
