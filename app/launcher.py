@@ -8,7 +8,7 @@ import sys
 import time
 from types import FrameType
 
-from app.settings import get_settings
+from app.settings import exposure_refusal, get_settings
 
 
 def _redact(url: str) -> str:
@@ -20,6 +20,10 @@ def _redact(url: str) -> str:
 
 def main(*, migrate: bool = True) -> int:
     settings = get_settings()
+    refusal = exposure_refusal(settings)
+    if refusal is not None:  # before migrating or starting anything
+        print(f"benchslice: {refusal}", file=sys.stderr, flush=True)
+        return 2
     if migrate:
         from app.db.migrate import upgrade
 

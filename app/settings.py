@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -42,6 +43,10 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     auth_enabled: bool = False
+    allow_unauthenticated: bool = Field(
+        default=False,
+        description="serve on a non-loopback address with AUTH_ENABLED=false (refused otherwise)",
+    )
     max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     max_json_depth: int = Field(default=32, ge=2, description="nesting limit of JSON bodies")
     max_upload_lines: int = Field(default=2_000_000, gt=0, description="lines per uploaded file")
@@ -105,6 +110,33 @@ class Settings(BaseSettings):
             for prefix in ("sqlite:///", "sqla+sqlite:///"):
                 if url.startswith(prefix) and not url.startswith(prefix + ":memory:"):
                     Path(url[len(prefix) :]).parent.mkdir(parents=True, exist_ok=True)
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost may resolve to any interface
+
+
+def exposure_refusal(settings: Settings, host: str | None = None) -> str | None:
+    """Why the service must not start on ``host``, or ``None`` when it may.
+
+    Keys disabled on a non-loopback address would let anyone on the network read and write
+    everything, so that takes an explicit ``ALLOW_UNAUTHENTICATED=true``.
+    """
+    host = host or settings.host
+    if is_loopback(host) or settings.auth_enabled or settings.allow_unauthenticated:
+        return None
+    return (
+        f"refusing to serve on {host} with API keys disabled: anyone who can reach it could read "
+        "and change every benchmark. Set AUTH_ENABLED=true (and create a key with `benchslice keys "
+        "create`), or set ALLOW_UNAUTHENTICATED=true to serve it open on purpose."
+    )
 
 
 @lru_cache

@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
 import typer
+
+from app.settings import Settings, exposure_refusal, is_loopback
+
+log = logging.getLogger(__name__)
+
+
+def guard_exposure(settings: Settings, host: str) -> None:
+    """Exit 2 with one line saying why when ``host`` is exposed without keys; warn when allowed."""
+    refusal = exposure_refusal(settings, host)
+    if refusal is not None:
+        print(f"benchslice: {refusal}", file=sys.stderr, flush=True)
+        raise typer.Exit(code=2)
+    if not is_loopback(host) and not settings.auth_enabled:
+        log.warning("serving on %s with API keys disabled (ALLOW_UNAUTHENTICATED=true)", host)
+        print(
+            f"benchslice: WARNING serving on {host} with API keys disabled "
+            "(ALLOW_UNAUTHENTICATED=true)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def serve(host: str | None = None, port: int | None = None, reload: bool = False) -> None:
@@ -18,6 +39,7 @@ def serve(host: str | None = None, port: int | None = None, reload: bool = False
     from app.settings import get_settings
 
     settings = get_settings()
+    guard_exposure(settings, host or settings.host)
     uvicorn.run(
         "app.main:create_app",
         factory=True,

@@ -1,0 +1,86 @@
+"""Secure default: no open service on a public address unless asked for explicitly."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from app.settings import Settings, exposure_refusal, is_loopback
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [("127.0.0.1", True), ("127.8.0.1", True), ("::1", True), ("[::1]", True),
+     ("localhost", True), ("0.0.0.0", False), ("::", False), ("10.1.2.3", False),
+     ("example.org", False)],
+)  # fmt: skip
+def test_loopback_hosts(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+
+
+def test_refusal_rules() -> None:
+    assert exposure_refusal(Settings(host="127.0.0.1")) is None
+    refusal = exposure_refusal(Settings(host="0.0.0.0"))
+    assert refusal is not None and "ALLOW_UNAUTHENTICATED=true" in refusal
+    assert "AUTH_ENABLED=true" in refusal
+    assert exposure_refusal(Settings(host="0.0.0.0", auth_enabled=True)) is None
+    assert exposure_refusal(Settings(host="0.0.0.0", allow_unauthenticated=True)) is None
+    assert exposure_refusal(Settings(), host="0.0.0.0") is not None  # an explicit --host counts
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"AUTH_ENABLED", "HOST"}}
+    env.update(extra)
+    return env
+
+
+def test_make_run_refuses_a_public_address_without_keys(tmp_path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.launcher"],
+        env=_env(HOST="0.0.0.0", DATABASE_URL=f"sqlite:///{tmp_path}/never.sqlite3"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "refusing to serve on 0.0.0.0" in lines[0]
+    assert "ALLOW_UNAUTHENTICATED=true" in lines[0]
+    assert not (tmp_path / "never.sqlite3").exists()  # refused before migrating anything
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_serve_starts_open_when_allowed_and_warns(tmp_path) -> None:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--host", "0.0.0.0", "--port", str(port)],
+        env=_env(ALLOW_UNAUTHENTICATED="true", DATABASE_URL=f"sqlite:///{tmp_path}/db.sqlite3"),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        seen: list[str] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            seen.append(line)
+            if "Uvicorn running" in line or "Application startup complete" in line:
+                break
+        text = "".join(seen)
+        assert "WARNING serving on 0.0.0.0 with API keys disabled" in text
+        assert "Application startup complete" in text or "Uvicorn running" in text, text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
