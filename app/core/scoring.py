@@ -386,6 +386,7 @@ def score_models(
     calibrate: bool = True,
     inflation: float = CALIBRATION_INFLATION,
     estimators: tuple[str, ...] | None = None,
+    reference_values: dict[str, np.ndarray] | None = None,
 ) -> list[EstimateBatch]:
     """Every estimate a subset offers for models known only on its items, with honest intervals.
 
@@ -414,6 +415,10 @@ def score_models(
         Spread multiplier of the reference-calibrated interval (:data:`CALIBRATION_INFLATION`).
     estimators : tuple of str, optional
         Which estimators (default: every one the selector offers).
+    reference_values : dict of str to ndarray, optional
+        Precomputed estimator values on the reference models (:func:`reference_estimates` of
+        the same ``reference_correct``): the calibration then skips re-running the estimators
+        on them (a service caches these per subset and results).
 
     Returns
     -------
@@ -517,14 +522,17 @@ def score_models(
         if name == "weighted_confidence":
             ref_signal = None if reference_confidence is None else np.asarray(reference_confidence)
         if calibrate and ref_signal is not None and ref_signal.shape[0] >= MIN_REFERENCE_MODELS:
-            r_val = _core_estimate(
-                selection,
-                ref_signal[:, selection.indices],
-                None
-                if reference_confidence is None
-                else np.asarray(reference_confidence)[:, selection.indices],
-                estimator=name,
-            )
+            if reference_values is not None and name in reference_values:
+                r_val = np.asarray(reference_values[name], dtype=np.float64)
+            else:
+                r_val = _core_estimate(
+                    selection,
+                    ref_signal[:, selection.indices],
+                    None
+                    if reference_confidence is None
+                    else np.asarray(reference_confidence)[:, selection.indices],
+                    estimator=name,
+                )
             truth = ref_signal.mean(axis=1)
             val, lo, hi, se = reference_calibrated_interval(
                 value, r_val, truth, confidence=level, inflation=inflation
@@ -563,6 +571,53 @@ def score_models(
             )
         out.append(_batch(name, value, lo, hi, se, "wilson_kish_fpc", "model", level, note=note))
     return out + pending
+
+
+def reference_estimates(
+    selection: Selection,
+    reference_correct,
+    *,
+    reference_confidence=None,
+    estimators: tuple[str, ...] | None = None,
+) -> dict[str, np.ndarray]:
+    """Each model-based estimator's values on the reference models, as :func:`score_models`
+    calibrates them (pass the result as its ``reference_values``).
+
+    Only estimators :func:`score_models` calibrates are computed (those of non-probability
+    subsets, and ``irt``-type ones of any subset outside :data:`PROBABILITY_DESIGNS`);
+    ``weighted_confidence`` only with ``reference_confidence``. Estimators that fail on the
+    references are left out (:func:`score_models` then reports them as it would anyway).
+
+    Returns
+    -------
+    dict of str to ndarray, shape (r,)
+    """
+    ref = np.asarray(reference_correct, dtype=np.float64)
+    conf = None if reference_confidence is None else np.asarray(reference_confidence)
+    names = estimators
+    if names is None:
+        from app.core.selectors import SELECTORS
+
+        cls = SELECTORS.get(selection.method)
+        names = tuple(cls.estimators) if cls is not None else (selection.estimator,)
+    design = selection.method in PROBABILITY_DESIGNS
+    out: dict[str, np.ndarray] = {}
+    c_sub = None if conf is None else conf[:, selection.indices]
+    for name in names:  # a handful of estimators
+        if design and name in _LINEAR:
+            continue
+        signal = ref
+        if name == "weighted_confidence":
+            if conf is None:
+                continue
+            signal = conf
+        try:
+            out[name] = _core_estimate(
+                selection, signal[:, selection.indices], c_sub, estimator=name
+            )
+        except ValueError:
+            continue
+    return out
 
 
 def reference_predictions(selection: Selection, y: np.ndarray, reference_correct) -> np.ndarray:
@@ -657,6 +712,7 @@ __all__ = [
     "design_inclusion",
     "kish_n_eff",
     "model_assisted",
+    "reference_estimates",
     "reference_predictions",
     "score_models",
     "size_needed_for_gap",

@@ -196,16 +196,39 @@ class SubsetPublic(BaseModel):
 # --- scores -------------------------------------------------------------------------------------
 
 
+SmallSampleInterval = Literal["wilson_fpc", "clopper_pearson", "jeffreys", "hypergeometric"]
+
+
 class EstimatePublic(BaseModel):
     estimator: str
-    value: float | None = Field(description="Estimated full-benchmark accuracy")
+    value: float | None = Field(
+        description="Estimated full-benchmark accuracy (bias-corrected when the interval is "
+        "reference_calibrated)"
+    )
+    raw_value: float | None = Field(
+        default=None,
+        description="The estimator's own value before a calibration shifted it (equal to value "
+        "otherwise)",
+    )
     ci_low: float | None
     ci_high: float | None
     se: float | None
-    interval: str | None = Field(description="How the interval was computed")
+    interval: str | None = Field(
+        description="How the interval was computed: wilson_fpc, clopper_pearson, jeffreys, "
+        "hypergeometric (unweighted probability subsets), stratified_ht, difference_fpc "
+        "(model_assisted), reference_calibrated (calibrated on reference models), "
+        "wilson_kish_fpc / irt_ability_delta_method (uncalibrated, with a note)"
+    )
+    basis: Literal["design", "model", "model-assisted"] = Field(
+        description="design: a probability sample, valid whatever the models; model: relies on "
+        "a model of the items or of the reference models' errors; model-assisted: design-"
+        "consistent difference estimator with model predictions",
+    )
     confidence: float = 0.95
     available: bool = True
-    note: str | None = None
+    note: str | None = Field(
+        default=None, description="Why an estimate is unavailable, or a warning about it"
+    )
 
 
 class BaselineComparison(BaseModel):

@@ -1,17 +1,18 @@
 """Score a model that was evaluated only on a subset's items; optionally against a baseline.
 
-Estimates, one per estimator the subset's method supports:
+Estimates, one per estimator the subset's method supports, from
+:func:`app.core.scoring.score_models`; each says its ``basis``:
 
-* uniform weights on 0/1 results (``random``, equal-allocation subtask strata, DPP mean):
-  Wilson interval with finite-population correction (:func:`app.core.stats.wilson_interval`);
-* weighted / Horvitz-Thompson / Anchor Points: the weighted analogue, Wilson at Kish's effective
-  size with the FPC (:func:`app.core.scoring.weighted_estimate`); on gold-option probabilities
-  for ``weighted_confidence`` (needs confidences in the upload);
-* tinyBenchmarks: ``irt`` (the anchor-weighted mean) as a weighted mean; ``p_irt`` and ``gp_irt``
-  with a normal interval from delta-method SEs of the MAP ability scored on the anchors
-  (``(1 - lambda) se_P`` for p-IRT, se_P the SE of the predicted non-anchor accuracy; gp-IRT
-  combines ``lambda'`` times the linear part's SE and ``1 - lambda'`` times p-IRT's as if
-  independent). Item parameters are treated as known.
+* ``design`` (probability subsets: ``random``, ``subtask_stratified``,
+  ``confidence_stratified``): unweighted 0/1 results get the small-sample interval the request
+  names (``interval``: ``wilson_fpc`` by default, ``clopper_pearson``, ``jeffreys``,
+  ``hypergeometric``); weighted subsets the stratified Horvitz-Thompson interval. From 50 items
+  with reference models, also ``model_assisted`` (basis ``model-assisted``);
+* ``model`` (DPP, Anchor Points, tinyBenchmarks): the estimator is re-run on the reference
+  models (the subset's source models, or every model with full results when the method uses
+  none) and its error law inverted (``reference_calibrated``): ``value`` is bias-corrected and
+  ``raw_value`` keeps the estimator's own number. Those reference values are cached per
+  (subset, results stamp): a warm call only scores the new model.
 
 Population shift: with IRT state (tinyBenchmarks), the scored model's MAP ability outside the
 source models' range on any dimension, or person fit ``l_z < -2``; otherwise its accuracy on the subset outside
@@ -27,12 +28,17 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
-from app.core.estimators import estimate as core_estimate
 from app.core.estimators.irt import item_bank
-from app.core.results import Estimate, Selection
-from app.core.scoring import size_needed_for_gap, weighted_estimate, weighted_paired_comparison
-from app.core.selectors import SELECTORS
-from app.core.stats import compare_to_baseline, wilson_interval
+from app.core.intervals import SMALL_N_METHODS
+from app.core.results import Selection
+from app.core.scoring import (
+    DEFAULT_SMALL_N,
+    reference_estimates,
+    score_models,
+    size_needed_for_gap,
+    weighted_paired_comparison,
+)
+from app.core.stats import compare_to_baseline
 from app.db.models.subset import Subset, SubsetScore
 from app.errors import FieldIssue, InvalidInput
 from app.ingest import ParsedResults
@@ -43,12 +49,12 @@ from app.schemas.subsets import (
     SubsetScorePublic,
 )
 from app.services.benchmarks import get_version, item_index
+from app.services.caching import BoundedCache
 from app.services.subsets import get_subset, to_selection
-from app.services.verdicts import DEFAULT_THRESHOLD, full_matrix, model_row
+from app.services.verdicts import DEFAULT_THRESHOLD, FullMatrix, full_matrix, model_row
 
-LINEAR = frozenset({"mean", "weighted_mean", "horvitz_thompson", "irt"})
-Z95 = 1.959963984540054
 PERSON_FIT_LIMIT = -2.0
+REFERENCE_CACHE_SIZE = 32
 
 
 def _placed(
@@ -103,32 +109,6 @@ def align(parsed: ParsedResults, row: Subset, version) -> tuple[np.ndarray, np.n
     return _placed(parsed, where, k)
 
 
-def _from_estimate(name: str, est: Estimate, value: float | None = None) -> EstimatePublic:
-    return EstimatePublic(
-        estimator=name,
-        value=est.value if value is None else value,
-        ci_low=est.ci_low,
-        ci_high=est.ci_high,
-        se=est.se,
-        interval=est.method,
-        confidence=est.confidence,
-    )
-
-
-def _no_interval(name: str, note: str, value: float | None = None) -> EstimatePublic:
-    """An estimate without an interval; unavailable when there is no ``value`` either."""
-    return EstimatePublic(
-        estimator=name,
-        value=value,
-        ci_low=None,
-        ci_high=None,
-        se=None,
-        interval=None,
-        available=value is not None,
-        note=note,
-    )
-
-
 @dataclass(frozen=True)
 class IRTScore:
     """A scored model's ability on a tiny_benchmarks subset and the pieces of its SEs."""
@@ -160,70 +140,76 @@ def irt_score(selection: Selection, y: np.ndarray) -> IRTScore | None:
     )
 
 
-def _irt_se(name: str, score: IRTScore, linear_se: float) -> float:
-    """Delta-method SEs: p-IRT ``(1 - lambda) se_P``; gp-IRT combines the linear part's SE and
-    p-IRT's as if independent, ``sqrt((lambda' se_lin)^2 + ((1 - lambda') (1 - lambda) se_P)^2)``."""
-    p_se = (1.0 - score.lam) * score.se_rest
-    if name == "p_irt":
-        return p_se
-    return float(np.hypot(score.lam_gp * linear_se, (1.0 - score.lam_gp) * p_se))
+@dataclass(frozen=True)
+class References:
+    """A subset's reference models (full 0/1 results) and the estimators' values on them."""
+
+    correct: np.ndarray  # (r, N) float64, read-only
+    values: dict[str, np.ndarray]
+
+
+# (subset id, results stamp) -> its references
+_REFERENCES: BoundedCache[tuple[str, tuple], References] = BoundedCache(REFERENCE_CACHE_SIZE)
+
+
+def reference_rows(fm: FullMatrix, row: Subset) -> list[int]:
+    """Rows of the subset's source models with full results (every such model when the method
+    records none)."""
+    names = list(row.source_models or [])
+    if names:
+        return [fm.rows[n] for n in names if n in fm.rows]
+    return list(range(fm.correct.shape[0]))
+
+
+def references(fm: FullMatrix, row: Subset, selection: Selection) -> References:
+    """The subset's references, cached per (subset, results stamp)."""
+    key = (row.id, fm.stamp)
+    hit = _REFERENCES.get(key)
+    if hit is not None:
+        return hit
+    rows = reference_rows(fm, row)
+    ref = fm.correct[rows].astype(np.float64)
+    ref.setflags(write=False)
+    values = reference_estimates(selection, ref) if len(rows) else {}
+    for v in values.values():
+        v.setflags(write=False)
+    out = References(correct=ref, values=values)
+    _REFERENCES.discard_where(lambda k: k[0] == row.id and k[1] != fm.stamp)
+    _REFERENCES.put(key, out)
+    return out
+
+
+def check_interval(interval: str) -> str:
+    if interval not in SMALL_N_METHODS:
+        raise InvalidInput(
+            f"unknown interval {interval!r}",
+            field="interval",
+            message=f"choose from {list(SMALL_N_METHODS)}",
+        )
+    return interval
 
 
 def estimates_for(
-    selection: Selection, y: np.ndarray, conf: np.ndarray | None, n_items: int
+    selection: Selection,
+    y: np.ndarray,
+    conf: np.ndarray | None,
+    n_items: int,
+    refs: References | None = None,
+    *,
+    interval: str = DEFAULT_SMALL_N,
 ) -> list[EstimatePublic]:
-    cls = SELECTORS.get(selection.method)
-    names = list(cls.estimators) if cls is not None else [selection.estimator]
-    w = selection.weights
-    k = selection.size
-    binary = bool(np.all((y == 0) | (y == 1)))
-    uniform = bool(np.allclose(w, 1.0 / k))
-    out = []
-    for name in names:  # a handful of estimators
-        if name in LINEAR:
-            value = float(core_estimate(selection, y[None, :], estimator=name)[0])
-            if uniform and binary:
-                out.append(
-                    _from_estimate(name, wilson_interval(int(y.sum()), k, n_population=n_items))
-                )
-            else:
-                out.append(_from_estimate(name, weighted_estimate(y, w, n_items), value))
-            continue
-        if name == "weighted_confidence":
-            if conf is None:
-                out.append(
-                    _no_interval(
-                        name, "needs confidences (probability on the gold answer) in the upload"
-                    )
-                )
-                continue
-            out.append(_from_estimate(name, weighted_estimate(conf, w, n_items)))
-            continue
-        try:
-            value = float(
-                core_estimate(
-                    selection, y[None, :], None if conf is None else conf[None, :], estimator=name
-                )[0]
-            )
-        except ValueError as exc:
-            out.append(_no_interval(name, str(exc)))
-            continue
-        score = irt_score(selection, y) if name in ("p_irt", "gp_irt") else None
-        if score is None:
-            out.append(_no_interval(name, "no item parameters stored for an interval", value))
-            continue
-        se = _irt_se(name, score, weighted_estimate(y, w, n_items).se)
-        out.append(
-            EstimatePublic(
-                estimator=name,
-                value=value,
-                ci_low=max(0.0, value - Z95 * se),
-                ci_high=min(1.0, value + Z95 * se),
-                se=se,
-                interval="irt_ability_delta_method",
-            )
-        )
-    return out
+    """Every estimate of one model on the subset (:func:`app.core.scoring.score_models`)."""
+    ref = None if refs is None or refs.correct.shape[0] == 0 else refs.correct
+    batches = score_models(
+        selection,
+        y[None, :],
+        n_items,
+        confidence_values=None if conf is None else conf[None, :],
+        reference_correct=ref,
+        small_n=check_interval(interval),
+        reference_values=None if refs is None else refs.values,
+    )
+    return [EstimatePublic(**b.row(0)) for b in batches]
 
 
 def population_shift(
@@ -254,10 +240,7 @@ def population_shift(
             },
         )
     fm = full_matrix(session, row.benchmark_version_id)
-    names = list(row.source_models or [])
-    rows = (
-        [fm.rows[n] for n in names if n in fm.rows] if names else list(range(fm.correct.shape[0]))
-    )
+    rows = reference_rows(fm, row)
     details: dict[str, Any] = {"reference_models": len(rows)}
     value = float(y @ selection.weights)
     details["subset_estimate"] = value
@@ -328,19 +311,24 @@ def score_model(
     *,
     baseline: str | None = None,
     threshold: float = DEFAULT_THRESHOLD,
+    interval: str = DEFAULT_SMALL_N,
 ) -> SubsetScorePublic:
-    """Estimate the model's full-benchmark accuracy from its subset results; store the score."""
+    """Estimate the model's full-benchmark accuracy from its subset results; store the score.
+
+    ``interval`` names the small-sample interval of unweighted probability subsets."""
     if not 0.5 <= threshold < 1.0:
         raise InvalidInput(
             "threshold must lie in [0.5, 1)",
             field="threshold",
             message="a probability in [0.5, 1)",
         )
+    check_interval(interval)
     row = get_subset(session, sid, with_fitted=True)
     version = get_version(session, row.benchmark_version_id)
     y, conf = align(parsed, row, version)
     selection = to_selection(row)
-    estimates = estimates_for(selection, y, conf, version.n_items)
+    refs = references(full_matrix(session, row.benchmark_version_id), row, selection)
+    estimates = estimates_for(selection, y, conf, version.n_items, refs, interval=interval)
     shift = population_shift(session, row, selection, y)
     cmp = None
     if baseline is not None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from scipy import stats as st
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.core.scoring import size_needed_for_gap, weighted_estimate
+from app.core.scoring import design_inclusion, score_models, size_needed_for_gap
 from app.core.stats import compare_to_baseline, wilson_interval
 from app.db.models import SubsetScore
 from app.services import subsets as subset_service
@@ -54,7 +55,8 @@ def test_random_subset_score_with_baseline(
     assert (est[0]["ci_low"], est[0]["ci_high"]) == pytest.approx(
         (expected.ci_low, expected.ci_high)
     )
-    assert est[0]["interval"] == "wilson_fpc"
+    assert est[0]["interval"] == "wilson_fpc" and est[0]["basis"] == "design"
+    assert est[0]["raw_value"] == est[0]["value"] and est[0]["note"] is None
     base = body["baseline"]
     cmp = compare_to_baseline(new[idx], seeded.correct[0], idx)
     assert base["p_better"] == pytest.approx(cmp.p_better)
@@ -84,12 +86,49 @@ def test_csv_upload_and_weighted_subset(
         headers={"content-type": "text/csv"},
     )
     assert r.status_code == 201, r.text
-    (est,) = r.json()["estimates"]
+    (est,) = r.json()["estimates"]  # < 50 items: no model_assisted
     w = np.frombuffer(subset.weights, dtype="<f8")
-    expected = weighted_estimate(y.astype(float), w, 448)
-    assert est["estimator"] == "horvitz_thompson" and est["interval"] == "wilson_kish_fpc"
-    assert est["value"] == pytest.approx(float(y @ w))
-    assert est["ci_low"] == pytest.approx(expected.ci_low)
+    assert est["estimator"] == "horvitz_thompson" and est["interval"] == "stratified_ht"
+    assert est["basis"] == "design" and est["value"] == pytest.approx(float(y @ w))
+    # closed form: stratified HT variance sum_h N_h^2 (1 - n_h/N_h) s_h^2 / n_h / N^2, t_{n-H}
+    # (a stratum with one sampled item borrows the pooled variance)
+    pi, strata = design_inclusion(subset_service.to_selection(subset), 448)
+    var, n_strata = 0.0, int(strata.max()) + 1
+    for h in range(n_strata):
+        yh = y[strata == h].astype(float)
+        n_h, big_h = yh.size, yh.size / pi[strata == h][0]
+        s2 = yh.var(ddof=1) if n_h > 1 else y.astype(float).var(ddof=1)
+        var += big_h**2 * (1 - n_h / big_h) * s2 / n_h
+    se = np.sqrt(var) / 448
+    q = st.t.ppf(0.975, idx.size - n_strata)  # the design may round the size up
+    assert est["se"] == pytest.approx(se, rel=1e-9)
+    assert est["ci_low"] == pytest.approx(max(0.0, est["value"] - q * se), rel=1e-9)
+    assert est["ci_high"] == pytest.approx(min(1.0, est["value"] + q * se), rel=1e-9)
+
+
+def test_interval_parameter(client: TestClient, db_session: Session, seeded: Seeded) -> None:
+    subset, idx = _subset(db_session, seeded)
+    y = gpqa()["correct"][102].astype(int)[idx]
+    url = f"/v1/subsets/{subset.id}/scores"
+    payload = {
+        "model": "jeff",
+        "results": {seeded.item_ids[p]: int(v) for p, v in zip(idx, y, strict=True)},
+    }
+    (est,) = client.post(url, params={"interval": "jeffreys"}, json=payload).json()["estimates"]
+    k = int(y.sum())
+    assert est["interval"] == "jeffreys" and est["basis"] == "design"
+    assert (est["ci_low"], est["ci_high"]) == pytest.approx(
+        (st.beta.ppf(0.025, k + 0.5, 40 - k + 0.5), st.beta.ppf(0.975, k + 0.5, 40 - k + 0.5))
+    )
+    (cp,) = client.post(
+        url, params={"interval": "clopper_pearson"}, json={**payload, "model": "cp"}
+    ).json()["estimates"]
+    assert (cp["ci_low"], cp["ci_high"]) == pytest.approx(
+        (st.beta.ppf(0.025, k, 40 - k + 1), st.beta.ppf(0.975, k + 1, 40 - k))
+    )
+    bad = client.post(url, params={"interval": "wald"}, json=payload)
+    assert bad.status_code == 422 and bad.headers["content-type"] == PROBLEM
+    assert ["query", "interval"] in [e["loc"] for e in bad.json()["errors"]]
 
 
 def test_outlier_model_is_flagged(client: TestClient, db_session: Session, seeded: Seeded) -> None:
@@ -144,13 +183,21 @@ def test_tiny_benchmarks_irt_estimates_and_shift(
     body = r.json()
     by = {e["estimator"]: e for e in body["estimates"]}
     assert list(by) == ["irt", "p_irt", "gp_irt"]
+    # bias-corrected by the source models' error law: the service equals the engine on the
+    # same inputs, and raw_value is the estimator's own number
+    ref = seeded.correct[[seeded.names.index(n) for n in subset.source_models]]
+    engine = {
+        b.estimator: b.row(0)
+        for b in score_models(selection, y[None, :], 448, reference_correct=ref)
+    }
     for name, e in by.items():
-        assert e["value"] == pytest.approx(
+        assert e["raw_value"] == pytest.approx(
             float(estimate(selection, y[None, :], estimator=name)[0])
         )
+        assert e["interval"] == "reference_calibrated" and e["basis"] == "model"
+        for key in ("value", "ci_low", "ci_high", "se"):
+            assert e[key] == pytest.approx(engine[name][key], abs=1e-12), (name, key)
         assert e["ci_low"] <= e["value"] <= e["ci_high"] and e["se"] > 0
-    assert by["p_irt"]["interval"] == by["gp_irt"]["interval"] == "irt_ability_delta_method"
-    assert by["irt"]["interval"] == "wilson_kish_fpc"
     shift = body["population_shift"]
     assert shift["checked"] == "irt_ability_and_person_fit"
     assert len(shift["details"]["theta"]) == 2 and "person_fit_lz" in shift["details"]
@@ -169,12 +216,10 @@ def test_anchor_points_confidence_estimator_needs_confidences(
     r = client.post(f"/v1/subsets/{subset.id}/scores", json={"model": "ap", "correct": ys})
     by = {e["estimator"]: e for e in r.json()["estimates"]}
     assert by["weighted_confidence"]["available"] is False
-    assert by["weighted_mean"]["value"] == pytest.approx(
-        float(
-            np.sort(idx).size
-            and seeded.correct[3, idx] @ np.frombuffer(subset.weights, dtype="<f8")
-        )
-    )
+    w = np.frombuffer(subset.weights, dtype="<f8")
+    assert by["weighted_mean"]["raw_value"] == pytest.approx(float(seeded.correct[3, idx] @ w))
+    assert by["weighted_mean"]["basis"] == "model"
+    assert by["weighted_mean"]["interval"] == "reference_calibrated"
     conf = [0.9 if v else 0.2 for v in ys]
     r = client.post(
         f"/v1/subsets/{subset.id}/scores", json={"model": "ap2", "correct": ys, "confidence": conf}

@@ -29,6 +29,7 @@ from app.schemas.jobs import JobPublic
 from app.schemas.results import ModelCreate
 from app.schemas.subsets import (
     PlanPublic,
+    SmallSampleInterval,
     SubsetCreate,
     SubsetPublic,
     SubsetScorePublic,
@@ -171,6 +172,14 @@ def score_on_subset(
         str | None, Query(min_length=1, max_length=300, description="Model with full results")
     ] = None,
     threshold: Threshold = verdict_service.DEFAULT_THRESHOLD,
+    interval: Annotated[
+        SmallSampleInterval,
+        Query(
+            description="Small-sample interval of unweighted probability subsets (wilson_fpc: "
+            "the default, 0.947-0.960 coverage on GPQA at n = 25-100; clopper_pearson and "
+            "hypergeometric: exact, conservative; jeffreys: Beta posterior)"
+        ),
+    ] = "wilson_fpc",
     metric: Annotated[str | None, Query()] = None,
     filter: Annotated[str | None, Query()] = None,
     task: Annotated[str | None, Query()] = None,
@@ -180,10 +189,12 @@ def score_on_subset(
     """Estimate a model's full-benchmark accuracy from its results on this subset's items only
     (any upload format of `POST /v1/benchmarks/{benchmark}/results`; every subset item, no others).
 
-    One estimate with a CI per estimator the method supports: Wilson with finite-population
-    correction for plain means on 0/1 results; for weighted / Horvitz-Thompson subsets the
-    weighted analogue (Wilson at Kish's effective size, with the FPC); IRT estimators use the
-    ability's delta-method SE. With `baseline`: P(new model better on the full benchmark),
+    One estimate with a CI per estimator the method supports, each with its `basis`:
+    probability subsets (random, subtask_stratified, confidence_stratified) are `design`-based
+    (the `interval` method for plain means on 0/1 results, stratified Horvitz-Thompson for
+    weighted ones; from 50 items also `model_assisted`); DPP, Anchor Points and tinyBenchmarks
+    are `model`-based, calibrated on the subset's source models (`reference_calibrated`: value
+    bias-corrected, `raw_value` the estimator's own number). With `baseline`: P(new model better on the full benchmark),
     the exact McNemar p-value on the shared items, and whether this subset's size suffices at
     the observed gap. Stored; a repeated `Idempotency-Key` returns the first response.
     """
@@ -199,7 +210,13 @@ def score_on_subset(
         model=query_model,
     )
     score = scoring_service.score_model(
-        session, subset_id, ref.name, parsed, baseline=baseline, threshold=threshold
+        session,
+        subset_id,
+        ref.name,
+        parsed,
+        baseline=baseline,
+        threshold=threshold,
+        interval=interval,
     )
     if idempotency_key is None or req_hash is None:
         return score
