@@ -90,7 +90,7 @@ class HistoryRow(BaseModel):
 
 class SessionPublic(BaseModel):
     id: uuid.UUID
-    benchmark_id: uuid.UUID
+    version_id: uuid.UUID = Field(description="the benchmark version the session evaluates on")
     benchmark: str
     benchmark_version: int
     model: str

@@ -14,6 +14,19 @@ from app.errors import NotFound
 _VERSIONED = re.compile(r"^(?P<name>.+)@v(?P<version>[1-9][0-9]{0,8})$")
 
 
+def ambiguous_name(name: str) -> str | None:
+    """Why ``name`` cannot name a benchmark (it would read as a version reference), else None."""
+    try:
+        uuid.UUID(name.strip())
+    except ValueError:
+        pass
+    else:
+        return "a benchmark name cannot be a UUID: paths would read it as a version id"
+    if _VERSIONED.match(name.strip()):
+        return "a benchmark name cannot end in @vN: paths would read it as name@version"
+    return None
+
+
 def resolve_version(session: Session, ref: str, *, field: str = "benchmark") -> BenchmarkVersion:
     """The benchmark version ``ref`` names.
 

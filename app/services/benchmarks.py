@@ -30,6 +30,7 @@ from app.schemas.benchmarks import (
     ModelSummary,
     SubtaskCount,
 )
+from app.services.benchmark_refs import ambiguous_name
 from app.services.caching import BoundedCache
 from app.services.pagination import decode_cursor, encode_cursor
 
@@ -60,6 +61,9 @@ def create_version(
     description: str | None = None,
 ) -> tuple[BenchmarkVersion, bool]:
     """Return ``(version, created)``: the existing version when the same item list exists."""
+    why = ambiguous_name(name)
+    if why is not None:
+        raise InvalidInput(why, field="name")
     errors = []
     seen: dict[str, int] = {}
     for i, item_id in enumerate(ids):

@@ -1,6 +1,7 @@
 """The IRT fit the ``fluid`` session policy needs: computed once per benchmark version by a job.
 
-Job kind ``irt_fit`` (params ``{"benchmark_id": <version id>}``, seed stored on the job): fits the
+Job kind ``irt_fit`` (params ``{"version_id": <version id>}``; the older key ``benchmark_id`` is
+still read, seed stored on the job): fits the
 multidimensional 2PL model of :func:`app.core.irt.fit_irt` (``dims = IRT_DIMS``, the simulator's
 default) on every model with full results on the version and stores the item parameters in
 ``irt_fits``. :func:`request_fit` is single flight: a queued or running fit job of the version is
@@ -33,17 +34,25 @@ _BANKS: BoundedCache[uuid.UUID, ItemBank] = BoundedCache(16)
 
 
 def validate_params(params: dict[str, Any]) -> dict[str, Any]:
-    """``{"benchmark_id": uuid}`` and nothing else (422 naming the field)."""
-    unknown = sorted(set(params) - {"benchmark_id"})
+    """``{"version_id": uuid}`` and nothing else (422 naming the field)."""
+    params = dict(params)
+    if "version_id" not in params and "benchmark_id" in params:  # the key's earlier name
+        params["version_id"] = params.pop("benchmark_id")
+    unknown = sorted(set(params) - {"version_id"})
     if unknown:
         raise InvalidInput("unknown parameter", field=("params", unknown[0]))
     try:
-        vid = uuid.UUID(str(params.get("benchmark_id")))
+        vid = uuid.UUID(str(params.get("version_id")))
     except ValueError:
         raise InvalidInput(
-            "benchmark_id: expected a benchmark version id", field=("params", "benchmark_id")
+            "version_id: expected a benchmark version id", field=("params", "version_id")
         ) from None
-    return {"benchmark_id": str(vid)}
+    return {"version_id": str(vid)}
+
+
+def job_version_id(params: dict[str, Any]) -> str | None:
+    """The version id of a fit job's params (jobs written before the rename say benchmark_id)."""
+    return params.get("version_id") or params.get("benchmark_id")
 
 
 def get_fit(session: Session, version_id: uuid.UUID) -> IrtFit | None:
@@ -75,7 +84,7 @@ def request_fit(session: Session, version_id: uuid.UUID) -> tuple[Job, bool]:
     repo = IrtFitRepository(session)
     repo.lock_version(version_id)
     for job in repo.active_jobs(JOB_KIND):
-        if job.params.get("benchmark_id") == str(version_id):
+        if job_version_id(job.params) == str(version_id):
             return job, False
     names, _ = full_models(session, version_id)
     if names.size < MIN_FIT_MODELS:
@@ -85,12 +94,12 @@ def request_fit(session: Session, version_id: uuid.UUID) -> tuple[Job, bool]:
             field="policy",
             message="use policy 'random'",
         )
-    return job_service.create_job(session, JOB_KIND, {"benchmark_id": str(version_id)}), True
+    return job_service.create_job(session, JOB_KIND, {"version_id": str(version_id)}), True
 
 
 def run_irt_fit(session: Session, job: Job, ctx: job_service.JobContext) -> None:
     """Worker side: fit and store (a second run for a fitted version only reports the fit)."""
-    version = get_version(session, uuid.UUID(job.params["benchmark_id"]))
+    version = get_version(session, uuid.UUID(job_version_id(job.params)))
     ctx.progress(0, 1)
     existing = get_fit(session, version.id)
     if existing is None:
@@ -112,7 +121,7 @@ def run_irt_fit(session: Session, job: Job, ctx: job_service.JobContext) -> None
         session.add(existing)
         session.flush()
     job.result = {
-        "benchmark_id": str(version.id),
+        "version_id": str(version.id),
         "dims": existing.dims,
         "n_models": existing.n_models,
         "converged": existing.converged,

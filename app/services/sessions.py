@@ -209,7 +209,7 @@ def to_public(session: Session, row: EvaluationSession, version: BenchmarkVersio
     base = _baseline(row)
     return SessionPublic(
         id=row.id,
-        benchmark_id=version.id,
+        version_id=version.id,
         benchmark=version.benchmark.name,
         benchmark_version=version.version,
         model=row.model_name,

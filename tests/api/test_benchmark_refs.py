@@ -257,3 +257,12 @@ def test_a_reply_stored_with_the_old_key_is_replayed_with_the_new_one(
     replay = client.post(url, json=payload, headers={"Idempotency-Key": "legacy-1"})
     assert replay.headers["idempotency-replayed"] == "true"
     assert replay.json() == first.json() and replay.json()["version_id"] == str(seeded.version_id)
+
+
+@pytest.mark.parametrize("name", ["gpqa@v2", str(uuid.uuid4()), uuid.uuid4().hex])
+def test_a_name_that_reads_as_a_version_reference_is_refused(client: TestClient, name: str) -> None:
+    r = client.post("/v1/benchmarks", json={"name": name, "items": [{"id": "a"}, {"id": "b"}]})
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"].startswith(PROBLEM)
+    assert _locs(r.json()) == [["body", "name"]]
+    assert client.get(f"/v1/benchmarks/{name}").status_code == 404  # nothing was created

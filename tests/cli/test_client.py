@@ -259,6 +259,11 @@ CLIENT_METHODS = {
     "analyses-get_analysis": "get_analysis",
     "analyses-plot_mdad": "plot",
     "analyses-plot_agreement": "plot",
+    "leaderboards-leaderboard": "leaderboard",
+    "leaderboards-leaderboard_pairs": "leaderboard_pairs",
+    "sessions-create_session": "create_session",
+    "sessions-get_session": "get_session",
+    "sessions-post_session_results": "post_session_results",
 }
 
 
