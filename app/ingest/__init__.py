@@ -12,21 +12,35 @@ from app.ingest.lm_eval import (
     parse_lm_eval_samples,
     task_from_filename,
 )
+from app.ingest.lm_eval_config import (
+    CONFIG_FIELDS,
+    canonical_config,
+    config_fingerprint,
+    is_lm_eval_results,
+    parse_lm_eval_config,
+    value_key,
+)
 from app.ingest.tabular import parse_columnar, parse_csv, parse_keyed
 from app.ingest.types import AmbiguousChoiceError, IngestError, LineError, ParsedResults
 
 __all__ = [
+    "CONFIG_FIELDS",
     "LEADERBOARD_METRICS",
     "AmbiguousChoiceError",
     "IngestError",
     "LineError",
     "ParsedResults",
+    "canonical_config",
+    "config_fingerprint",
     "gold_indices",
+    "is_lm_eval_results",
     "leaderboard_metric",
     "parse_columnar",
     "parse_csv",
     "parse_keyed",
     "parse_leaderboard_details",
+    "parse_lm_eval_config",
     "parse_lm_eval_samples",
     "task_from_filename",
+    "value_key",
 ]

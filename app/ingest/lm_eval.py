@@ -307,7 +307,10 @@ def _parse_samples(
     gold_cols: list[int] = []
     no_conf = 0
     no_gold = 0
-    seen: dict[str, int] = {}
+    seen: dict[str, int] = {}  # item key -> row of its first record
+    sample_values: dict[int, list[float]] = {}  # first row -> every sample's score
+    sample_lines: dict[int, list[int]] = {}
+    declared: dict[int, int] = {}  # `repeats` value -> first line declaring it
     subj_key = subject_field
     for k, r in enumerate(rows):
         rec, line = r.rec, r.line
@@ -327,40 +330,37 @@ def _parse_samples(
             if key is None:
                 errors.append(LineError("missing", line=line, field="doc_id"))
                 bad = True
-        if not bad:
-            if key in seen:
+        values, err = _sample_values(rec.get(metric), line, metric)
+        if err is not None:
+            errors.append(err)
+            bad = True
+        rep = rec.get("repeats")
+        if rep is not None:
+            if isinstance(rep, bool) or not isinstance(rep, int) or rep < 1:
                 errors.append(
                     LineError(
-                        f"duplicate item {key!r} (first on line {seen[key]})",
-                        line=line,
-                        field=item_key,
+                        f"expected a positive integer, got {rep!r}", line=line, field="repeats"
                     )
                 )
                 bad = True
             else:
-                seen[key] = line
-        raw = rec.get(metric)
-        v = as_float(raw) if not isinstance(raw, str) else None
-        if isinstance(raw, bool):
-            v = float(raw)
-        if raw is None:
-            errors.append(LineError("missing", line=line, field=metric))
-            bad = True
-        elif v is None:
-            errors.append(LineError(f"not a per-item score: {raw!r}", line=line, field=metric))
-            bad = True
-        elif not math.isfinite(v):
-            errors.append(LineError("NaN or infinite", line=line, field=metric))
-            bad = True
-        elif not 0.0 <= v <= 1.0:
-            errors.append(LineError(f"value {v!r} is outside [0, 1]", line=line, field=metric))
-            bad = True
+                declared.setdefault(rep, line)
         if bad:
             keep[k] = False
             ids.append("")
             subjects.append(None)
             continue
-        correct[k] = v
+        first = seen.get(key)
+        if first is not None:  # another sample of an item seen before
+            sample_values[first].extend(values)
+            sample_lines[first].append(line)
+            keep[k] = False
+            ids.append("")
+            subjects.append(None)
+            continue
+        seen[key] = k
+        sample_values[k] = list(values)
+        sample_lines[k] = [line]
         ids.append(key)
         doc = maybe_decode(rec.get("doc"))
         if subj_key is None and isinstance(doc, Mapping):
@@ -380,12 +380,17 @@ def _parse_samples(
         gold_rows.extend([k] * len(gold))
         gold_cols.extend(gold)
 
+    k_samples, within = _repeated(
+        sample_values, sample_lines, declared, ids, correct, keep, item_key, errors
+    )
     if errors and strict:
         raise IngestError(errors)
     notes: list[str] = []
     confidence = None
     n_kept = int(keep.sum())
-    if no_conf == 0 and no_gold == 0 and n_kept:
+    if k_samples > 1:
+        notes.append(f"{k_samples} samples per item: no confidence")
+    elif no_conf == 0 and no_gold == 0 and n_kept:
         confidence = softmax_at_gold(flat_ll, lengths, gold_rows, gold_cols)
     if 0 < no_conf < n_kept:
         notes.append(f"{no_conf} record(s) lack per-choice log-likelihoods: no confidence")
@@ -417,7 +422,99 @@ def _parse_samples(
         doc_ids=doc_ids[idx] if have_doc_ids else None,
         errors=tuple(errors),
         notes=tuple(notes),
+        samples=k_samples if k_samples > 1 else None,
+        within_variance=None if within is None else within[idx].astype(np.float32),
     )
+
+
+def _sample_values(raw: Any, line: int, metric: str) -> tuple[list[float], LineError | None]:
+    """A record's score(s) for ``metric``: a number, or a list of per-sample numbers."""
+    if raw is None:
+        return [], LineError("missing", line=line, field=metric)
+    many = isinstance(raw, list)
+    out: list[float] = []
+    for item in raw if many else [raw]:
+        v = float(item) if isinstance(item, bool) else None
+        if v is None and not isinstance(item, str):
+            v = as_float(item)
+        if v is None:
+            return [], LineError(f"not a per-item score: {item!r}", line=line, field=metric)
+        if not math.isfinite(v):
+            return [], LineError("NaN or infinite", line=line, field=metric)
+        if not 0.0 <= v <= 1.0:
+            return [], LineError(f"value {v!r} is outside [0, 1]", line=line, field=metric)
+        out.append(v)
+    if not out:
+        return [], LineError("empty list of sample scores", line=line, field=metric)
+    return out, None
+
+
+def _repeated(
+    sample_values: dict[int, list[float]],
+    sample_lines: dict[int, list[int]],
+    declared: dict[int, int],
+    ids: list[str],
+    correct: np.ndarray,
+    keep: np.ndarray,
+    item_key: str,
+    errors: list[LineError],
+) -> tuple[int, np.ndarray | None]:
+    """Fill ``correct`` with per-item means (``keep`` False for items with a wrong count); return ``K`` and the per-item variances (K > 1).
+
+    ``K`` is the declared ``repeats`` when records carry it, else the most common number of
+    samples per item (ties: the smaller). Items with another count are errors: extra records of
+    a one-sample file are duplicates (field ``item_key``), otherwise a ``repeats`` mismatch.
+    """
+    if not sample_values:
+        return 1, None
+    rows = np.fromiter(sample_values.keys(), dtype=np.int64, count=len(sample_values))
+    counts = np.fromiter((len(v) for v in sample_values.values()), dtype=np.int64, count=rows.size)
+    if len(declared) > 1:
+        values = sorted(declared)
+        errors.append(
+            LineError(
+                f"records declare different repeats {values}",
+                line=declared[values[1]],
+                field="repeats",
+            )
+        )
+        keep[rows] = False
+        return 1, None
+    if declared:
+        k = next(iter(declared))
+    else:
+        uniq, freq = np.unique(counts, return_counts=True)
+        k = int(uniq[np.argmax(freq)])
+    for row, c in zip(rows.tolist(), counts.tolist(), strict=True):
+        if c == k:
+            continue
+        lines = sample_lines[row]
+        if k == 1:
+            errors.extend(
+                LineError(
+                    f"duplicate item {ids[row]!r} (first on line {lines[0]})",
+                    line=ln,
+                    field=item_key,
+                )
+                for ln in lines[1:]
+            )
+        else:
+            errors.append(
+                LineError(
+                    f"item {ids[row]!r} has {c} sample(s), expected repeats = {k}",
+                    line=lines[0],
+                    field="repeats",
+                )
+            )
+    ok = counts == k
+    keep[rows[~ok]] = False
+    within = np.zeros(correct.shape[0], dtype=np.float64) if k > 1 else None
+    if ok.any():
+        vals = np.array([sample_values[r] for r in rows[ok].tolist()], dtype=np.float64)
+        correct[rows[ok]] = vals.mean(axis=1)
+        if within is not None:
+            within[rows[ok]] = vals.var(axis=1, ddof=1)
+    return k, within
 
 
 def parse_leaderboard_details(

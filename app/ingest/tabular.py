@@ -10,9 +10,18 @@ from typing import Any
 
 import numpy as np
 
-from app.ingest.types import IngestError, LineError, ParsedResults, finalize_values
+from app.ingest.types import (
+    IngestError,
+    LineError,
+    ParsedResults,
+    check_samples,
+    check_within_variance,
+    finalize_values,
+)
 
 CSV_COLUMNS = ("item_id", "correct", "confidence")
+# Header-only columns: K samples behind each row's mean score, and their sample variance.
+CSV_REPEAT_COLUMNS = ("samples", "within_variance")
 
 
 def _text(data: bytes | str) -> str:
@@ -53,11 +62,33 @@ def _raise_if(errors: list[LineError]) -> None:
         raise IngestError(errors)
 
 
+def repeated(
+    means: np.ndarray, samples: Any, within: Any, *, where: str = ""
+) -> tuple[int | None, np.ndarray | None]:
+    """``K`` and the per-item variances of a per-item-fraction upload (``None`` when K = 1)."""
+    if samples is None:
+        if within is not None:
+            raise IngestError.single("needs samples (K >= 2)", field=f"{where}within_variance")
+        return None, None
+    k = check_samples(samples, field=f"{where}samples")
+    if within is None:
+        return (k if k > 1 else None), None
+    var = check_within_variance(
+        means.astype(np.float64),
+        _vector(within, "within_variance"),
+        k,
+        field=f"{where}within_variance",
+    )
+    return k, var
+
+
 def parse_csv(data: bytes | str) -> ParsedResults:
     """Parse ``item_id,correct[,confidence]`` rows; the header row is optional.
 
-    With a header the columns may come in any order (``item_id`` and ``correct`` required);
-    without one they are positional. Errors carry the CSV line number.
+    With a header the columns may come in any order (``item_id`` and ``correct`` required) and
+    may add ``samples`` (``K``, the same on every row: ``correct`` is then the mean of ``K``
+    samples) and ``within_variance``; without one they are positional. Errors carry the CSV
+    line number.
     """
     reader = csv.reader(io.StringIO(_text(data)))
     rows = [(reader.line_num, row) for row in reader if row and any(c.strip() for c in row)]
@@ -71,7 +102,9 @@ def parse_csv(data: bytes | str) -> ParsedResults:
             raise IngestError.single(
                 f"header lacks column(s) {', '.join(missing)}", line=first_line, field=missing[0]
             )
-        cols = {name: header.index(name) for name in CSV_COLUMNS if name in header}
+        cols = {
+            name: header.index(name) for name in CSV_COLUMNS + CSV_REPEAT_COLUMNS if name in header
+        }
         rows = rows[1:]
     else:
         cols = {name: i for i, name in enumerate(CSV_COLUMNS[: len(first)])}
@@ -119,17 +152,72 @@ def parse_csv(data: bytes | str) -> ParsedResults:
                 errors.append(err)
             else:
                 conf[k] = v
+    k, within = _csv_repeats(rows, cols, errors)
     _raise_if(errors)
     c, cf = finalize_values(correct, conf)
+    if k is not None and within is not None:
+        within = check_within_variance(correct, within, k)
     return ParsedResults(
-        item_ids=np.array(ids, dtype=str), correct=c, confidence=cf, source_format="csv"
+        item_ids=np.array(ids, dtype=str),
+        correct=c,
+        confidence=cf,
+        source_format="csv",
+        samples=k if k is not None and k > 1 else None,
+        within_variance=within,
     )
 
 
-def parse_keyed(results: Mapping[str, Any], *, field: str = "results") -> ParsedResults:
+def _csv_repeats(
+    rows: list[tuple[int, list[str]]], cols: dict[str, int], errors: list[LineError]
+) -> tuple[int | None, np.ndarray | None]:
+    """The ``samples`` column's one ``K`` (errors on a row that differs) and the variances."""
+    if "samples" not in cols:
+        if "within_variance" in cols:
+            errors.append(LineError("needs a samples column", field="within_variance"))
+        return None, None
+    k: int | None = None
+    for line, row in rows:
+        if len(row) <= cols["samples"]:
+            continue
+        raw = row[cols["samples"]].strip()
+        try:
+            value = check_samples(_number(raw) if raw else raw)
+        except IngestError as exc:
+            errors.append(LineError(exc.errors[0].message, line=line, field="samples"))
+            continue
+        if k is None:
+            k = value
+        elif value != k:
+            errors.append(
+                LineError(f"{value} samples, but earlier rows have {k}", line=line, field="samples")
+            )
+    within = None
+    if "within_variance" in cols and k is not None:
+        if k < 2:
+            errors.append(LineError("only meaningful with samples >= 2", field="within_variance"))
+            return k, None
+        within = np.zeros(len(rows))
+        for j, (line, row) in enumerate(rows):
+            if len(row) <= cols["within_variance"]:
+                continue
+            raw = row[cols["within_variance"]]
+            v = _number(raw)
+            if v is None or not math.isfinite(v) or v < 0:
+                errors.append(
+                    LineError(f"not a variance: {raw!r}", line=line, field="within_variance")
+                )
+            else:
+                within[j] = v
+    return k, within
+
+
+def parse_keyed(
+    results: Mapping[str, Any], *, field: str = "results", samples: Any = None
+) -> ParsedResults:
     """Parse ``{item_id: correct}`` or ``{item_id: {"correct": x, "confidence": p}}``.
 
-    Confidence must be given for every item or for none.
+    Confidence must be given for every item or for none. ``samples`` (``K``): each value is the
+    mean of ``K`` samples.
     """
     if not isinstance(results, Mapping):
         raise IngestError.single("expected an object keyed by item id", field=field)
@@ -178,9 +266,14 @@ def parse_keyed(results: Mapping[str, Any], *, field: str = "results") -> Parsed
             )
         )
     _raise_if(errors)
+    k, _ = repeated(correct, samples, None)
     c, cf = finalize_values(correct, conf if n_conf else None)
     return ParsedResults(
-        item_ids=np.array(ids, dtype=str), correct=c, confidence=cf, source_format="json"
+        item_ids=np.array(ids, dtype=str),
+        correct=c,
+        confidence=cf,
+        source_format="json",
+        samples=k,
     )
 
 
@@ -208,8 +301,15 @@ def parse_columnar(
     correct: Any,
     confidence: Any = None,
     item_ids: Any = None,
+    *,
+    samples: Any = None,
+    within_variance: Any = None,
 ) -> ParsedResults:
-    """Parse aligned arrays; without ``item_ids`` they follow the benchmark's item order."""
+    """Parse aligned arrays; without ``item_ids`` they follow the benchmark's item order.
+
+    ``samples`` (``K``): each ``correct`` value is the mean of ``K`` samples in [0, 1];
+    ``within_variance`` their per-item sample variance (ddof 1), optional.
+    """
     c = _vector(correct, "correct")
     if c.size == 0:
         raise IngestError.single("empty upload: no items", field="correct")
@@ -241,4 +341,12 @@ def parse_columnar(
                 errors.append(LineError(f"duplicate item id {str(dup)!r}", field="item_ids"))
     _raise_if(errors)
     c8, cf32 = finalize_values(c, cf)
-    return ParsedResults(item_ids=ids, correct=c8, confidence=cf32, source_format="columnar")
+    k, within = repeated(c, samples, within_variance)
+    return ParsedResults(
+        item_ids=ids,
+        correct=c8,
+        confidence=cf32,
+        source_format="columnar",
+        samples=k,
+        within_variance=within,
+    )

@@ -84,6 +84,13 @@ class ParsedResults:
         Problems in lines that were skipped (only non-empty with ``strict=False``).
     notes : tuple of str
         Non-fatal remarks (e.g. why no confidence could be derived).
+    samples : int or None
+        ``K``, the samples (generations) behind each item's score when ``K > 1``: ``correct``
+        then holds the per-item mean ``x̄_i`` in [0, 1]. ``None`` means one sample per item.
+    within_variance : ndarray of float32, shape (n,), or None
+        Per-item sample variance ``s²_i`` (ddof 1) of the ``K`` samples, when known.
+    eval_config : dict or None
+        The evaluation configuration the upload carried (:mod:`app.ingest.lm_eval_config`).
     """
 
     item_ids: np.ndarray | None
@@ -99,6 +106,9 @@ class ParsedResults:
     doc_ids: np.ndarray | None = None
     errors: tuple[LineError, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    samples: int | None = None
+    within_variance: np.ndarray | None = None
+    eval_config: dict | None = None
 
     @property
     def n_items(self) -> int:
@@ -107,6 +117,54 @@ class ParsedResults:
     @property
     def binary(self) -> bool:
         return self.correct.dtype == np.uint8
+
+    @property
+    def k(self) -> int:
+        """Samples per item (1 unless the upload carried repeated samples)."""
+        return self.samples or 1
+
+
+def check_within_variance(
+    means: np.ndarray, variance: np.ndarray, k: int, *, field: str = "within_variance"
+) -> np.ndarray:
+    """Validate per-item sample variances of ``k`` samples in [0, 1] with means ``means``.
+
+    Finite, non-negative and at most ``k / (k - 1) x̄ (1 - x̄)`` (the largest ddof-1 variance
+    of ``k`` values in [0, 1] with mean ``x̄``), with a 1e-6 tolerance. Returns float32.
+    """
+    if k < 2:
+        raise IngestError.single("only meaningful with samples >= 2", field=field)
+    if variance.shape != means.shape:
+        raise IngestError.single(
+            f"length {variance.size} differs from correct ({means.size})", field=field
+        )
+    bad = ~np.isfinite(variance)
+    if bad.any():
+        raise IngestError.single(f"{field}[{int(np.flatnonzero(bad)[0])}] is NaN", field=field)
+    bound = k / (k - 1) * means * (1.0 - means) + 1e-6
+    out = (variance < 0) | (variance > bound)
+    if out.any():
+        i = int(np.flatnonzero(out)[0])
+        raise IngestError.single(
+            f"{field}[{i}] = {variance[i]!r} is impossible for {k} samples in [0, 1] with mean "
+            f"{means[i]!r} (at most {bound[i] - 1e-6:.6g})",
+            field=field,
+        )
+    return variance.astype(np.float32)
+
+
+def check_samples(value: object, *, field: str = "samples") -> int:
+    """``K`` as a positive int, else an ``IngestError`` naming ``field``."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not np.isfinite(value)
+        or int(value) != value
+    ):
+        raise IngestError.single(f"expected a whole number of samples, got {value!r}", field=field)
+    if value < 1:
+        raise IngestError.single(f"must be at least 1, got {value!r}", field=field)
+    return int(value)
 
 
 def finalize_values(

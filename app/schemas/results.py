@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -65,13 +65,27 @@ class ResultsCreate(BaseModel):
     correct: list[float] | None = Field(default=None, description="0/1 or a score in [0, 1]")
     confidence: list[float] | None = Field(default=None, description="Probability on gold")
     item_ids: list[str] | None = None
+    samples: int | None = Field(
+        default=None,
+        ge=1,
+        description="K: each value is the mean of K samples (repeats) per item, in [0, 1]",
+    )
+    within_variance: list[float] | None = Field(
+        default=None, description="Per-item sample variance (ddof 1) of the K samples"
+    )
 
     @model_validator(mode="after")
     def _one_layout(self) -> ResultsCreate:
         if (self.results is None) == (self.correct is None):
             raise ValueError("give either 'results' (keyed) or 'correct' (columnar)")
-        if self.results is not None and (self.confidence is not None or self.item_ids is not None):
-            raise ValueError("'confidence'/'item_ids' arrays go with 'correct', not 'results'")
+        if self.results is not None and (
+            self.confidence is not None
+            or self.item_ids is not None
+            or self.within_variance is not None
+        ):
+            raise ValueError(
+                "'confidence'/'item_ids'/'within_variance' arrays go with 'correct', not 'results'"
+            )
         return self
 
     @property
@@ -94,6 +108,15 @@ class ModelResultPublic(BaseModel):
     has_confidence: bool
     source_format: str | None = None
     metric: str | None = None
+    samples_per_item: int | None = Field(
+        default=None, description="K when each item's value is the mean of K samples (else null)"
+    )
+    config_fingerprint: str | None = Field(
+        default=None, description="sha256 of the evaluation configuration's canonical JSON"
+    )
+    eval_config: dict[str, Any] | None = Field(
+        default=None, description="The evaluation configuration the upload carried (readable)"
+    )
     content_hash: str
     created_at: datetime
     updated_at: datetime

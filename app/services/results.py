@@ -2,6 +2,9 @@
 
 One row per (benchmark version, model). ``correct`` is ``np.packbits`` of the 0/1 vector (or
 float32 scores), ``confidence`` float32, ``coverage`` a packbits mask (NULL = every item).
+Repeated samples: ``correct`` holds float32 per-item means of ``samples_per_item`` (``K``)
+samples and ``within_variance`` their float32 per-item sample variances (when known). The
+evaluation configuration is stored readable (``eval_config``) with its ``config_fingerprint``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from sqlalchemy.orm import Session
 from app.db.models.model_result import LanguageModel, ModelResult
 from app.db.repositories.model_results import LanguageModelRepository, ModelResultRepository
 from app.errors import Conflict, InvalidInput, NotFound
-from app.ingest import ParsedResults
+from app.ingest import ParsedResults, config_fingerprint
 from app.schemas.results import ModelCreate, ModelPublic, ModelResultPublic
 from app.services import idempotency
 from app.services.benchmarks import get_version, item_index
@@ -35,6 +38,9 @@ class PackedResults(NamedTuple):
     n_items: int
     accuracy: float
     content_hash: str
+    samples_per_item: int | None = None
+    within_variance: bytes | None = None
+    config_fingerprint: str | None = None
 
 
 def pack(parsed: ParsedResults, positions: np.ndarray, n_items: int) -> PackedResults:
@@ -53,13 +59,35 @@ def pack(parsed: ParsedResults, positions: np.ndarray, n_items: int) -> PackedRe
         mask = np.zeros(n_items, dtype=bool)
         mask[positions] = True
         coverage = np.packbits(mask).tobytes()
+    k = parsed.samples if parsed.samples is not None and parsed.samples > 1 else None
+    within = None
+    if k is not None and parsed.within_variance is not None:
+        var = np.zeros(n_items, dtype="<f4")
+        var[positions] = parsed.within_variance
+        within = var.tobytes()
+    fingerprint = config_fingerprint(parsed.eval_config)
     h = hashlib.sha256(b"b" if binary else b"f")
     for part in (correct, coverage, confidence):
         h.update(len(part or b"").to_bytes(8, "little"))
         h.update(part or b"")
+    # only uploads with repeated samples or a configuration hash more (older hashes unchanged)
+    if k is not None:
+        h.update(b"K" + k.to_bytes(8, "little") + len(within or b"").to_bytes(8, "little"))
+        h.update(within or b"")
+    if fingerprint is not None:
+        h.update(b"C" + fingerprint.encode())
     accuracy = float(parsed.correct.mean(dtype=np.float64))
     return PackedResults(
-        binary, correct, confidence, coverage, int(positions.size), accuracy, h.hexdigest()
+        binary,
+        correct,
+        confidence,
+        coverage,
+        int(positions.size),
+        accuracy,
+        h.hexdigest(),
+        k,
+        within,
+        fingerprint,
     )
 
 
@@ -141,6 +169,10 @@ def store_results(
     row.content_hash = packed.content_hash
     row.source_format = parsed.source_format
     row.metric = parsed.metric.replace("\x00", "")[:64] if parsed.metric else None
+    row.samples_per_item = packed.samples_per_item
+    row.within_variance = packed.within_variance
+    row.config_fingerprint = packed.config_fingerprint
+    row.eval_config = dict(parsed.eval_config) if packed.config_fingerprint else None
     session.add(row)
     try:
         session.flush()
@@ -166,6 +198,9 @@ def to_public(row: ModelResult, n_items_total: int) -> ModelResultPublic:
         has_confidence=row.confidence is not None,
         source_format=row.source_format,
         metric=row.metric,
+        samples_per_item=row.samples_per_item,
+        config_fingerprint=row.config_fingerprint,
+        eval_config=row.eval_config,
         content_hash=row.content_hash,
         created_at=row.created_at,
         updated_at=row.updated_at,

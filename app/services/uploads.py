@@ -7,9 +7,11 @@ maps parser errors to 422 problems naming the line and field, and merges several
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
+import orjson
 from pydantic import ValidationError
 
 from app.errors import DomainError, FieldIssue, InvalidInput
@@ -17,10 +19,12 @@ from app.ingest import (
     AmbiguousChoiceError,
     IngestError,
     ParsedResults,
+    is_lm_eval_results,
     parse_columnar,
     parse_csv,
     parse_keyed,
     parse_leaderboard_details,
+    parse_lm_eval_config,
     parse_lm_eval_samples,
 )
 from app.schemas.results import ModelCreate, ResultsCreate
@@ -136,9 +140,15 @@ def _json_results(data: bytes) -> tuple[ParsedResults, ModelCreate]:
         plain = {
             k: (v if isinstance(v, float) else v.model_dump()) for k, v in body.results.items()
         }
-        parsed = parse_keyed(plain)
+        parsed = parse_keyed(plain, samples=body.samples)
     else:
-        parsed = parse_columnar(body.correct, body.confidence, body.item_ids)
+        parsed = parse_columnar(
+            body.correct,
+            body.confidence,
+            body.item_ids,
+            samples=body.samples,
+            within_variance=body.within_variance,
+        )
     return parsed, body.model_ref
 
 
@@ -176,10 +186,33 @@ def _parse_part(part: UploadPart, opts: ParseOptions) -> tuple[ParsedResults, Mo
     return parse_samples_part(part, mt, opts), None
 
 
+_RESULTS_JSON_MARKERS = (b'"configs"', b'"n-shot"', b'"versions"', b'"task_hashes"')
+
+
+def lm_eval_results_json(part: UploadPart) -> dict[str, Any] | None:
+    """The part as an lm-eval results JSON (it carries the evaluation configuration), else None."""
+    if resolve_media_type(part, RESULT_TYPES - {MULTIPART}) not in JSON_TYPES:
+        return None
+    if not any(m in part.data for m in _RESULTS_JSON_MARKERS):
+        return None
+    try:
+        obj = orjson.loads(part.data)
+    except orjson.JSONDecodeError:
+        return None  # the results-body parser words the error
+    return obj if is_lm_eval_results(obj) else None
+
+
 def merge(parsed: Sequence[ParsedResults]) -> ParsedResults:
     """Concatenate several files' results (e.g. one lm-eval sample log per subtask)."""
     if len(parsed) == 1:
         return parsed[0]
+    ks = sorted({p.k for p in parsed})
+    if len(ks) > 1:
+        raise InvalidInput(
+            f"the files have different samples per item: {ks}",
+            field="samples",
+            message="every file needs the same number of samples per item (repeats)",
+        )
     if any(p.item_ids is None for p in parsed):
         raise InvalidInput(
             "several files must each name their items",
@@ -200,13 +233,41 @@ def merge(parsed: Sequence[ParsedResults]) -> ParsedResults:
     if all(p.confidence is not None for p in parsed):
         conf = np.concatenate([p.confidence for p in parsed])
     metrics = sorted({p.metric for p in parsed if p.metric})
+    filters = {p.filter for p in parsed}
+    within = None
+    if all(p.within_variance is not None for p in parsed):
+        within = np.concatenate([p.within_variance for p in parsed])
     return ParsedResults(
         item_ids=ids,
         correct=correct,
         confidence=conf,
         source_format=parsed[0].source_format,
         metric=",".join(metrics) or None,
+        filter=filters.pop() if len(filters) == 1 else None,
+        samples=parsed[0].samples,
+        within_variance=within,
     )
+
+
+def with_config(
+    merged: ParsedResults, parts: Sequence[ParsedResults], configs: Sequence[tuple[int, dict]]
+) -> ParsedResults:
+    """Attach the evaluation configuration of the upload's one lm-eval results JSON."""
+    if not configs:
+        return merged
+    if len(configs) > 1:
+        raise InvalidInput(
+            f"{len(configs)} lm-eval results JSON files in one upload",
+            field="file",
+            message="give at most one results_*.json per upload",
+        )
+    k, obj = configs[0]
+    tasks = [p.task for p in parts if p.task]
+    try:
+        cfg = parse_lm_eval_config(obj, tasks=tasks, metric=merged.metric, filter=merged.filter)
+    except IngestError as exc:
+        raise ingest_error(exc, file=k) from None
+    return replace(merged, eval_config=cfg or None)
 
 
 def parse_results_upload(
@@ -217,14 +278,25 @@ def parse_results_upload(
     if not parts:
         raise InvalidInput("empty upload", field=(), message="no file")
     results: list[ParsedResults] = []
+    configs: list[tuple[int, dict]] = []
     body_model: ModelCreate | None = None
     for k, part in enumerate(parts, start=1):
+        obj = lm_eval_results_json(part)
+        if obj is not None:
+            configs.append((k, obj))
+            continue
         try:
             parsed, ref = _parse_part(part, opts)
         except IngestError as exc:
             raise ingest_error(exc, file=k if len(parts) > 1 else None) from None
         results.append(parsed)
         body_model = body_model or ref
+    if not results:
+        raise InvalidInput(
+            "an lm-eval results JSON has no per-item results: upload the sample logs with it",
+            field="file",
+            message="add the samples_*.jsonl files",
+        )
     ref = body_model or model
     if ref is None:
         raise InvalidInput(
@@ -232,7 +304,7 @@ def parse_results_upload(
             field="model",
             message="required for non-JSON uploads",
         )
-    return merge(results), ref
+    return with_config(merge(results), results, configs), ref
 
 
 def parse_sample_logs(parts: Sequence[UploadPart], opts: ParseOptions) -> list[ParsedResults]:

@@ -36,6 +36,10 @@ class ModelResult(UUIDPrimaryKey, Timestamps, Base):
     ``correct``: ``np.packbits`` of the 0/1 vector when ``binary`` else float32 little-endian
     bytes. ``confidence``: float32 bytes or NULL. ``coverage``: packbits mask of the items with a
     result, NULL when every item has one (uncovered items hold 0 in the vectors).
+    ``samples_per_item``: ``K`` when each value is the mean of ``K > 1`` samples (NULL: one);
+    ``within_variance``: float32 bytes of the per-item sample variance of those samples, or NULL.
+    ``eval_config``: the evaluation configuration the upload carried (readable fields),
+    ``config_fingerprint`` the sha256 of its canonical JSON; both NULL when it carried none.
     """
 
     __tablename__ = "model_results"
@@ -58,5 +62,9 @@ class ModelResult(UUIDPrimaryKey, Timestamps, Base):
     content_hash: Mapped[str] = mapped_column(String(64))
     source_format: Mapped[str | None] = mapped_column(String(32), nullable=True)
     metric: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    samples_per_item: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    within_variance: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    config_fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    eval_config: Mapped[dict | None] = mapped_column(JSON, nullable=True)
 
     model: Mapped[LanguageModel] = relationship(lazy="joined")

@@ -12,7 +12,12 @@ from sqlalchemy.orm import defer
 from app.db.models.model_result import LanguageModel, ModelResult
 from app.db.repositories.base import Repository
 
-_VECTORS = (ModelResult.correct, ModelResult.confidence, ModelResult.coverage)
+_VECTORS = (
+    ModelResult.correct,
+    ModelResult.confidence,
+    ModelResult.coverage,
+    ModelResult.within_variance,
+)
 
 
 class LanguageModelRepository(Repository[LanguageModel]):
