@@ -273,6 +273,24 @@ class SubsetScorePublic(BaseModel):
 # --- verdicts and plans -------------------------------------------------------------------------
 
 
+class PairedOutcomePublic(BaseModel):
+    """The pair on the benchmark's shared items: the four paired cells and what they decide."""
+
+    n11: int = Field(description="Items both models get right")
+    n10: int = Field(description="Items only model_a gets right")
+    n01: int = Field(description="Items only model_b gets right")
+    n00: int = Field(description="Items both get wrong")
+    p_a_better: float = Field(
+        description="P(model_a better) under the Dirichlet(1 + n11, 1 + n10, 1 + n01, 1 + n00) "
+        "posterior of the cell probabilities: P(Beta(1 + n10, 1 + n01) > 1/2)"
+    )
+    mcnemar_p: float = Field(description="Two-sided exact McNemar p-value")
+    min_discordant: int = Field(description="Fewest discordant items a decision needs (k)")
+    status: Literal["decidable", "undecidable"] = Field(
+        description="undecidable when n10 + n01 < min_discordant (the numbers are still given)"
+    )
+
+
 class VerdictPublic(BaseModel):
     model_a: str
     model_b: str
@@ -288,6 +306,9 @@ class VerdictPublic(BaseModel):
     mdad_at_size: float | None = Field(description="Method's MDAD at this size (accuracy units)")
     distinguishable: bool
     size_needed: int | None
+    paired: PairedOutcomePublic | None = Field(
+        default=None, description="Paired outcome on all the benchmark's items"
+    )
 
 
 class SubsetVerdictPublic(BaseModel):
@@ -309,10 +330,41 @@ class SubsetVerdictPublic(BaseModel):
     fresh_draw_unavailable: str | None = None
 
 
+class SignificancePublic(BaseModel):
+    """The planner's significance answer (a paired test), next to its MDAD answer."""
+
+    kind: Literal["paired_significance"] = "paired_significance"
+    n: int = Field(
+        description="Shared items a two-sided paired z-test needs to detect the gap at alpha "
+        "with the given power: ceil((z_{1-alpha/2} + z_{power})^2 omega2 / gap^2), "
+        "finite-population corrected"
+    )
+    delta: float = Field(description="The gap to detect")
+    omega2: float = Field(
+        description="Variance of the paired per-item difference, p10 + p01 - (p10 - p01)^2"
+    )
+    alpha: float
+    power: float
+    source: Literal["pair", "benchmark_typical"] = Field(
+        description="pair: the pair's observed discordance; benchmark_typical: the median "
+        "omega2 over all model pairs with full results"
+    )
+
+
 class PlanPublic(BaseModel):
     gap: float
     method: str
     probability: float
+    kind: Literal["mdad"] = Field(
+        default="mdad",
+        description="What size answers: the smallest subset of this method whose MDAD at "
+        "probability is at most gap (the pair is ordered as on the full benchmark)",
+    )
     size: int | None = Field(description="Smallest size whose MDAD <= gap (None: none evaluated)")
     basis: Literal["exact", "robust_curve"]
     evidence: dict[str, Any] = Field(description="Sizes evaluated and MDAD at each; analysis id")
+    significance: SignificancePublic | None = Field(
+        default=None,
+        description="The other question: shared items a paired test needs to detect gap at "
+        "alpha with the given power (null when it cannot be computed)",
+    )

@@ -32,11 +32,18 @@ from app.core.planning import plan as core_plan
 from app.core.planning import verdict as core_verdict
 from app.core.results import MDADResult, Verdict
 from app.core.selectors import SELECTORS
+from app.core.stats import MIN_DISCORDANT
 from app.db.models.benchmark import BenchmarkVersion
 from app.db.repositories.subsets import results_stamp
 from app.errors import Conflict, InvalidInput, NotFound
-from app.schemas.subsets import PlanPublic, SubsetVerdictPublic, VerdictPublic
+from app.schemas.subsets import (
+    PairedOutcomePublic,
+    PlanPublic,
+    SubsetVerdictPublic,
+    VerdictPublic,
+)
 from app.services.caching import BoundedCache, memoized
+from app.services.paired import check_min_discordant, paired_public, significance
 from app.services.results import load_matrix
 from app.services.subsets import get_subset
 
@@ -232,10 +239,14 @@ def pair_verdict(
     size: int,
     method: str = "random",
     threshold: float = DEFAULT_THRESHOLD,
+    min_discordant: int = MIN_DISCORDANT,
 ) -> VerdictPublic:
-    """Whether a ``size``-item subset built by ``method`` orders the pair like the benchmark."""
+    """Whether a ``size``-item subset built by ``method`` orders the pair like the benchmark,
+    with the pair's paired outcome on all items (``undecidable`` below ``min_discordant``
+    discordant items)."""
     _check_method(method)
     _check_threshold(threshold)
+    check_min_discordant(min_discordant)
     if model_a == model_b:
         raise InvalidInput(
             "model_a and model_b must differ",
@@ -252,18 +263,26 @@ def pair_verdict(
             message=f"at most {fm.n_items}",
         )
     pair = fm.correct[[a, b]]
+    paired = paired_public(pair[0], pair[1], min_discordant)
     if method in EXACT_METHODS:
         mdad = exact_random_mdad(fm, size, threshold).mdad
-        n10 = int(np.count_nonzero(pair[0] > pair[1]))
-        n01 = int(np.count_nonzero(pair[0] < pair[1]))
-        v = _exact_verdict(fm.n_items, n10, n01, size, method, threshold, mdad)
-        public = to_public(v, model_a, model_b, fm.accuracy[a], fm.accuracy[b])
-        key = (version_id, fm.stamp, model_a, model_b, int(size), method, float(threshold))
+        v = _exact_verdict(fm.n_items, paired.n10, paired.n01, size, method, threshold, mdad)
+        public = to_public(v, model_a, model_b, fm.accuracy[a], fm.accuracy[b], paired)
+        key = (
+            version_id,
+            fm.stamp,
+            model_a,
+            model_b,
+            int(size),
+            method,
+            float(threshold),
+            int(min_discordant),
+        )
         _VERDICTS.put(key, public)
         return public
     _, cells = _analysis_cells(session, version_id, method)
     v = core_verdict(pair, 0, 1, size, method=method, results=cells, threshold=threshold)
-    return to_public(v, model_a, model_b, fm.accuracy[a], fm.accuracy[b])
+    return to_public(v, model_a, model_b, fm.accuracy[a], fm.accuracy[b], paired)
 
 
 def cached_verdict(
@@ -274,6 +293,7 @@ def cached_verdict(
     size: int,
     method: str = "random",
     threshold: float = DEFAULT_THRESHOLD,
+    min_discordant: int = MIN_DISCORDANT,
 ) -> VerdictPublic | None:
     """An exact verdict computed before, if the version's results stamp was confirmed within
     ``STAMP_TTL_SECONDS`` (no I/O: callable from the event loop). A results change is therefore
@@ -282,7 +302,16 @@ def cached_verdict(
     if entry is None or time.monotonic() - entry[1] > STAMP_TTL_SECONDS:
         return None
     fm = entry[0]
-    key = (version_id, fm.stamp, model_a, model_b, int(size), method, float(threshold))
+    key = (
+        version_id,
+        fm.stamp,
+        model_a,
+        model_b,
+        int(size),
+        method,
+        float(threshold),
+        int(min_discordant),
+    )
     return _VERDICTS.get(key)
 
 
@@ -298,7 +327,14 @@ def _exact_verdict(
     return core_verdict(pair, 0, 1, size, method=method, threshold=threshold, mdad=mdad)
 
 
-def to_public(v: Verdict, name_a: str, name_b: str, acc_a: float, acc_b: float) -> VerdictPublic:
+def to_public(
+    v: Verdict,
+    name_a: str,
+    name_b: str,
+    acc_a: float,
+    acc_b: float,
+    paired: PairedOutcomePublic | None = None,
+) -> VerdictPublic:
     return VerdictPublic(
         model_a=name_a,
         model_b=name_b,
@@ -314,6 +350,7 @@ def to_public(v: Verdict, name_a: str, name_b: str, acc_a: float, acc_b: float) 
         mdad_at_size=v.mdad,
         distinguishable=v.distinguishable,
         size_needed=v.n_needed,
+        paired=paired,
     )
 
 
@@ -324,12 +361,20 @@ def plan_size(
     gap: float,
     method: str = "random",
     probability: float = DEFAULT_THRESHOLD,
+    model_a: str | None = None,
+    model_b: str | None = None,
+    alpha: float = 0.05,
+    power: float = 0.8,
 ) -> PlanPublic:
     """Smallest subset size whose MDAD at ``probability`` is at most ``gap``.
 
     ``random``: exact curves at a geometric grid of sizes (10..N, cached per results stamp),
     bisected to the two sizes bracketing the answer, crossing interpolated in log n
     (``evidence`` lists the sizes evaluated). Other methods: the latest analysis' robust curves.
+
+    ``significance`` answers the other question (:func:`significance`): the paired sample size
+    detecting ``gap`` at ``alpha`` with ``power``, from the pair's discordance when
+    ``model_a``/``model_b`` are given, else the benchmark's typical discordance.
     """
     _check_method(method)
     _check_threshold(probability, "probability")
@@ -339,6 +384,31 @@ def plan_size(
             field="gap",
             message="in (0, 1)",
         )
+    for name, value in (("alpha", alpha), ("power", power)):
+        if not 0.0 < value < 1.0:
+            raise InvalidInput(f"{name} must lie in (0, 1)", field=name, message="in (0, 1)")
+    if (model_a is None) != (model_b is None):
+        raise InvalidInput(
+            "give both model_a and model_b (or neither)",
+            field="model_b" if model_b is None else "model_a",
+            message="the other model of the pair is missing",
+        )
+    if model_a is not None and model_a == model_b:
+        raise InvalidInput(
+            "model_a and model_b must differ", field="model_b", message="same as model_a"
+        )
+    fm_all = full_matrix(session, version_id)
+    rows = None
+    if model_a is not None and model_b is not None:
+        rows = (model_row(fm_all, model_a, "model_a"), model_row(fm_all, model_b, "model_b"))
+    sig = significance(
+        fm_all.correct,
+        (fm_all.version_id, fm_all.stamp),
+        gap,
+        alpha=alpha,
+        power=power,
+        rows=rows,
+    )
     evidence: dict[str, Any] = {}
     if method in EXACT_METHODS:
         fm = full_matrix(session, version_id)
@@ -361,6 +431,7 @@ def plan_size(
         size=p.n,
         basis=p.basis,  # type: ignore[arg-type]
         evidence=evidence,
+        significance=sig,
     )
 
 

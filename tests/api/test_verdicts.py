@@ -34,6 +34,7 @@ FIELDS = {
     "mdad_at_size",
     "distinguishable",
     "size_needed",
+    "paired",
 }
 
 

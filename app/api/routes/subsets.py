@@ -262,6 +262,15 @@ async def pair_verdict(
     size: Annotated[int, Query(ge=1, le=1_000_000)] = 25,
     method: Annotated[str, Query(min_length=1, max_length=64)] = "random",
     threshold: Threshold = verdict_service.DEFAULT_THRESHOLD,
+    min_discordant: Annotated[
+        int,
+        Query(
+            ge=0,
+            le=1_000_000,
+            description="Fewest discordant items (only one model right) for the paired outcome "
+            "to be decidable",
+        ),
+    ] = verdict_service.MIN_DISCORDANT,
 ) -> VerdictPublic:
     """Would a `size`-item subset built by `method` order the two models as the full benchmark?
 
@@ -270,10 +279,20 @@ async def pair_verdict(
     naming the analysis to run when none covers the method. Both models need full 0/1 results
     (404 unknown, 409 partial). Answers are cached per process; a results upload is reflected
     within one second. `{benchmark}` is a version id, a name (its latest version) or
-    `name@vN`."""
+    `name@vN`.
+
+    `paired`: the pair on all the benchmark's items - the four cells n11/n10/n01/n00,
+    P(A better) from the Dirichlet posterior of the cells, the exact McNemar p-value, and
+    `status: undecidable` when fewer than `min_discordant` items separate them."""
     # async: a verdict asked before (results unchanged) is answered on the event loop
     cached = verdict_service.cached_verdict(
-        version.id, model_a, model_b, size=size, method=method, threshold=threshold
+        version.id,
+        model_a,
+        model_b,
+        size=size,
+        method=method,
+        threshold=threshold,
+        min_discordant=min_discordant,
     )
     if cached is not None:
         return cached
@@ -286,6 +305,7 @@ async def pair_verdict(
         size=size,
         method=method,
         threshold=threshold,
+        min_discordant=min_discordant,
     )
 
 
@@ -302,12 +322,35 @@ def plan_size(
     session: SessionDep,
     method: Annotated[str, Query(min_length=1, max_length=64)] = "random",
     probability: Threshold = verdict_service.DEFAULT_THRESHOLD,
+    model_a: Annotated[
+        str | None,
+        Query(
+            min_length=1, max_length=300, description="With model_b: use this pair's discordance"
+        ),
+    ] = None,
+    model_b: Annotated[str | None, Query(min_length=1, max_length=300)] = None,
+    alpha: Annotated[
+        float, Query(gt=0, lt=1, description="Two-sided level of the paired test")
+    ] = 0.05,
+    power: Annotated[float, Query(gt=0, lt=1, description="1 - beta of the paired test")] = 0.8,
 ) -> PlanPublic:
-    """Smallest subset size whose MDAD (at `probability`) is at most `gap`, with the evidence.
+    """Two answers, each labelled. `size` (`kind: mdad`): smallest subset size whose MDAD (at
+    `probability`) is at most `gap`, with the evidence. `significance` (`kind:
+    paired_significance`): shared items a two-sided paired test needs to detect `gap` at
+    `alpha` with `power`, from the pair's discordance when `model_a` and `model_b` are given,
+    else the benchmark's typical (median) discordance over all model pairs.
 
     `random`: exact agreement curves over all model pairs at 10 geometric sizes (cached per
     benchmark results; the first call computes them), crossing interpolated in log n. Other
     methods: the latest robust analysis (409 when there is none)."""
     return verdict_service.plan_size(
-        session, version.id, gap=gap, method=method, probability=probability
+        session,
+        version.id,
+        gap=gap,
+        method=method,
+        probability=probability,
+        model_a=model_a,
+        model_b=model_b,
+        alpha=alpha,
+        power=power,
     )
