@@ -5,8 +5,14 @@ Vectorised over items. Flags:
 * ``constant``: every model right, or every model wrong;
 * ``saturated``: accuracy above ``1 - saturation`` or below ``saturation`` (default 2 %), not
   constant;
-* ``negative_discrimination``: the rest-score point-biserial correlation is negative and
-  significantly so (one-sided ``p < 0.05``, t-test of a correlation) — a suspected wrong key;
+* ``negative_discrimination``: the rest-score point-biserial correlation is at most
+  ``-min_effect`` (default -0.2) *and* significantly negative (one-sided ``p < 0.05``, t-test of
+  a correlation) — a suspected wrong key. Significance alone is not enough with hundreds of
+  models: on GPQA (420 models) it flags every item with ``r < -0.08``, 132 of 448, most of them
+  hard items answered below chance whose strong models prefer an attractive distractor (GPQA's
+  questions are written to have them). The floor is classical item analysis' limit (Ebel &
+  Frisbie, *Essentials of Educational Measurement*, 1991: discrimination below 0.2 is poor, a
+  negative one means "check the key") and keeps 39 GPQA items, the clearly reversed ones;
 * ``misfit``: with an IRT model, the item's infit mean-square outside ``misfit_limits``.
 """
 
@@ -92,6 +98,7 @@ def item_health(
     saturation: float = 0.02,
     misfit_limits: tuple[float, float] = (0.7, 1.3),
     alpha: float = 0.05,
+    min_effect: float = 0.2,
 ) -> ItemHealth:
     """Health of every item from the models' full results.
 
@@ -110,6 +117,9 @@ def item_health(
         Acceptable infit mean-square range (Wright & Linacre's 0.7-1.3 for a high-stakes test).
     alpha : float
         One-sided level of the negative-discrimination test.
+    min_effect : float
+        Effect-size floor of ``negative_discrimination``: ``r <= -min_effect`` is needed too
+        (0 = significance alone).
 
     Returns
     -------
@@ -118,7 +128,8 @@ def item_health(
     Notes
     -----
     Rest-score point-biserial: ``r_i = corr_j(y_ji, T_j - y_ji)`` with ``T_j`` model ``j``'s total;
-    the negative flag needs ``t = r sqrt((m - 2) / (1 - r^2)) < t_{alpha, m-2}`` lower quantile.
+    the negative flag needs ``t = r sqrt((m - 2) / (1 - r^2)) < t_{alpha, m-2}`` lower quantile
+    and ``r <= -min_effect``.
     Infit ``= sum_j (y - p)^2 / sum_j p (1 - p)``, outfit ``= mean_j (y - p)^2 / (p (1 - p))``
     with ``p = P(y_ji = 1 | theta_j)`` (Wright & Masters, *Rating Scale Analysis*, 1982).
     """
@@ -139,7 +150,11 @@ def item_health(
         t = r * np.sqrt((m - 2) / np.maximum(1.0 - r**2, 1e-12))
     constant = np.all(y == y[:1], axis=0)
     saturated = ~constant & ((acc < saturation) | (acc > 1.0 - saturation))
-    negative = np.nan_to_num(t, nan=0.0) < _st.t.ppf(alpha, m - 2)
+    if not 0.0 <= min_effect < 1.0:
+        raise ValueError("min_effect: expected a correlation floor in [0, 1)")
+    negative = (np.nan_to_num(t, nan=0.0) < _st.t.ppf(alpha, m - 2)) & (
+        np.nan_to_num(r, nan=0.0) <= -min_effect
+    )
     disc = diff = infit = outfit = None
     misfit = np.zeros(y.shape[1], dtype=bool)
     if irt is not None:

@@ -61,3 +61,20 @@ def test_irt_fit_statistics() -> None:
     infit = ((y - p) ** 2).sum(0) / (p * (1 - p)).sum(0)
     assert np.allclose(h.infit, infit, rtol=1e-6)
     assert h.discrimination.shape == (20,) and set(h.flags) == set(FLAGS)
+
+
+def test_negative_discrimination_needs_the_effect_size_floor(gpqa) -> None:
+    from scipy import stats as st
+
+    c = gpqa["correct"].astype(float)
+    m = c.shape[0]
+    rest = c.sum(axis=1, keepdims=True) - c
+    r = np.array(
+        [np.corrcoef(c[:, i], rest[:, i])[0, 1] if c[:, i].std() > 0 else 0.0 for i in range(448)]
+    )
+    t = r * np.sqrt((m - 2) / (1 - r**2))
+    significant = t < st.t.ppf(0.05, m - 2)
+    assert item_health(c, min_effect=0.0).flags["negative_discrimination"].sum() == 132
+    h = item_health(c)
+    assert np.array_equal(h.flags["negative_discrimination"], significant & (r <= -0.2))
+    assert h.summary()["counts"]["negative_discrimination"] == 39
