@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.schemas.benchmarks import version_id_field
+from app.schemas.quality import RepeatedSamplesPublic, Warning
 
 MAX_SEED = 2**63 - 1
 
@@ -191,6 +192,10 @@ class SubsetPublic(BaseModel):
     items: list[SubsetItem] = Field(description="Sorted by position")
     provenance: SubsetProvenance
     created_at: datetime
+    warnings: list[Warning] = Field(
+        default_factory=list,
+        description="few_source_models when the selector was fit on too few source models",
+    )
 
 
 # --- scores -------------------------------------------------------------------------------------
@@ -268,6 +273,13 @@ class SubsetScorePublic(BaseModel):
     baseline: BaselineComparison | None
     population_shift: PopulationShift
     created_at: datetime
+    repeated_samples: RepeatedSamplesPublic | None = Field(
+        default=None, description="When each uploaded value is the mean of K > 1 samples"
+    )
+    warnings: list[Warning] = Field(
+        default_factory=list,
+        description="few_source_models; config_mismatch per evaluation-configuration field that differs from the reference models'",
+    )
 
 
 # --- verdicts and plans -------------------------------------------------------------------------
@@ -309,6 +321,10 @@ class VerdictPublic(BaseModel):
     paired: PairedOutcomePublic | None = Field(
         default=None, description="Paired outcome on all the benchmark's items"
     )
+    warnings: list[Warning] = Field(
+        default_factory=list,
+        description="config_mismatch per evaluation-configuration field where the pair differs",
+    )
 
 
 class SubsetVerdictPublic(BaseModel):
@@ -328,6 +344,10 @@ class SubsetVerdictPublic(BaseModel):
         "analysis that has not been run)"
     )
     fresh_draw_unavailable: str | None = None
+    warnings: list[Warning] = Field(
+        default_factory=list,
+        description="few_source_models (the subset); config_mismatch where the pair's configurations differ",
+    )
 
 
 class SignificancePublic(BaseModel):

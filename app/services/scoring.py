@@ -48,6 +48,7 @@ from app.schemas.subsets import (
     PopulationShift,
     SubsetScorePublic,
 )
+from app.services import drift, repeats
 from app.services.benchmarks import get_version, item_index
 from app.services.caching import BoundedCache
 from app.services.subsets import get_subset, to_selection
@@ -330,6 +331,14 @@ def score_model(
     refs = references(full_matrix(session, row.benchmark_version_id), row, selection)
     estimates = estimates_for(selection, y, conf, version.n_items, refs, interval=interval)
     shift = population_shift(session, row, selection, y)
+    warnings = drift.score_warnings(
+        session, row.benchmark_version_id, row.method, row.source_models, model_name, parsed
+    )
+    shift = drift.extend_shift(shift, warnings)
+    repeated = repeats.repeated_block(
+        parsed, y, selection, version.n_items, lambda p: align(p, row, version)[0]
+    )
+    estimates = estimates + repeats.repeated_estimate(repeated)
     cmp = None
     if baseline is not None:
         cmp = baseline_comparison(session, row, selection, y, baseline, threshold)
@@ -354,4 +363,6 @@ def score_model(
         baseline=cmp,
         population_shift=shift,
         created_at=score.created_at,
+        repeated_samples=repeated,
+        warnings=warnings,
     )

@@ -38,6 +38,7 @@ from app.schemas.subsets import (
     SubsetProvenance,
     SubsetPublic,
 )
+from app.services import drift
 from app.services import jobs as job_service
 from app.services.benchmarks import get_version, item_index
 from app.services.caching import BoundedCache
@@ -385,6 +386,7 @@ def to_public(row: Subset, version: BenchmarkVersion) -> SubsetPublic:
             job_id=row.job_id,
         ),
         created_at=row.created_at,
+        warnings=drift.source_warnings(row.method, row.source_models),
     )
 
 

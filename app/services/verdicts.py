@@ -42,6 +42,7 @@ from app.schemas.subsets import (
     SubsetVerdictPublic,
     VerdictPublic,
 )
+from app.services import drift
 from app.services.caching import BoundedCache, memoized
 from app.services.paired import check_min_discordant, paired_public, significance
 from app.services.results import load_matrix
@@ -268,6 +269,7 @@ def pair_verdict(
         mdad = exact_random_mdad(fm, size, threshold).mdad
         v = _exact_verdict(fm.n_items, paired.n10, paired.n01, size, method, threshold, mdad)
         public = to_public(v, model_a, model_b, fm.accuracy[a], fm.accuracy[b], paired)
+        public.warnings = drift.pair_warnings(session, version_id, model_a, model_b)
         key = (
             version_id,
             fm.stamp,
@@ -282,7 +284,9 @@ def pair_verdict(
         return public
     _, cells = _analysis_cells(session, version_id, method)
     v = core_verdict(pair, 0, 1, size, method=method, results=cells, threshold=threshold)
-    return to_public(v, model_a, model_b, fm.accuracy[a], fm.accuracy[b], paired)
+    public = to_public(v, model_a, model_b, fm.accuracy[a], fm.accuracy[b], paired)
+    public.warnings = drift.pair_warnings(session, version_id, model_a, model_b)
+    return public
 
 
 def cached_verdict(
@@ -529,6 +533,10 @@ def subset_verdict(
         tie=d_est == 0,
         fresh_draw=fresh,
         fresh_draw_unavailable=unavailable,
+        warnings=[
+            *drift.source_warnings(row.method, row.source_models),
+            *drift.pair_warnings(session, row.benchmark_version_id, model_a, model_b),
+        ],
     )
 
 

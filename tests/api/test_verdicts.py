@@ -35,6 +35,7 @@ FIELDS = {
     "distinguishable",
     "size_needed",
     "paired",
+    "warnings",
 }
 
 

@@ -1,0 +1,47 @@
+"""Warnings attached to subsets, scores and verdicts, and the repeated-samples block of a score."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class Warning(BaseModel):
+    """Something that makes a number less trustworthy than its interval says."""
+
+    code: Literal["config_mismatch", "few_source_models"]
+    message: str
+    field: str | None = Field(
+        default=None, description="config_mismatch: the evaluation-configuration field"
+    )
+    model: str | None = Field(default=None, description="The model whose configuration differs")
+    value: Any = Field(default=None, description="config_mismatch: that model's value")
+    sources: dict[str, int] | None = Field(
+        default=None,
+        description="config_mismatch: how many reference (source) models have each value",
+    )
+    details: dict[str, Any] | None = None
+
+
+class RepeatedSamplesPublic(BaseModel):
+    """Scoring from per-item means of ``K`` samples (Miller 2024): estimate and variance split."""
+
+    k: int = Field(description="Samples per item")
+    n: int = Field(description="Items scored")
+    value: float | None = Field(description="Mean of the per-item means (uniform subsets)")
+    se: float | None = Field(
+        description="sqrt((1 - n/N) Var(x) / n + E[s2] / (K n)); None for weighted subsets"
+    )
+    ci_low: float | None
+    ci_high: float | None
+    var_items: float = Field(description="Var(x): between-item variance of the true item means")
+    mean_within: float = Field(description="E[s2]: mean within-item sample variance")
+    within_term: float = Field(description="E[s2] / K")
+    variance_per_item: float = Field(
+        description="Var(x) + E[s2] / K: the per-item variance a plan divides by n"
+    )
+    within_variance_source: Literal["uploaded", "bernoulli"] = Field(
+        description="uploaded variances, or K/(K-1) x(1-x) for 0/1 samples"
+    )
+    note: str | None = None
