@@ -117,3 +117,38 @@ def store(
             "a request with this Idempotency-Key is already being processed; retry to get its "
             "response"
         ) from None
+
+
+def store_or_stored(
+    session: Session,
+    principal: str,
+    key: str,
+    req_hash: str,
+    status_code: int,
+    body: dict[str, Any],
+    *,
+    ttl_hours: float = DEFAULT_TTL_HOURS,
+) -> tuple[int, dict[str, Any]] | None:
+    """Store the response, or, when a request with the same key was stored meanwhile (it
+    committed while this one waited for a lock), return that stored ``(status, body)`` for the
+    caller to replay (422 when it came with another request). The insert runs in a savepoint,
+    so the caller's transaction stays usable after the race."""
+    row = IdempotencyKey(
+        key=key,
+        principal=principal,
+        request_hash=req_hash,
+        status_code=status_code,
+        response=body,
+    )
+    try:
+        with session.begin_nested():
+            IdempotencyKeyRepository(session).add(row)
+    except IntegrityError:
+        stored = lookup(session, principal, key, req_hash, ttl_hours=ttl_hours)
+        if stored is None:  # the other request's record is gone again (expired): retry later
+            raise Conflict(
+                "a request with this Idempotency-Key is already being processed; retry to get "
+                "its response"
+            ) from None
+        return stored
+    return None

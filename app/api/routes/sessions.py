@@ -20,6 +20,7 @@ from app.api.deps import (
 from app.api.errors import CONFLICT, INVALID, NOT_FOUND, UNAVAILABLE
 from app.api.responses import AUTH, UNSUPPORTED
 from app.api.routes.results import UPLOAD_BODY, IdempotencyKeyHeader, replay_upload
+from app.api.routes.results import replayed as replay_response
 from app.api.uploads import UploadDep
 from app.queue import enqueue_job_after_commit
 from app.schemas.benchmarks import NO_NUL
@@ -125,7 +126,17 @@ def post_session_results(
     public, replayed = service.post_results(session, session_id, ref.name, parsed)
     body = public.model_dump(mode="json")
     if idempotency_key is not None and req_hash is not None:
-        idempotency.store(session, principal.id, idempotency_key, req_hash, 200, body)
+        stored = idempotency.store_or_stored(
+            session,
+            principal.id,
+            idempotency_key,
+            req_hash,
+            200,
+            body,
+            ttl_hours=settings.idempotency_ttl_hours,
+        )
+        if stored is not None:  # the same request with this key raced in and won: its answer
+            return replay_response(stored)
     headers = {"Idempotency-Replayed": "true"} if replayed else {}
     return JSONResponse(body, status_code=status.HTTP_200_OK, headers=headers)
 

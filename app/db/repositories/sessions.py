@@ -17,14 +17,21 @@ class EvaluationSessionRepository(Repository[EvaluationSession]):
     model = EvaluationSession
 
     def get_locked(self, id_: uuid.UUID) -> EvaluationSession | None:
-        """``SELECT … FOR UPDATE`` (Postgres), refreshing a copy already in the session."""
-        return self.session.get(
-            EvaluationSession,
-            id_,
-            with_for_update=True,
-            populate_existing=True,
-            options=[undefer(EvaluationSession.engine_state)],
+        """``SELECT … FOR UPDATE`` (Postgres), refreshing a copy already in the session.
+
+        A ``select`` rather than ``Session.get(with_for_update=True)``: the latter compares the
+        row's version counter with a copy read earlier in this session and raises when another
+        request applied a batch in between (a retry racing the original, across processes),
+        where the caller must see the newer row and answer it as a replay.
+        """
+        stmt = (
+            select(EvaluationSession)
+            .where(EvaluationSession.id == id_)
+            .with_for_update()
+            .options(undefer(EvaluationSession.engine_state))
+            .execution_options(populate_existing=True)
         )
+        return self.session.scalars(stmt).first()
 
 
 class IrtFitRepository(Repository[IrtFit]):
