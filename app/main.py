@@ -10,10 +10,12 @@ from fastapi.routing import APIRoute
 
 from app.api.errors import install_error_handlers, install_problem_openapi
 from app.api.middleware import BodySizeLimit
+from app.api.openapi_links import install_openapi_links
 from app.api.routes import (
     analyses,
     benchmarks,
     health,
+    items,
     jobs,
     leaderboards,
     results,
@@ -68,6 +70,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(subsets.router, prefix=API_PREFIX)
     app.include_router(leaderboards.router, prefix=API_PREFIX)
     app.include_router(sessions.router, prefix=API_PREFIX)
+    app.include_router(items.router, prefix=API_PREFIX)
     install_web(app)  # read-only browser view under /ui (not in the OpenAPI schema)
     install_problem_openapi(app)
+    install_openapi_links(app)  # stateful workflows (create session -> post batch -> get)
     return app
