@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.schemas.benchmarks import version_id_field
+from app.schemas.items import ItemFlag
 from app.schemas.quality import RepeatedSamplesPublic, Warning
 
 MAX_SEED = 2**63 - 1
@@ -96,6 +97,12 @@ class _SubsetCreateBase(BaseModel):
         description="Models the selector is fitted on; default every model with full results. "
         "Ignored (recorded empty) by methods that do not use source models",
     )
+    exclude: Literal["flagged"] | list[ItemFlag] | None = Field(
+        default=None,
+        description="Drop items with these item-health flags from the candidates "
+        "(GET /v1/benchmarks/{benchmark}/items); 'flagged' = any flag. The flags are computed "
+        "from the models with full results when the subset is requested",
+    )
 
 
 class RandomSubsetCreate(_SubsetCreateBase):
@@ -176,6 +183,9 @@ class SubsetProvenance(BaseModel):
     )
     confidence_used: bool
     n_candidates: int
+    exclude: list[str] = Field(
+        default_factory=list, description="Item-health flags whose items were not candidates"
+    )
     job_id: uuid.UUID | None
 
 

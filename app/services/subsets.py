@@ -45,6 +45,7 @@ from app.services.caching import BoundedCache
 from app.services.results import load_matrix
 
 JOB_KIND = "subset"
+EXCLUDE_KEY = "exclude"  # recorded in the subset's params when items were excluded by flag
 ExportFormat = Literal["json", "ids", "csv", "lm-eval"]
 _SUBSET_ADAPTER: TypeAdapter[Any] = TypeAdapter(SubsetCreate)
 
@@ -63,9 +64,11 @@ def subset_id(
     params: dict[str, Any],
     seed: int,
     sources: list[tuple[uuid.UUID, str]],
+    exclude: tuple[str, ...] = (),
 ) -> str:
-    """sha256 (hex) of the canonical request; ``sources`` = (model id, results hash) pairs."""
-    payload = {
+    """sha256 (hex) of the canonical request; ``sources`` = (model id, results hash) pairs;
+    ``exclude`` (item-health flags) enters only when given, so older ids are unchanged."""
+    payload: dict[str, Any] = {
         "benchmark_version": str(version_id),
         "method": method,
         "size": int(size),
@@ -73,6 +76,8 @@ def subset_id(
         "seed": int(seed),
         "sources": sorted([str(m), h] for m, h in sources),
     }
+    if exclude:
+        payload["exclude"] = list(exclude)
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
 
@@ -85,11 +90,19 @@ class ResolvedRequest:
     seed: int
     source_names: list[str]
     source_keys: list[tuple[uuid.UUID, str]]
+    exclude: tuple[str, ...] = ()
+    excluded: np.ndarray | None = None  # positions dropped from the candidates
 
     @property
     def id(self) -> str:
         return subset_id(
-            self.version.id, self.method, self.size, self.params, self.seed, self.source_keys
+            self.version.id,
+            self.method,
+            self.size,
+            self.params,
+            self.seed,
+            self.source_keys,
+            self.exclude,
         )
 
 
@@ -101,14 +114,28 @@ def resolve_request(
     params: dict[str, Any],
     seed: int,
     source_models: list[str] | None,
+    exclude: str | list[str] | None = None,
 ) -> ResolvedRequest:
-    """Validate a subset request against the benchmark and fix its source-model set."""
+    """Validate a subset request against the benchmark and fix its source-model set (and the
+    items ``exclude`` drops: those with any of the item-health flags, ``"flagged"`` = all)."""
+    from app.core.health import FLAGS
+    from app.services.items import check_flags, excluded_positions
+
     version = get_version(session, version_id)
     if size > version.n_items:
         raise InvalidInput(
             f"size {size} exceeds the benchmark's {version.n_items} items",
             field="size",
             message=f"at most {version.n_items}",
+        )
+    flags = tuple(FLAGS if exclude == "flagged" else check_flags(exclude or [], field="exclude"))
+    excluded = excluded_positions(session, version, list(flags)) if flags else None
+    if excluded is not None and size > version.n_items - excluded.size:
+        left = version.n_items - excluded.size
+        raise InvalidInput(
+            f"size {size} exceeds the {left} items left after excluding {list(flags)}",
+            field="size",
+            message=f"at most {left}",
         )
     names: list[str] = []
     keys: list[tuple[uuid.UUID, str]] = []
@@ -139,7 +166,9 @@ def resolve_request(
             chosen = [full[n] for n in sorted(set(source_models))]
         names = [r[0] for r in chosen]
         keys = [(r[1], r[2]) for r in chosen]
-    return ResolvedRequest(version, method, int(size), dict(params), int(seed), names, keys)
+    return ResolvedRequest(
+        version, method, int(size), dict(params), int(seed), names, keys, flags, excluded
+    )
 
 
 # --- request side -------------------------------------------------------------------------------
@@ -180,6 +209,7 @@ def validate_job_params(params: dict[str, Any]) -> dict[str, Any]:
         "size": body.size,
         "params": body.params.model_dump(),
         "source_models": body.source_models,
+        **({"exclude": body.exclude} if body.exclude else {}),
     }
 
 
@@ -191,24 +221,29 @@ def request_subset(
     seed = job_service.new_seed() if body.seed is None else int(body.seed)
     params = body.params.model_dump()
     req = resolve_request(
-        session, version_id, body.method, body.size, params, seed, body.source_models
+        session,
+        version_id,
+        body.method,
+        body.size,
+        params,
+        seed,
+        body.source_models,
+        getattr(body, "exclude", None),
     )
     sid = req.id
     existing = SubsetRepository(session).get(sid)
     if existing is not None:
         return existing, None
-    job = job_service.create_job(
-        session,
-        JOB_KIND,
-        {
-            "version_id": str(version_id),
-            "method": req.method,
-            "size": req.size,
-            "params": params,
-            "source_models": req.source_names if SELECTORS[req.method].uses_sources else None,
-        },
-        seed=seed,
-    )
+    job_params: dict[str, Any] = {
+        "version_id": str(version_id),
+        "method": req.method,
+        "size": req.size,
+        "params": params,
+        "source_models": req.source_names if SELECTORS[req.method].uses_sources else None,
+    }
+    if req.exclude:
+        job_params["exclude"] = list(req.exclude)
+    job = job_service.create_job(session, JOB_KIND, job_params, seed=seed)
     job.params = {**job.params, "subset_id": sid}
     session.flush()
     return None, job
@@ -244,11 +279,16 @@ def build_subset(
         return found, False
     index = item_index(req.version)
     selector = make_selector(req.method, **req.params)
+    candidates = None
+    if req.excluded is not None:
+        candidates = np.setdiff1d(np.arange(index.n_items), req.excluded)
     if SELECTORS[req.method].uses_sources:
         mat = load_matrix(session, req.version.id, req.source_names)
-        selector.fit(mat.correct, confidence=mat.confidence, subtasks=index.subtasks)
+        selector.fit(
+            mat.correct, confidence=mat.confidence, subtasks=index.subtasks, candidates=candidates
+        )
     else:  # the selection ignores results: one placeholder row carries the item axis
-        selector.fit(np.zeros((1, index.n_items)), subtasks=index.subtasks)
+        selector.fit(np.zeros((1, index.n_items)), subtasks=index.subtasks, candidates=candidates)
     selection = selector.select(req.size, rng=req.seed)
     row = Subset(
         id=sid,
@@ -256,7 +296,7 @@ def build_subset(
         method=req.method,
         size_requested=req.size,
         size=selection.size,
-        params=req.params,
+        params={**req.params, EXCLUDE_KEY: list(req.exclude)} if req.exclude else req.params,
         seed=req.seed,
         estimator=selection.estimator,
         estimate_on=selection.estimate_on,
@@ -291,6 +331,7 @@ def run_subset_job(session: Session, job: Job, ctx: job_service.JobContext) -> N
         dict(params.get("params") or {}),
         int(job.seed),
         params.get("source_models"),
+        params.get("exclude"),
     )
     subset, created = build_subset(session, req, job.id)
     job.result = {"subset_id": subset.id, "created": created, "size": subset.size}
@@ -319,9 +360,14 @@ def to_selection(row: Subset) -> Selection:
         n_requested=row.size_requested,
         n_candidates=row.n_candidates,
         seed=int(row.seed),
-        params=dict(row.params or {}),
+        params=selector_params(row),
         fitted=unpack_fitted(row.fitted),
     )
+
+
+def selector_params(row: Subset) -> dict[str, Any]:
+    """The subset's selector parameters (without the recorded ``exclude``)."""
+    return {k: v for k, v in (row.params or {}).items() if k != EXCLUDE_KEY}
 
 
 _DOC_IDS: BoundedCache[uuid.UUID, np.ndarray] = BoundedCache(16)
@@ -376,13 +422,14 @@ def to_public(row: Subset, version: BenchmarkVersion) -> SubsetPublic:
         items=items,
         provenance=SubsetProvenance(
             method=row.method,
-            params=dict(row.params or {}),
+            params=selector_params(row),
             seed=int(row.seed),
             size_requested=row.size_requested,
             source_models=list(row.source_models or []),
             signal=row.signal,
             confidence_used=row.signal == "confidence",
             n_candidates=row.n_candidates,
+            exclude=list((row.params or {}).get(EXCLUDE_KEY, [])),
             job_id=row.job_id,
         ),
         created_at=row.created_at,
