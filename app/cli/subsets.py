@@ -278,3 +278,11 @@ def _print_score(s: SubsetScorePublic) -> None:
             "warning: population shift, the estimate may not transfer: "
             + "; ".join(s.population_shift.reasons)
         )
+    r = s.repeated_samples
+    if r is not None:
+        typer.echo(
+            f"repeated samples: K = {r.k}; per-item variance Var(x) + E[s2]/K = "
+            f"{r.var_items:.4g} + {r.within_term:.4g} (plan sizes divide this by n)"
+        )
+    for w in s.warnings:
+        typer.echo(f"warning ({w.code}): {w.message}")

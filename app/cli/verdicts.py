@@ -103,6 +103,8 @@ def verdict(
                 ]
             ],
         )
+        for w in v.warnings:
+            typer.echo(f"warning ({w.code}): {w.message}")
     raise typer.Exit(EXIT_DISTINGUISHABLE if v.distinguishable else EXIT_NOT_DISTINGUISHABLE)
 
 
@@ -136,6 +138,8 @@ def _subset_verdict(
             )
         elif v.fresh_draw_unavailable:
             typer.echo(f"fresh draw: {v.fresh_draw_unavailable}")
+        for w in v.warnings:
+            typer.echo(f"warning ({w.code}): {w.message}")
     raise typer.Exit(EXIT_DISTINGUISHABLE if v.same_order else EXIT_NOT_DISTINGUISHABLE)
 
 
