@@ -8,7 +8,7 @@ is the one place that says which command lives where.
 module                                    commands
 ========================================  ===============================================
 :mod:`app.cli.server`                     ``serve``, ``worker``, ``migrate``, ``run``
-:mod:`app.cli.offline`                    ``mdad`` (no server)
+:mod:`app.cli.offline`                    ``mdad``, ``coverage`` (no server)
 :mod:`app.cli.push`                       ``push``
 :mod:`app.cli.subsets`                    ``subset create|get``, ``score``
 :mod:`app.cli.verdicts`                   ``verdict``, ``plan``
@@ -16,7 +16,7 @@ module                                    commands
 :mod:`app.cli.leaderboard`                ``leaderboard``
 :mod:`app.cli.sessions`                   ``evaluate``, ``simulate`` (no server)
 :mod:`app.cli.keys`                       ``keys create|list|revoke`` (local admin)
-:mod:`app.cli.benchmarks`                 ``benchmarks list|show``, ``jobs get|wait|cancel``
+:mod:`app.cli.benchmarks`                 ``benchmarks list|show|items``, ``jobs get|wait|cancel``
 ========================================  ===============================================
 """
 
@@ -54,6 +54,7 @@ app.command("run")(server.run)
 
 # Offline analysis of a local matrix.
 app.command("mdad", epilog=offline.MDAD_EPILOG)(offline.mdad)
+app.command("coverage", epilog=offline.COVERAGE_EPILOG)(offline.coverage)
 app.command("simulate")(sessions.simulate)
 
 # Client-side commands (talk to a running service through app.client).

@@ -1,4 +1,4 @@
-"""``benchslice benchmarks list|show`` and ``benchslice jobs get|wait|cancel``."""
+"""``benchslice benchmarks list|show|items`` and ``benchslice jobs get|wait|cancel``."""
 
 from __future__ import annotations
 
@@ -93,6 +93,63 @@ def show(
             ["model", "accuracy", "coverage"],
             [[m.name, pct(m.accuracy), pct(m.coverage)] for m in rows],
         )
+
+
+ITEM_FLAGS = ("constant", "saturated", "negative_discrimination", "misfit")
+
+
+def _num(x: float | None, fmt: str = "{:.3f}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+@benchmarks_app.command("items")
+def items(
+    benchmark: str = typer.Argument(
+        ..., help="Benchmark name (latest version), name@vN or version id"
+    ),
+    flagged: bool = typer.Option(False, "--flagged", help="Only items with any flag"),
+    flag: list[str] | None = typer.Option(
+        None, "--flag", help=f"Only items with this flag (repeatable): {', '.join(ITEM_FLAGS)}"
+    ),
+    url: str | None = UrlOpt,
+    api_key: str | None = ApiKeyOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Item health: accuracy, point-biserial, 2PL discrimination/difficulty/fit and flags per
+    item, and the flag counts.
+
+    Example: `benchslice benchmarks items gpqa --flagged`
+    """
+    flags = list(ITEM_FLAGS) if flagged else list(flag or [])
+    with api(url, api_key) as client:
+        page = client.all_items(benchmark, flags=flags or None)
+    if as_json:
+        print_json(page)
+        return
+    s = page.summary
+    counts = ", ".join(f"{k} {v}" for k, v in s.counts.items())
+    typer.echo(
+        f"{s.n_items} items, {s.n_models} models; flagged {s.n_flagged} ({counts}); "
+        f"effective informative items {s.effective_informative:.1f}"
+        + ("" if s.irt else "; no IRT fit stored (discrimination, difficulty, fit empty)")
+    )
+    print_table(
+        ["item", "subtask", "doc", "accuracy", "r_pb", "a", "b", "fit", "flags"],
+        [
+            [
+                r.item_id,
+                r.subtask,
+                r.doc_id,
+                pct(r.accuracy),
+                _num(r.point_biserial),
+                _num(r.discrimination, "{:.2f}"),
+                _num(r.difficulty, "{:.2f}"),
+                _num(r.fit, "{:.2f}"),
+                ",".join(r.flags) or "-",
+            ]
+            for r in page.items
+        ],
+    )
 
 
 @jobs_app.command("get")

@@ -1,8 +1,10 @@
-"""Offline ``benchslice mdad``: the paper protocol and MDAD table on a local ``.npz`` matrix.
+"""Offline ``benchslice mdad`` and ``benchslice coverage`` on a local ``.npz`` matrix.
 
-No server, database or broker: reads the file, runs :func:`app.core.run_protocol`, analyses every
-(method, n, split) cell and prints a table (or exactly one JSON object with ``--json``). Progress
-goes to stderr so stdout stays machine-readable.
+No server, database or broker. ``mdad`` runs :func:`app.core.run_protocol`, analyses every
+(method, n, split) cell and prints a table (or exactly one JSON object with ``--json``).
+``coverage`` runs :func:`app.core.coverage.coverage_study` (the engine of
+``bench/bench_coverage.py``): the empirical coverage of every interval the service's scoring
+returns, on held-out models. Progress goes to stderr so stdout stays machine-readable.
 """
 
 from __future__ import annotations
@@ -126,6 +128,80 @@ def mdad(
         )
         return
     _print_table(rows, mode=mode, seed=seed, elapsed=elapsed)
+
+
+COVERAGE_EPILOG = (
+    "Example: `benchslice coverage --matrix ../shared/data/gpqa.npz --methods random,dpp "
+    "--sizes 25,50 --repeats 5 --seed 0 --json`"
+)
+COVERAGE_METHODS = (
+    "random,subtask_stratified,confidence_stratified,dpp,anchor_points,tiny_benchmarks"
+)
+
+
+def coverage(
+    matrix: Path = typer.Option(
+        ...,
+        "--matrix",
+        help=".npz with 'correct' (models x items), optional 'subtasks'",
+        exists=True,
+        dir_okay=False,
+    ),
+    methods: str = typer.Option(
+        COVERAGE_METHODS, "--methods", help="comma-separated selector names"
+    ),
+    sizes: str = typer.Option("25,50,100", "--sizes", help="comma-separated subset sizes"),
+    repeats: int = typer.Option(20, "--repeats", min=1, help="source/target splits"),
+    sources: int = typer.Option(300, "--sources", min=1, help="source models per split"),
+    targets: int = typer.Option(120, "--targets", min=1, help="held-out targets per split"),
+    seed: int = typer.Option(0, "--seed", min=0),
+    as_json: bool = typer.Option(False, "--json", help="print exactly one JSON object on stdout"),
+) -> None:
+    """Empirical coverage of the scoring intervals on held-out models (coverage, width, bias,
+    |error|, and the same in the 20 % lowest / highest targets), per method x estimator x
+    interval x size."""
+    start = time.perf_counter()
+    method_list = [m.strip() for m in methods.split(",") if m.strip()]
+    size_list = _int_list(sizes, "--sizes")
+    correct, _, subtasks = _load(matrix)
+
+    from app.core.coverage import coverage_study
+    from app.core.selectors import SELECTORS
+
+    unknown = [m for m in method_list if m not in SELECTORS]
+    if unknown or not method_list:
+        raise typer.BadParameter(
+            f"unknown method(s) {unknown}; choose from {sorted(SELECTORS)}", param_hint="--methods"
+        )
+    try:
+        table = coverage_study(
+            correct,
+            method_list,
+            size_list,
+            repeats=repeats,
+            n_sources=sources,
+            n_targets=targets,
+            subtasks=subtasks,
+            seed=seed,
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(2) from None
+    elapsed = time.perf_counter() - start
+    print(f"[benchslice coverage] done in {elapsed:.2f}s", file=sys.stderr, flush=True)
+    if as_json:
+        body = table.to_dict()
+        body["rows"] = [
+            {k: (_clean(v) if isinstance(v, float) else v) for k, v in r.items()}
+            for r in body["rows"]
+        ]
+        body["elapsed_s"] = round(elapsed, 3)
+        sys.stdout.write(json.dumps(body) + "\n")
+        return
+    typer.echo(
+        f"Coverage of the 95 % intervals: {repeats} repeats x {sources} sources / {targets} "
+        f"held-out targets, seed {seed}\n{table.to_markdown()}\nelapsed {elapsed:.2f}s"
+    )
 
 
 def _fmt_points(v) -> str:

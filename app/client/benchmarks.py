@@ -11,6 +11,7 @@ from urllib.parse import quote
 from app.client.errors import BenchsliceError
 from app.client.transport import FileLike, Transport, content_idempotency_key, file_list
 from app.schemas.benchmarks import BenchmarkDetail, BenchmarkPage, BenchmarkPublic
+from app.schemas.items import ItemHealthPage
 from app.schemas.results import ModelResultList, ResultsWritten
 
 
@@ -66,6 +67,36 @@ class BenchmarkOperations(Transport):
     def get_benchmark(self, benchmark: str | uuid.UUID) -> BenchmarkDetail:
         """``GET /v1/benchmarks/{benchmark}``: counts, subtasks, models and accuracy summary."""
         return BenchmarkDetail.model_validate(self.get_json(benchmark_path(benchmark)))
+
+    def list_items(
+        self,
+        benchmark: str | uuid.UUID,
+        *,
+        flags: Sequence[str] | None = None,
+        limit: int = 1000,
+        cursor: str | None = None,
+    ) -> ItemHealthPage:
+        """``GET /v1/benchmarks/{benchmark}/items``: one page of item health rows (only items
+        carrying any of ``flags`` when given) and the benchmark's flag summary."""
+        return ItemHealthPage.model_validate(
+            self.get_json(
+                benchmark_path(benchmark, "/items"),
+                flag=list(flags) if flags else None,
+                limit=limit,
+                cursor=cursor,
+            )
+        )
+
+    def all_items(
+        self, benchmark: str | uuid.UUID, *, flags: Sequence[str] | None = None
+    ) -> ItemHealthPage:
+        """Every page of :meth:`list_items` merged into one (``next_cursor`` None)."""
+        page = self.list_items(benchmark, flags=flags)
+        rows = list(page.items)
+        while page.next_cursor:
+            page = self.list_items(benchmark, flags=flags, cursor=page.next_cursor)
+            rows += page.items
+        return page.model_copy(update={"items": rows, "next_cursor": None})
 
     def create_benchmark(
         self,

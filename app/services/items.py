@@ -126,7 +126,7 @@ def list_items(
     flags: list[str] | None = None,
 ) -> ItemHealthPage:
     """One page of item rows by position; ``flags``: only items carrying any of them."""
-    wanted = check_flags(flags or [])
+    wanted = check_flags([f.strip() for v in flags or [] for f in v.split(",") if f.strip()])
     limit = max(1, min(int(limit), MAX_ITEMS_PAGE))
     start = 0 if cursor is None else _decode(cursor)
     table = health_table(session, version)

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from app.api.deps import BenchmarkVersionDep, ReadPrincipal, SessionDep
 from app.api.errors import CONFLICT, INVALID, NOT_FOUND
 from app.api.responses import AUTH
-from app.schemas.items import MAX_ITEMS_PAGE, ItemFlag, ItemHealthPage
+from app.schemas.items import MAX_ITEMS_PAGE, ItemHealthPage
 from app.services import items as service
 
 router = APIRouter(tags=["benchmarks"])
@@ -28,8 +28,11 @@ def list_items(
     limit: Annotated[int, Query(ge=1, le=MAX_ITEMS_PAGE)] = 100,
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
     flag: Annotated[
-        list[ItemFlag] | None,
-        Query(description="Only items carrying any of these flags (repeat the parameter)"),
+        list[str] | None,
+        Query(
+            description="Only items carrying any of these flags: constant, saturated, "
+            "negative_discrimination, misfit (repeat the parameter or separate by commas)"
+        ),
     ] = None,
 ) -> ItemHealthPage:
     """Item health: per item its accuracy, rest-score point-biserial correlation, 2PL

@@ -1,0 +1,117 @@
+"""``benchslice benchmarks items`` on a live service with GPQA pushed, and the offline
+``benchslice coverage`` on the real matrix, against the engine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app.core.coverage import coverage_study
+from app.core.health import item_health
+from tests.cli.conftest import CLI, HELD_OUT, run_cli
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _stored(gpqa: dict[str, Any]) -> np.ndarray:
+    with np.load(gpqa["path"]) as data:
+        keep = [i for i, m in enumerate(data["models"].tolist()) if m != HELD_OUT]
+        return data["correct"][keep].astype(float)
+
+
+def test_items_flagged_json_equals_the_engine(cli: CLI, gpqa: dict[str, Any]) -> None:
+    run = cli("benchmarks", "items", "gpqa", "--flagged", "--json")
+    assert run.code == 0, run
+    body = run.json()
+    h = item_health(_stored(gpqa))
+    assert [r["position"] for r in body["items"]] == np.flatnonzero(h.flagged()).tolist()
+    assert body["next_cursor"] is None and body["summary"] == {
+        **h.summary(),
+        "irt": False,
+        "irt_dims": None,
+    } | {"effective_informative": pytest.approx(h.summary()["effective_informative"])}
+    # GPQA: the 3 items every model gets wrong and the 2 every model gets right
+    constant = [r for r in body["items"] if r["flags"] == ["constant"]]
+    assert sorted({r["accuracy"] for r in constant}) == [0.0, 1.0] and len(constant) >= 5
+
+
+def test_items_table_with_one_flag(cli: CLI, gpqa: dict[str, Any]) -> None:
+    run = cli("benchmarks", "items", "gpqa", "--flag", "constant")
+    assert run.code == 0, run
+    lines = run.stdout.splitlines()
+    h = item_health(_stored(gpqa))
+    n_const = int(h.flags["constant"].sum())
+    assert lines[0].startswith(f"448 items, {h.n_models} models; flagged {int(h.flagged().sum())}")
+    assert "no IRT fit stored" in lines[0]
+    rows = [ln for ln in lines[1:] if ln.strip().endswith("constant")]
+    assert len(rows) == n_const
+    bad = cli("benchmarks", "items", "gpqa", "--flag", "wrong_key")
+    assert bad.code != 0 and "flag" in bad.stderr
+
+
+def test_coverage_json_equals_the_engine(gpqa_path: Path) -> None:
+    args = [
+        "coverage",
+        "--matrix",
+        str(gpqa_path),
+        "--methods",
+        "random,dpp",
+        "--sizes",
+        "25",
+        "--repeats",
+        "2",
+        "--targets",
+        "30",
+        "--seed",
+        "0",
+        "--json",
+    ]
+    run = run_cli(None, *args)
+    assert run.code == 0, run
+    assert run.stdout.strip().count("\n") == 0  # exactly one JSON document
+    body = json.loads(run.stdout)
+    with np.load(gpqa_path) as data:
+        engine = coverage_study(
+            data["correct"],
+            ["random", "dpp"],
+            [25],
+            repeats=2,
+            n_targets=30,
+            subtasks=data["subtasks"],
+            seed=0,
+        )
+    assert body["params"]["repeats"] == 2 and body["params"]["n_targets"] == 30
+    assert len(body["rows"]) == len(engine.rows)
+    keys = ("method", "estimator", "interval", "basis", "n", "cases")
+    for got, want in zip(body["rows"], engine.rows, strict=True):
+        assert tuple(got[k] for k in keys) == tuple(getattr(want, k) for k in keys)
+        assert got["coverage"] == pytest.approx(want.coverage, abs=1e-12)
+        assert got["mean_width"] == pytest.approx(want.mean_width, abs=1e-12)
+    by = {(r["method"], r["interval"]): r for r in body["rows"]}
+    assert by[("random", "wilson_fpc")]["basis"] == "design"
+    assert by[("dpp", "reference_calibrated")]["basis"] == "model"
+
+
+def test_coverage_table_and_bad_method(gpqa_path: Path) -> None:
+    base = [sys.executable, "-m", "app.cli", "coverage", "--matrix", str(gpqa_path)]
+    ok = subprocess.run(
+        [*base, "--methods", "random", "--sizes", "25", "--repeats", "1", "--targets", "20"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert "| method | estimator | interval | basis | n | coverage (SE)" in ok.stdout
+    assert "| random | mean | wilson_fpc | design | 25 |" in ok.stdout
+    bad = subprocess.run(
+        [*base, "--methods", "nope"], capture_output=True, text=True, cwd=REPO, timeout=300
+    )
+    assert bad.returncode == 2 and "--methods" in bad.stderr
