@@ -261,6 +261,13 @@ class Source:
     kind: str
     files: list[Path]
     model_hint: str | None = None
+    # lm-eval's results_<timestamp>.json of the same run as the samples: sent along with them,
+    # it gives the server the evaluation configuration (drift guard)
+    config_file: Path | None = None
+
+    @property
+    def upload_files(self) -> list[Path]:
+        return [*self.files, self.config_file] if self.config_file else list(self.files)
 
 
 def find_source(path: Path) -> Source:
@@ -272,14 +279,14 @@ def find_source(path: Path) -> Source:
                 files = _newest_per_task(found)
                 folders = dict.fromkeys([*(f.parent for f in files), path])
                 hint = next(filter(None, map(_model_from_results, folders)), None)
-                return Source("samples", files, hint)
+                return Source("samples", files, hint, _results_of_run(files))
         raise fail(
             f"no sample files in {path} (looked for {', '.join(SAMPLE_GLOBS)}; run lm_eval "
             "with --log_samples)"
         )
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson", ".parquet"):
-        return Source("samples", [path], _model_from_results(path.parent))
+        return Source("samples", [path], _model_from_results(path.parent), _results_of_run([path]))
     if suffix in (".csv", ".json", ".npz"):
         return Source(suffix[1:], [path])
     raise fail(f"cannot tell the format of {path.name}: use .jsonl, .parquet, .csv, .json or .npz")
@@ -295,6 +302,27 @@ def _newest_per_task(files: list[Path]) -> list[Path]:
         if key not in latest or f.name > latest[key].name:
             latest[key] = f
     return sorted(latest.values())
+
+
+def _results_of_run(samples: list[Path]) -> Path | None:
+    """The newest lm-eval ``results_<timestamp>.json`` whose timestamp is one of the sample
+    files' (a results JSON of that run, with its task configs)."""
+    from app.ingest.lm_eval_config import is_lm_eval_results
+
+    stamps = {m.group(1) for f in samples if (m := _TIMESTAMP.search(f.name))}
+    found = [
+        f
+        for folder in dict.fromkeys(f.parent for f in samples)
+        for f in folder.glob("results_*.json")
+        if f.is_file() and f.name[len("results_") : -len(".json")] in stamps
+    ]
+    for f in sorted(found, key=lambda f: f.name, reverse=True):
+        try:
+            if is_lm_eval_results(json.loads(f.read_text())):
+                return f
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def _model_from_results(folder: Path) -> str | None:

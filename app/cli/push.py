@@ -302,7 +302,9 @@ def push(
             interactive = not no_input and sys.stdin.isatty()
             if source.kind == "samples":
                 reply = with_choices(
-                    lambda o: client.upload_results_file(bench.id, source.files, model=name, **o),
+                    lambda o: client.upload_results_file(
+                        bench.id, source.upload_files, model=name, **o
+                    ),
                     opts,
                     interactive,
                 )
