@@ -18,10 +18,14 @@ from scipy import stats
 from app.core.stats import (
     clustered_se,
     compare_to_baseline,
+    dirichlet_p_better,
     fpc,
     mcnemar_exact,
+    mcnemar_exact_counts,
     normal_paired_comparison,
     paired_bootstrap,
+    paired_outcomes,
+    repeated_samples_estimate,
     score_subset,
     wilson_bounds,
     wilson_interval,
@@ -325,3 +329,209 @@ def test_compare_to_baseline_refuses_bad_indices(new, idx, message) -> None:
     base = np.array([0, 1, 1, 0, 1, 0])
     with pytest.raises(ValueError, match=_exact(message)):
         compare_to_baseline(new, base, idx)
+
+
+# -- dirichlet_p_better / mcnemar_exact_counts (issue 13) ------------------------------------------
+def _beta_sf_half(n10: int, n01: int) -> float:
+    """``P(Beta(1 + n10, 1 + n01) > 1/2) = P(Binomial(n10 + n01 + 1, 1/2) <= n10)`` (integer case)."""
+    return float(stats.binom.cdf(n10, n10 + n01 + 1, 0.5))
+
+
+@pytest.mark.parametrize(("n10", "n01"), [(0, 3), (4, 0), (0, 0), (7, 2), (1, 1)])
+def test_dirichlet_p_better_closed_form_including_zero_counts(n10, n01) -> None:
+    assert float(dirichlet_p_better(n10, n01)) == pytest.approx(_beta_sf_half(n10, n01), rel=1e-12)
+
+
+def test_dirichlet_p_better_vectorised_and_text_numbers() -> None:
+    got = dirichlet_p_better(["3", "0"], [1, 5])
+    assert got == pytest.approx([_beta_sf_half(3, 1), _beta_sf_half(0, 5)], rel=1e-12)
+    got = dirichlet_p_better([3, 0], ["1", "5"])
+    assert got == pytest.approx([_beta_sf_half(3, 1), _beta_sf_half(0, 5)], rel=1e-12)
+
+
+@pytest.mark.parametrize(("n10", "n01"), [(-1, 2), (2, -1), ([3, -2], [1, 1])])
+def test_dirichlet_p_better_refuses_negative_counts(n10, n01) -> None:
+    with pytest.raises(ValueError, match=_exact("n10: discordant counts must be non-negative")):
+        dirichlet_p_better(n10, n01)
+
+
+def test_mcnemar_exact_counts_equal_cells_and_text_numbers() -> None:
+    """n10 = n01: twice the binomial cdf exceeds 1 and the p-value is capped at exactly 1."""
+    assert 2 * stats.binom.cdf(3, 6, 0.5) > 1.0
+    assert float(mcnemar_exact_counts(3, 3)) == 1.0
+    ref = stats.binomtest(2, 9, 0.5).pvalue
+    assert float(mcnemar_exact_counts("2", 7)) == pytest.approx(ref, rel=1e-12)
+    assert float(mcnemar_exact_counts(2, "7")) == pytest.approx(ref, rel=1e-12)
+
+
+# -- paired_outcomes --------------------------------------------------------------------------------
+def test_paired_outcomes_all_cells_and_fields() -> None:
+    a = np.array([1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 1, 0])
+    b = np.array([0, 0, 1, 1, 1, 1, 1, 1, 0, 1, 0, 0])
+    cells = {(x, y): 0 for x in (0, 1) for y in (0, 1)}
+    for x, y in zip(a.tolist(), b.tolist(), strict=True):
+        cells[(x, y)] += 1
+    po = paired_outcomes(a, b, min_discordant=0)
+    assert (
+        (po.n11, po.n10, po.n01, po.n00)
+        == (
+            cells[(1, 1)],
+            cells[(1, 0)],
+            cells[(0, 1)],
+            cells[(0, 0)],
+        )
+        == (2, 3, 5, 2)
+    )
+    assert po.p_a_better == pytest.approx(_beta_sf_half(3, 5), rel=1e-12)
+    assert po.mcnemar_p == pytest.approx(stats.binomtest(3, 8, 0.5).pvalue, rel=1e-12)
+    assert po.min_discordant == 0 and po.status == "decidable"
+
+
+def test_paired_outcomes_single_item_and_zero_threshold() -> None:
+    po = paired_outcomes([1], [1], min_discordant=0)
+    assert (po.n11, po.n10, po.n01, po.n00) == (1, 0, 0, 0)
+    assert po.status == "decidable" and po.p_a_better == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "message"),
+    [
+        ([], [], "correct_b: expected a non-empty 1-d array aligned with correct_a"),
+        ([1, 0], [1, 0, 1], "correct_b: expected a non-empty 1-d array aligned with correct_a"),
+        (
+            np.ones((2, 2)),
+            np.ones((2, 2)),
+            "correct_b: expected a non-empty 1-d array aligned with correct_a",
+        ),
+        ([1, 0, 2], [1, 0, 1], "correct_a: expected 0/1 results"),
+        ([1, 0, 1], [1, 0, 2], "correct_a: expected 0/1 results"),
+    ],
+)
+def test_paired_outcomes_refuses_bad_input(a, b, message) -> None:
+    with pytest.raises(ValueError, match=_exact(message)):
+        paired_outcomes(a, b)
+
+
+@pytest.mark.parametrize("k", [-1, True])
+def test_paired_outcomes_refuses_a_bad_threshold(k) -> None:
+    with pytest.raises(ValueError, match=_exact("min_discordant: expected a non-negative count")):
+        paired_outcomes([1, 0], [0, 0], min_discordant=k)
+
+
+# -- repeated_samples_estimate ----------------------------------------------------------------------
+def _repeated_reference(x, k, s2, n_pop, confidence):
+    """The documented estimator, coded apart: Miller (2024) variance split with the FPC on Var(x)."""
+    x = np.array(x, dtype=float)
+    n = x.size
+    mean = x.sum() / n
+    var_xbar = ((x - mean) ** 2).sum() / (n - 1) if n > 1 else 0.0
+    within = float(np.mean(s2))
+    var_items = max(0.0, var_xbar - within / k)
+    if n_pop is None:
+        se = np.sqrt(var_xbar / n)
+    else:
+        se = np.sqrt((n_pop - n) / n_pop * var_items / n + within / (k * n))
+    z = stats.norm.ppf(0.5 + confidence / 2)
+    return mean, max(0.0, mean - z * se), min(1.0, mean + z * se), se, var_items, within
+
+
+def _check_repeated(est, ref, n, k, confidence) -> None:
+    value, lo, hi, se, var_items, within = ref
+    got = (est.value, est.ci_low, est.ci_high, est.se, est.var_items, est.mean_within)
+    assert got == pytest.approx((value, lo, hi, se, var_items, within), rel=1e-12, abs=1e-15)
+    assert (est.n, est.k, est.confidence) == (n, k, confidence)
+
+
+def test_repeated_samples_estimate_all_fields() -> None:
+    x = [0.2, 0.6, 1.0, 0.4, 0.8, 0.0, 0.6]
+    s2 = [5 / 4 * v * (1 - v) for v in x]
+    est = repeated_samples_estimate(x, 5, confidence=0.9)
+    ref = _repeated_reference(x, 5, s2, None, 0.9)
+    assert 0.0 < ref[1] < ref[2] < 1.0  # the interval is not clipped here
+    _check_repeated(est, ref, 7, 5, 0.9)
+    default = repeated_samples_estimate(x, 5)
+    assert default.confidence == 0.95
+    _check_repeated(default, _repeated_reference(x, 5, s2, None, 0.95), 7, 5, 0.95)
+
+
+def test_repeated_samples_estimate_with_population_and_given_variances() -> None:
+    x = [0.0, 0.25, 1.0, 0.5, 0.75, 1.0, 0.0, 0.25]
+    s2 = [0.0, 0.2, 0.05, 0.3, 0.25, 0.0, 0.1, 0.25]
+    est = repeated_samples_estimate(x, 4, within_variance=s2, n_population=40)
+    ref = _repeated_reference(x, 4, s2, 40, 0.95)
+    assert ref[4] > 0 and ref[5] > 0  # both parts of the variance are at work
+    _check_repeated(est, ref, 8, 4, 0.95)
+    text = repeated_samples_estimate(
+        [str(v) for v in x], 4, within_variance=[str(v) for v in s2], n_population=40
+    )
+    assert text == est
+    # N = n: only the within-item part is left
+    whole = repeated_samples_estimate(x, 4, within_variance=s2, n_population=8)
+    assert whole.se == pytest.approx(np.sqrt(np.mean(s2) / (4 * 8)), rel=1e-12)
+
+
+def test_repeated_samples_estimate_clips_the_interval_to_the_unit_range() -> None:
+    hi_side = repeated_samples_estimate([1.0, 1.0, 0.5], 2)
+    ref = _repeated_reference([1.0, 1.0, 0.5], 2, [0.0, 0.0, 0.5], None, 0.95)
+    assert ref[0] + 1.96 * ref[3] > 1.0
+    assert hi_side.ci_high == 1.0
+    _check_repeated(hi_side, ref, 3, 2, 0.95)
+    lo_side = repeated_samples_estimate([0.0, 0.0, 0.5], 2)
+    assert lo_side.ci_low == 0.0
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_repeated_samples_estimate_small_k(k) -> None:
+    x = [0.0, 1.0, 0.5, 1.0] if k == 2 else [0.0, 1.0, 1.0, 1.0]
+    s2 = [k / (k - 1) * v * (1 - v) for v in x] if k > 1 else [0.0] * 4
+    est = repeated_samples_estimate(x, k)
+    _check_repeated(est, _repeated_reference(x, k, s2, None, 0.95), 4, k, 0.95)
+    assert est.mean_within == (0.0 if k == 1 else pytest.approx(2 * 0.25 / 4))
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_repeated_samples_estimate_one_and_two_items(n) -> None:
+    x = [0.75, 0.25][:n]
+    est = repeated_samples_estimate(x, 4)
+    s2 = [4 / 3 * v * (1 - v) for v in x]
+    _check_repeated(est, _repeated_reference(x, 4, s2, None, 0.95), n, 4, 0.95)
+    if n == 1:
+        assert est.se == 0.0 and est.ci_low == est.ci_high == 0.75
+
+
+def test_repeated_samples_se_for_accepts_text_numbers() -> None:
+    est = repeated_samples_estimate([0.0, 0.25, 1.0, 0.5, 0.75], 4)
+    want = np.sqrt((est.var_items + est.mean_within / 8) / 50)
+    assert float(est.se_for("50", 8)) == pytest.approx(want, rel=1e-12)
+    assert float(est.se_for(50, "8")) == pytest.approx(want, rel=1e-12)
+
+
+SCORES_MESSAGE = "scores: expected a non-empty 1-d array of per-item scores in [0, 1]"
+
+
+@pytest.mark.parametrize(
+    "x", [[], [0.5, -0.1], [0.5, 1.2], [0.5, float("nan")], np.full((2, 2), 0.5)]
+)
+def test_repeated_samples_estimate_refuses_bad_scores(x) -> None:
+    with pytest.raises(ValueError, match=_exact(SCORES_MESSAGE)):
+        repeated_samples_estimate(x, 2)
+
+
+@pytest.mark.parametrize("k", [0, True, 2.5, -1])
+def test_repeated_samples_estimate_refuses_a_bad_k(k) -> None:
+    message = f"k: expected a positive number of samples per item, got {k}"
+    with pytest.raises(ValueError, match=_exact(message)):
+        repeated_samples_estimate([0.5, 0.25], k)
+
+
+@pytest.mark.parametrize("s2", [[0.1, 0.2, 0.3], [0.1, -0.01]])
+def test_repeated_samples_estimate_refuses_bad_within_variance(s2) -> None:
+    message = "within_variance: expected one non-negative variance per item"
+    with pytest.raises(ValueError, match=_exact(message)):
+        repeated_samples_estimate([0.5, 0.25], 2, within_variance=s2)
+
+
+def test_repeated_samples_estimate_refuses_a_population_below_n() -> None:
+    message = "n_population: smaller than the number of items"
+    with pytest.raises(ValueError, match=_exact(message)):
+        repeated_samples_estimate([0.5, 0.25, 1.0], 2, n_population=2)
