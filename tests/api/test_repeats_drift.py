@@ -287,3 +287,17 @@ def test_config_field_values_count_every_reference(db_session: Session) -> None:
     assert [(w.field, w.value, w.sources) for w in out] == [("num_fewshot", 5, {"0": 3, "5": 1})]
     assert config_mismatches("m", None, refs) == []
     assert copy.deepcopy(out[0]).message.startswith("num_fewshot = 5 for 'm' but 3 of 4")
+
+
+def test_files_with_different_k_are_refused_naming_samples() -> None:
+    from app.errors import InvalidInput
+    from app.services.uploads import merge
+
+    a = parse_columnar([0.5, 0.25], item_ids=["a", "b"], samples=4)
+    b = parse_columnar([1.0, 0.0], item_ids=["c", "d"], samples=2)
+    with pytest.raises(InvalidInput) as exc:
+        merge([a, b])
+    assert "different samples per item: [2, 4]" in str(exc.value.detail)
+    assert [e.field for e in exc.value.errors] == [("samples",)]
+    both = merge([a, parse_columnar([1.0, 0.75], item_ids=["c", "d"], samples=4)])
+    assert both.samples == 4 and both.correct.tolist() == [0.5, 0.25, 1.0, 0.75]
