@@ -60,6 +60,12 @@ def create(
     source_models: str | None = typer.Option(
         None, "--source-models", help="Comma-separated models to fit on (default: all complete)"
     ),
+    exclude: list[str] | None = typer.Option(
+        None,
+        "--exclude",
+        help="Drop items with this item-health flag (repeatable; 'flagged' = any flag; see "
+        "`benchslice benchmarks items`)",
+    ),
     timeout: float | None = typer.Option(None, "--timeout", help="Seconds to wait for the job"),
     url: str | None = UrlOpt,
     api_key: str | None = ApiKeyOpt,
@@ -86,6 +92,7 @@ def create(
                 source_models=split_list(source_models),
                 progress=progress,
                 timeout=timeout,
+                exclude="flagged" if exclude and "flagged" in exclude else exclude,
             )
     if as_json:
         print_json(subset)
@@ -95,6 +102,7 @@ def create(
         f"subset of {len(subset.items)} items from {subset.benchmark} v{subset.benchmark_version}"
         f" by {subset.method} (seed {prov.seed}, {len(prov.source_models)} source models, "
         f"signal {prov.signal}); estimator {subset.estimator}"
+        + (f"; excluded items flagged {', '.join(prov.exclude)}" if prov.exclude else "")
     )
     typer.echo(subset.id)
 
@@ -179,6 +187,12 @@ def score(
     ),
     metric: str | None = typer.Option(None, "--metric", help="lm-eval metric (if several)"),
     filter_: str | None = typer.Option(None, "--filter", help="lm-eval filter (if several)"),
+    interval: str | None = typer.Option(
+        None,
+        "--interval",
+        help="Small-sample interval of plain-mean subsets: wilson_fpc (default), "
+        "clopper_pearson, jeffreys, hypergeometric",
+    ),
     no_input: bool = typer.Option(False, "--no-input", help="Never prompt"),
     url: str | None = UrlOpt,
     api_key: str | None = ApiKeyOpt,
@@ -201,7 +215,12 @@ def score(
         if source.kind == "npz":
             results = _npz_subset_row(client, subset_id, source.files[0], model)
             scored = client.score_subset(
-                subset_id, model=model, results=results, baseline=baseline, threshold=threshold
+                subset_id,
+                model=model,
+                results=results,
+                baseline=baseline,
+                threshold=threshold,
+                interval=interval,
             )
         else:
             interactive = not no_input and sys.stdin.isatty()
@@ -212,6 +231,7 @@ def score(
                     files=source.files,
                     baseline=baseline,
                     threshold=threshold,
+                    interval=interval,
                     **o,
                 ),
                 opts,
@@ -247,7 +267,7 @@ def _print_score(s: SubsetScorePublic) -> None:
         f"subset accuracy {pct(s.subset_accuracy)}"
     )
     print_table(
-        ["estimator", "estimate", "95% CI", "se", "interval"],
+        ["estimator", "estimate", "95% CI", "se", "interval", "basis"],
         [
             [
                 e.estimator,
@@ -255,10 +275,19 @@ def _print_score(s: SubsetScorePublic) -> None:
                 f"[{pct(e.ci_low)}, {pct(e.ci_high)}]" if e.ci_low is not None else "-",
                 fmt(e.se, 4),
                 e.interval or (e.note or "-"),
+                e.basis,
             ]
             for e in s.estimates
         ],
     )
+    for e in s.estimates:
+        if e.available and e.raw_value is not None and e.raw_value != e.value:
+            typer.echo(
+                f"{e.estimator}: {pct(e.value)} is bias-corrected on the source models "
+                f"(the estimator itself says {pct(e.raw_value)})"
+            )
+        if e.note and e.interval:
+            typer.echo(f"note ({e.estimator}): {e.note}")
     b = s.baseline
     if b is not None:
         size = (

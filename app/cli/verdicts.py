@@ -39,6 +39,12 @@ def verdict(
     threshold: float | None = typer.Option(
         None, "--threshold", help="P(same order) needed to call them distinguishable [0.8]"
     ),
+    min_discordant: int | None = typer.Option(
+        None,
+        "--min-discordant",
+        min=0,
+        help="Fewest items only one model gets right for the paired outcome to decide [10]",
+    ),
     url: str | None = UrlOpt,
     api_key: str | None = ApiKeyOpt,
     as_json: bool = JsonOpt,
@@ -67,7 +73,13 @@ def verdict(
         raise typer.BadParameter("--benchmark and --size are required (or --subset)")
     with api(url, api_key) as client:
         v = client.verdict(
-            benchmark, model_a, model_b, size=size, method=method, threshold=threshold
+            benchmark,
+            model_a,
+            model_b,
+            size=size,
+            method=method,
+            threshold=threshold,
+            min_discordant=min_discordant,
         )
     if as_json:
         print_json(v)
@@ -103,9 +115,20 @@ def verdict(
                 ]
             ],
         )
+        if v.paired is not None:
+            _print_paired(v.paired)
         for w in v.warnings:
             typer.echo(f"warning ({w.code}): {w.message}")
     raise typer.Exit(EXIT_DISTINGUISHABLE if v.distinguishable else EXIT_NOT_DISTINGUISHABLE)
+
+
+def _print_paired(p) -> None:
+    typer.echo(
+        f"paired on all items: both right {p.n11}, only A {p.n10}, only B {p.n01}, both wrong "
+        f"{p.n00}; P(A better) = {p.p_a_better:.3f} (Dirichlet posterior), exact McNemar "
+        f"p = {p.mcnemar_p:.3g}; {p.status.upper()} "
+        f"({p.n10 + p.n01} discordant items, {p.min_discordant} needed)"
+    )
 
 
 def _subset_verdict(
@@ -152,20 +175,38 @@ def plan(
     probability: float | None = typer.Option(
         None, "--probability", help="P(same order) to reach at that gap [0.8]"
     ),
+    pair: tuple[str, str] | None = typer.Option(
+        None,
+        "--pair",
+        help="MODEL_A MODEL_B: the significance answer from this pair's discordance",
+    ),
+    alpha: float | None = typer.Option(None, "--alpha", help="Paired test's level [0.05]"),
+    power: float | None = typer.Option(None, "--power", help="Paired test's power [0.8]"),
     url: str | None = UrlOpt,
     api_key: str | None = ApiKeyOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """The smallest subset size that tells apart models GAP apart (its MDAD is at most GAP).
+    """The smallest subset size that tells apart models GAP apart (its MDAD is at most GAP),
+    and, labelled apart, the shared items a paired significance test needs to detect GAP.
 
     Example:
 
         benchslice plan --benchmark gpqa --gap 0.05
+        benchslice plan --benchmark gpqa --gap 0.03 --pair org/model-a org/model-b --power 0.9
     """
     if not 0 < gap < 1:
         raise typer.BadParameter("expected a fraction in (0, 1), e.g. 0.02", param_hint="--gap")
     with api(url, api_key) as client:
-        p = client.plan(benchmark, gap=gap, method=method, probability=probability)
+        p = client.plan(
+            benchmark,
+            gap=gap,
+            method=method,
+            probability=probability,
+            model_a=pair[0] if pair else None,
+            model_b=pair[1] if pair else None,
+            alpha=alpha,
+            power=power,
+        )
     if as_json:
         print_json(p)
         return
@@ -182,6 +223,14 @@ def plan(
     rows = _evidence_rows(p.evidence)
     if rows:
         print_table(["size", "MDAD"], rows)
+    sig = p.significance
+    if sig is not None:
+        source = "this pair's" if sig.source == "pair" else "the benchmark's typical (median)"
+        typer.echo(
+            f"significance (paired test, a different question): {sig.n} shared items detect a "
+            f"{_pts(sig.delta)} gap at alpha = {sig.alpha:g} with power {sig.power:g}, from "
+            f"{source} discordance (omega^2 = {sig.omega2:.4f})"
+        )
 
 
 def _evidence_rows(evidence: dict) -> list[list[object]]:

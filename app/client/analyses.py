@@ -26,10 +26,13 @@ class AnalysisOperations(Transport):
         size: int,
         method: str = "random",
         threshold: float | None = None,
+        min_discordant: int | None = None,
     ) -> VerdictPublic:
         """``GET /v1/benchmarks/{benchmark}/verdict``: would a ``size``-item subset order the pair
         as the full benchmark does (P(same order), tie, reversed, MDAD at that size, size
-        needed). ``benchmark``: a version id, a name (its latest version) or ``name@vN``."""
+        needed), and the pair's paired outcome on all items (``paired``: cells, P(A better),
+        exact McNemar, ``undecidable`` below ``min_discordant`` discordant items).
+        ``benchmark``: a version id, a name (its latest version) or ``name@vN``."""
         return VerdictPublic.model_validate(
             self.get_json(
                 benchmark_path(benchmark, "/verdict"),
@@ -38,6 +41,7 @@ class AnalysisOperations(Transport):
                 size=size,
                 method=method,
                 threshold=threshold,
+                min_discordant=min_discordant,
             )
         )
 
@@ -48,15 +52,25 @@ class AnalysisOperations(Transport):
         gap: float,
         method: str = "random",
         probability: float | None = None,
+        model_a: str | None = None,
+        model_b: str | None = None,
+        alpha: float | None = None,
+        power: float | None = None,
     ) -> PlanPublic:
         """``GET /v1/benchmarks/{benchmark}/plan``: smallest subset size whose MDAD is at most
-        ``gap``."""
+        ``gap`` (``size``, kind ``mdad``), and the shared items a paired test needs to detect
+        ``gap`` at ``alpha`` with ``power`` (``significance``; from the pair's discordance when
+        ``model_a`` and ``model_b`` are given)."""
         return PlanPublic.model_validate(
             self.get_json(
                 benchmark_path(benchmark, "/plan"),
                 gap=gap,
                 method=method,
                 probability=probability,
+                model_a=model_a,
+                model_b=model_b,
+                alpha=alpha,
+                power=power,
             )
         )
 

@@ -55,10 +55,12 @@ class SubsetOperations(Transport):
         seed: int | None = None,
         params: Mapping[str, Any] | None = None,
         source_models: Sequence[str] | None = None,
+        exclude: str | Sequence[str] | None = None,
     ) -> SubsetRequest:
         """``POST /v1/benchmarks/{benchmark}/subsets``: a job building the subset, or the subset
         itself when this exact request (same seed) was answered before. Use :meth:`build_subset` to
-        wait for it."""
+        wait for it. ``exclude``: ``"flagged"`` or item-health flags whose items are not
+        candidates."""
         body: dict[str, Any] = {"method": method, "size": size}
         if seed is not None:
             body["seed"] = seed
@@ -66,6 +68,8 @@ class SubsetOperations(Transport):
             body["params"] = dict(params)
         if source_models is not None:
             body["source_models"] = list(source_models)
+        if exclude:
+            body["exclude"] = exclude if isinstance(exclude, str) else list(exclude)
         data = json.dumps(body, sort_keys=True).encode()
         path = benchmark_path(benchmark, "/subsets")
         # Without a seed the server draws one, so only a seeded request is safe to replay.
@@ -90,10 +94,17 @@ class SubsetOperations(Transport):
         source_models: Sequence[str] | None = None,
         progress: Progress | None = None,
         timeout: float | None = None,
+        exclude: str | Sequence[str] | None = None,
     ) -> SubsetPublic:
         """Create a subset and wait for it (``progress(job)`` while the job runs)."""
         request = self.create_subset(
-            benchmark, method, size, seed=seed, params=params, source_models=source_models
+            benchmark,
+            method,
+            size,
+            seed=seed,
+            params=params,
+            source_models=source_models,
+            exclude=exclude,
         )
         if request.subset is not None:
             return request.subset
@@ -132,10 +143,13 @@ class SubsetOperations(Transport):
         task: str | None = None,
         item_key: Literal["doc_hash", "doc_id"] | None = None,
         idempotency_key: str | bool = True,
+        interval: str | None = None,
     ) -> SubsetScorePublic:
         """``POST /v1/subsets/{id}/scores``: a model's results on the subset items (files in any
         upload format, or ``results={item_id: 0/1}``) → estimated full-benchmark accuracy with
-        CIs, and the paired comparison with ``baseline`` when given.
+        CIs (each with its ``basis``; ``interval`` picks the small-sample interval of unweighted
+        probability subsets: wilson_fpc, clopper_pearson, jeffreys, hypergeometric), and the
+        paired comparison with ``baseline`` when given.
 
         The request carries an ``Idempotency-Key`` derived from its content (``True``), so it is
         retried safely: the server stores one score and replays it for the same key and body."""
@@ -148,6 +162,7 @@ class SubsetOperations(Transport):
             "filter": filter,
             "task": task,
             "item_key": item_key,
+            "interval": interval,
         }
         raw = results is not None
         if results is not None:

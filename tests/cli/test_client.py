@@ -244,6 +244,7 @@ CLIENT_METHODS = {
     "benchmarks-create_benchmark": "create_benchmark",
     "benchmarks-create_benchmark_from_samples": "create_benchmark_from_samples",
     "benchmarks-get_benchmark": "get_benchmark",
+    "benchmarks-list_items": "list_items",
     "results-upload_results": "upload_results_file",
     "results-list_models": "list_models",
     "results-delete_model_results": "delete_model_results",

@@ -115,3 +115,65 @@ def test_coverage_table_and_bad_method(gpqa_path: Path) -> None:
         [*base, "--methods", "nope"], capture_output=True, text=True, cwd=REPO, timeout=300
     )
     assert bad.returncode == 2 and "--methods" in bad.stderr
+
+
+def test_verdict_paired_and_plan_significance(cli: CLI, gpqa: dict[str, Any]) -> None:
+    from scipy import stats as st
+
+    with np.load(gpqa["path"]) as data:
+        names = [m for m in data["models"].tolist() if m != HELD_OUT]
+    y = _stored(gpqa)
+    by_name = dict(zip(sorted(names), y[np.argsort(names)], strict=True))
+    a, b = sorted(names)[:2]
+    run = cli("verdict", "-b", "gpqa", a, b, "-n", "25", "--json", "--min-discordant", "5")
+    assert run.code in (0, 1), run
+    p = run.json()["paired"]
+    ya, yb = by_name[a].astype(bool), by_name[b].astype(bool)
+    n10, n01 = int((ya & ~yb).sum()), int((~ya & yb).sum())
+    assert (p["n10"], p["n01"], p["min_discordant"]) == (n10, n01, 5)
+    assert p["mcnemar_p"] == pytest.approx(st.binomtest(n10, n10 + n01).pvalue, rel=1e-9)
+    text = cli("verdict", "-b", "gpqa", a, b, "-n", "25")
+    assert f"only A {n10}, only B {n01}" in text.stdout and "Dirichlet" in text.stdout
+    plan = cli("plan", "-b", "gpqa", "--gap", "0.05", "--pair", a, b, "--json")
+    assert plan.code == 0, plan
+    sig = plan.json()["significance"]
+    p10, p01 = n10 / 448, n01 / 448
+    omega2 = p10 + p01 - (p10 - p01) ** 2
+    z = st.norm.ppf(0.975) + st.norm.ppf(0.8)
+    n = z * z * omega2 / 0.05**2
+    assert sig["source"] == "pair" and sig["n"] == int(np.ceil(n / (1 + (n - 1) / 448) - 1e-9))
+    plain = cli("plan", "-b", "gpqa", "--gap", "0.05")
+    assert "significance (paired test" in plain.stdout and "typical" in plain.stdout
+
+
+def test_score_interval_option_and_basis_column(
+    cli: CLI, gpqa: dict[str, Any], tmp_path: Path
+) -> None:
+    from scipy import stats as st
+
+    made = cli("subset", "create", "-b", "gpqa", "-n", "40", "--seed", "5", "--exclude", "constant")
+    assert made.code == 0, made
+    assert "excluded items flagged constant" in made.stderr
+    shown = cli("subset", "get", made.stdout.strip(), "-f", "json")
+    assert shown.code == 0, shown
+    sub = shown.json()
+    assert sub["provenance"]["exclude"] == ["constant"]
+    constant = np.flatnonzero(item_health(_stored(gpqa)).flags["constant"])
+    assert not {i["position"] for i in sub["items"]} & set(constant.tolist())
+    with np.load(gpqa["path"]) as data:
+        row = data["correct"][data["models"].tolist().index(HELD_OUT)]
+    path = tmp_path / "held.csv"
+    path.write_text(
+        "item_id,correct\n"
+        + "".join(f"{i['item_id']},{int(row[i['position']])}\n" for i in sub["items"])
+    )
+    run = cli("score", sub["id"], "--model", "x", str(path), "--interval", "jeffreys", "--json")
+    assert run.code == 0, run
+    (est,) = [e for e in run.json()["estimates"] if e["estimator"] == "mean"]
+    k = int(row[[i["position"] for i in sub["items"]]].sum())
+    assert est["interval"] == "jeffreys" and est["basis"] == "design"
+    assert est["ci_low"] == pytest.approx(st.beta.ppf(0.025, k + 0.5, 40 - k + 0.5))
+    table = cli("score", sub["id"], "--model", "y", str(path))
+    assert table.code == 0 and "basis" in table.stdout and "design" in table.stdout
+    bad = cli("score", sub["id"], "--model", "z", str(path), "--interval", "wald")
+    assert bad.code == 2 and "interval" in bad.stderr
