@@ -120,7 +120,7 @@ def _cli_table_commands() -> list[list[str]]:
     for cell in re.findall(r"^\| `(benchslice [^`]+)`", section, re.M):
         for variant in re.findall(r"benchslice [a-z]+(?: [a-z]+)?", cell):
             words = variant.split()[1:]
-            if words[-1] not in ("list", "show", "get", "create") and len(words) == 2:
+            if words[-1] not in ("list", "show", "get", "create", "items") and len(words) == 2:
                 words = words[:1]  # `benchslice push --…` style: a command, then options
             commands.append(words)
     return commands
