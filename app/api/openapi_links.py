@@ -62,6 +62,7 @@ def _benchmark(expression: str) -> dict[str, dict[str, Any]]:
     """What can be done with a benchmark version once it exists."""
     targets = {
         "GetBenchmark": "benchmarks-get_benchmark",
+        "ListItems": "benchmarks-list_items",
         "UploadResults": "results-upload_results",
         "ListModels": "results-list_models",
         "GetMatrix": "results-get_matrix",
@@ -118,7 +119,7 @@ def links() -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
             "results-delete_model_results",
             "Delete the results just written",
             benchmark="$request.path.benchmark",
-            model="$response.body#/model",
+            model="$response.body#/model/name",
         ),
         "Leaderboard": _link(
             "leaderboards-leaderboard", "Rank with them", benchmark="$request.path.benchmark"

@@ -19,11 +19,17 @@ from app.services import leaderboards as service
 
 router = APIRouter(tags=["leaderboards"])
 
+MAX_MODELS_PARAM = 4_000
+
 Models = Annotated[
     str | None,
     Query(
-        max_length=20_000,
-        description="Model names, comma-separated (with `match`: the union of both)",
+        # the server reads request lines up to 64 KiB, and a non-ASCII character is up to 12
+        # bytes percent-encoded: 4,000 keeps the worst case (with `match`, `subset` and the
+        # path) inside it, so a request the spec allows is never refused with a bare 400
+        max_length=MAX_MODELS_PARAM,
+        description=f"Model names, comma-separated (with `match`: the union of both); at most "
+        f"{MAX_MODELS_PARAM:,} characters (for more models, use `match` or `top`)",
     ),
 ]
 Match = Annotated[

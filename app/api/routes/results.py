@@ -31,6 +31,8 @@ IdempotencyKeyHeader = Annotated[
     str | None,
     Header(
         alias="Idempotency-Key",
+        min_length=1,
+        max_length=idempotency.MAX_KEY_LENGTH,
         description="Retry-safe key: the same key with the same request replays the stored "
         "response; with another request it is a 422",
     ),
