@@ -34,6 +34,8 @@ def resolve_version(session: Session, ref: str, *, field: str = "benchmark") -> 
     (version ``N`` of that name). An unknown reference is a 404 naming ``field`` and ``ref``.
     """
     ref = ref.strip()
+    if "\x00" in ref:  # Postgres text cannot hold NUL: no stored name has one (was a 500 on /ui)
+        raise NotFound(f"no benchmark named {ref!r}", field=field)
     try:
         version_id = uuid.UUID(ref)
     except ValueError:

@@ -341,6 +341,8 @@ def run_subset_job(session: Session, job: Job, ctx: job_service.JobContext) -> N
 
 
 def get_subset(session: Session, sid: str, *, with_fitted: bool = False) -> Subset:
+    if "\x00" in sid:  # Postgres text cannot hold NUL: no stored id has one (was a 500 on /ui)
+        raise NotFound(f"subset {sid!r} does not exist")
     repo = SubsetRepository(session)
     row = repo.get_with_fitted(sid) if with_fitted else repo.get(sid)
     if row is None:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import secrets
+from http import HTTPStatus
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.web.routes import router
+from app.errors import DomainError
+from app.web.routes import error_page, router
 from app.web.security import UI_PREFIX, SecurityHeaders
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -20,3 +24,25 @@ def install_web(app: FastAPI) -> None:
     app.include_router(router)
     app.mount(f"{UI_PREFIX}/static", StaticFiles(directory=STATIC_DIR), name="ui_static")
     app.add_middleware(SecurityHeaders)
+    _html_http_errors(app)
+
+
+def _html_http_errors(app: FastAPI) -> None:
+    """Routing errors under /ui (no such page: ``/ui/benchmarks/``, a POST to a page) are HTML
+    error pages like the pages' own 4xx, not the API's problem+json."""
+    api_handler = app.exception_handlers[StarletteHTTPException]
+
+    async def handler(request: Request, exc: Exception) -> Response:
+        path = request.url.path
+        if not isinstance(exc, StarletteHTTPException) or not (
+            path == UI_PREFIX or path.startswith(UI_PREFIX + "/")
+        ):
+            return await api_handler(request, exc)
+        error = DomainError(str(exc.detail))
+        error.status_code = exc.status_code
+        error.title = HTTPStatus(exc.status_code).phrase
+        response = error_page(request, error)
+        response.headers.update(exc.headers or {})
+        return response
+
+    app.exception_handlers[StarletteHTTPException] = handler
