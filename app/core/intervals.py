@@ -13,6 +13,8 @@ All functions take arrays (one entry per scored model) and return arrays; no loo
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from scipy import stats as _st
 
@@ -295,7 +297,68 @@ def reference_calibrated_interval(
     models are usually the ones the subset was selected on, whose errors are optimistic, hence
     ``inflation``, measured by the coverage study (:mod:`app.core.coverage`).
     """
-    est = np.asarray(estimates, dtype=np.float64).ravel()
+    cal = calibrate_references(
+        reference_estimates,
+        reference_truth,
+        confidence=confidence,
+        inflation=inflation,
+        bandwidth=bandwidth,
+        grid_step=grid_step,
+        min_neighbours=min_neighbours,
+    )
+    return cal.apply(estimates)
+
+
+@dataclass(frozen=True)
+class ReferenceCalibration:
+    """The reference models' error law on a grid of true accuracies (what
+    :func:`reference_calibrated_interval` inverts): computed once per set of references, applied
+    to any number of scored models.
+
+    Attributes
+    ----------
+    grid, bias, spread, quantile : ndarray, shape (G,)
+        Candidate accuracies ``a``, ``b(a)``, ``s(a)`` and ``q(a) c``.
+    grid_step : float
+    confidence, inflation : float
+        The level and spread multiplier it was computed for.
+    """
+
+    grid: np.ndarray
+    bias: np.ndarray
+    spread: np.ndarray
+    quantile: np.ndarray
+    grid_step: float
+    confidence: float
+    inflation: float
+
+    def apply(self, estimates) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(value, lo, hi, se)`` of :func:`reference_calibrated_interval` for ``estimates``."""
+        est = np.asarray(estimates, dtype=np.float64).ravel()
+        grid, b, s, q = self.grid, self.bias, self.spread, self.quantile
+        dev = (est[:, None] - grid[None, :] - b[None, :]) / s[None, :]  # (m, G)
+        inside = np.abs(dev) <= q[None, :]
+        best = np.argmin(np.abs(dev), axis=1)
+        any_in = inside.any(axis=1)
+        first = np.where(any_in, np.argmax(inside, axis=1), best)
+        last = np.where(any_in, grid.size - 1 - np.argmax(inside[:, ::-1], axis=1), best)
+        lo = np.maximum(grid[first] - self.grid_step, 0.0)
+        hi = np.minimum(grid[last] + self.grid_step, 1.0)
+        return grid[best], lo, hi, s[best]
+
+
+def calibrate_references(
+    reference_estimates,
+    reference_truth,
+    *,
+    confidence: float = 0.95,
+    inflation: float = 1.0,
+    bandwidth: float | None = None,
+    grid_step: float = 0.001,
+    min_neighbours: int = 30,
+) -> ReferenceCalibration:
+    """The part of :func:`reference_calibrated_interval` that depends on the references only
+    (parameters and formulas there)."""
     r_est = np.asarray(reference_estimates, dtype=np.float64).ravel()
     truth = np.asarray(reference_truth, dtype=np.float64).ravel()
     if r_est.shape != truth.shape or r_est.size < 3:
@@ -319,19 +382,17 @@ def reference_calibrated_interval(
     s2 *= n_eff / np.maximum(n_eff - 1.0, 1e-9)
     s = np.sqrt(np.maximum(s2, 1e-12))
     q = _st.t.ppf(1.0 - a / 2.0, np.maximum(n_eff - 1.0, 1.0)) * inflation
-    dev = (est[:, None] - grid[None, :] - b[None, :]) / s[None, :]  # (m, G)
-    inside = np.abs(dev) <= q[None, :]
-    best = np.argmin(np.abs(dev), axis=1)
-    any_in = inside.any(axis=1)
-    first = np.where(any_in, np.argmax(inside, axis=1), best)
-    last = np.where(any_in, grid.size - 1 - np.argmax(inside[:, ::-1], axis=1), best)
-    lo = np.maximum(grid[first] - grid_step, 0.0)
-    hi = np.minimum(grid[last] + grid_step, 1.0)
-    return grid[best], lo, hi, s[best]
+    for arr in (grid, b, s, q):
+        arr.setflags(write=False)
+    return ReferenceCalibration(
+        grid, b, s, q, float(grid_step), float(confidence), float(inflation)
+    )
 
 
 __all__ = [
     "SMALL_N_METHODS",
+    "ReferenceCalibration",
+    "calibrate_references",
     "clopper_pearson",
     "difference_estimate",
     "hypergeometric_interval",

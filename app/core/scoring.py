@@ -17,6 +17,8 @@ from app.core.estimators.irt import item_bank
 from app.core.exact import order_probabilities
 from app.core.intervals import (
     SMALL_N_METHODS,
+    ReferenceCalibration,
+    calibrate_references,
     difference_estimate,
     proportion_interval,
     reference_calibrated_interval,
@@ -387,6 +389,7 @@ def score_models(
     inflation: float = CALIBRATION_INFLATION,
     estimators: tuple[str, ...] | None = None,
     reference_values: dict[str, np.ndarray] | None = None,
+    calibrations: dict[str, ReferenceCalibration] | None = None,
 ) -> list[EstimateBatch]:
     """Every estimate a subset offers for models known only on its items, with honest intervals.
 
@@ -419,6 +422,10 @@ def score_models(
         Precomputed estimator values on the reference models (:func:`reference_estimates` of
         the same ``reference_correct``): the calibration then skips re-running the estimators
         on them (a service caches these per subset and results).
+    calibrations : dict of str to ReferenceCalibration, optional
+        Precomputed error laws (:func:`reference_calibrations` of the same references): used
+        for an estimator when computed at this ``level`` and ``inflation``; then neither the
+        estimator nor the kernel smoothing is re-run on the references.
 
     Returns
     -------
@@ -521,6 +528,13 @@ def score_models(
         ref_signal = ref
         if name == "weighted_confidence":
             ref_signal = None if reference_confidence is None else np.asarray(reference_confidence)
+        cal = None if calibrations is None else calibrations.get(name)
+        if cal is not None and calibrate and cal.confidence == level and cal.inflation == inflation:
+            val, lo, hi, se = cal.apply(value)
+            out.append(
+                _batch(name, val, lo, hi, se, "reference_calibrated", "model", level, raw=value)
+            )
+            continue
         if calibrate and ref_signal is not None and ref_signal.shape[0] >= MIN_REFERENCE_MODELS:
             if reference_values is not None and name in reference_values:
                 r_val = np.asarray(reference_values[name], dtype=np.float64)
@@ -620,6 +634,32 @@ def reference_estimates(
     return out
 
 
+def reference_calibrations(
+    selection: Selection,
+    reference_correct,
+    *,
+    level: float = 0.95,
+    inflation: float = CALIBRATION_INFLATION,
+    values: dict[str, np.ndarray] | None = None,
+) -> dict[str, ReferenceCalibration]:
+    """The error law :func:`score_models` inverts for each calibrated estimator, computed once
+    from the reference models (pass the result as its ``calibrations``).
+
+    Empty with fewer than :data:`MIN_REFERENCE_MODELS` references (``score_models`` then does
+    not calibrate either). ``values``: :func:`reference_estimates` when already computed.
+    """
+    ref = np.asarray(reference_correct, dtype=np.float64)
+    if ref.ndim != 2 or ref.shape[0] < MIN_REFERENCE_MODELS:
+        return {}
+    vals = reference_estimates(selection, ref) if values is None else values
+    truth = ref.mean(axis=1)
+    return {
+        name: calibrate_references(v, truth, confidence=level, inflation=inflation)
+        for name, v in vals.items()  # a handful of estimators
+        if name != "weighted_confidence"  # calibrated on confidences, not on correctness
+    }
+
+
 def reference_predictions(selection: Selection, y: np.ndarray, reference_correct) -> np.ndarray:
     """Per-item predictions for each scored model from reference models' item accuracies.
 
@@ -712,6 +752,7 @@ __all__ = [
     "design_inclusion",
     "kish_n_eff",
     "model_assisted",
+    "reference_calibrations",
     "reference_estimates",
     "reference_predictions",
     "score_models",

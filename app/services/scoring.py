@@ -11,8 +11,9 @@ Estimates, one per estimator the subset's method supports, from
 * ``model`` (DPP, Anchor Points, tinyBenchmarks): the estimator is re-run on the reference
   models (the subset's source models, or every model with full results when the method uses
   none) and its error law inverted (``reference_calibrated``): ``value`` is bias-corrected and
-  ``raw_value`` keeps the estimator's own number. Those reference values are cached per
-  (subset, results stamp): a warm call only scores the new model.
+  ``raw_value`` keeps the estimator's own number. Those reference values and the error laws
+  (:func:`app.core.scoring.reference_calibrations`) are cached per (subset, results stamp): a
+  warm call only scores the new model.
 
 Population shift: with IRT state (tinyBenchmarks), the scored model's MAP ability outside the
 source models' range on any dimension, or person fit ``l_z < -2``; otherwise its accuracy on the subset outside
@@ -29,10 +30,11 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from app.core.estimators.irt import item_bank
-from app.core.intervals import SMALL_N_METHODS
+from app.core.intervals import SMALL_N_METHODS, ReferenceCalibration
 from app.core.results import Selection
 from app.core.scoring import (
     DEFAULT_SMALL_N,
+    reference_calibrations,
     reference_estimates,
     score_models,
     size_needed_for_gap,
@@ -143,10 +145,12 @@ def irt_score(selection: Selection, y: np.ndarray) -> IRTScore | None:
 
 @dataclass(frozen=True)
 class References:
-    """A subset's reference models (full 0/1 results) and the estimators' values on them."""
+    """A subset's reference models (full 0/1 results), the estimators' values on them and the
+    error laws the calibrated intervals invert (at the default level)."""
 
     correct: np.ndarray  # (r, N) float64, read-only
     values: dict[str, np.ndarray]
+    calibrations: dict[str, ReferenceCalibration]
 
 
 # (subset id, results stamp) -> its references
@@ -174,7 +178,8 @@ def references(fm: FullMatrix, row: Subset, selection: Selection) -> References:
     values = reference_estimates(selection, ref) if len(rows) else {}
     for v in values.values():
         v.setflags(write=False)
-    out = References(correct=ref, values=values)
+    cals = reference_calibrations(selection, ref, values=values) if len(rows) else {}
+    out = References(correct=ref, values=values, calibrations=cals)
     _REFERENCES.discard_where(lambda k: k[0] == row.id and k[1] != fm.stamp)
     _REFERENCES.put(key, out)
     return out
@@ -209,6 +214,7 @@ def estimates_for(
         reference_correct=ref,
         small_n=check_interval(interval),
         reference_values=None if refs is None else refs.values,
+        calibrations=None if refs is None else refs.calibrations,
     )
     return [EstimatePublic(**b.row(0)) for b in batches]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.core.scoring import reference_estimates, score_models
+from app.core.scoring import reference_calibrations, reference_estimates, score_models
 from app.core.selectors import make_selector
 
 
@@ -22,12 +22,28 @@ def test_reference_values_change_nothing() -> None:
         assert values and all(v.shape == (40,) for v in values.values())
         a = score_models(sel, y, 120, reference_correct=ref)
         b = score_models(sel, y, 120, reference_correct=ref, reference_values=values)
-        for x, z in zip(a, b, strict=True):
+        cals = reference_calibrations(sel, ref, values=values)
+        assert set(cals) == set(values) - {"weighted_confidence"}
+        c = score_models(sel, y, 120, reference_correct=ref, calibrations=cals)
+        for x, z in [*zip(a, b, strict=True), *zip(a, c, strict=True)]:
             assert x.interval == z.interval and x.basis == z.basis
             for f in ("value", "ci_low", "ci_high", "se", "raw_value"):
                 np.testing.assert_array_equal(getattr(x, f), getattr(z, f))
         # the references' values are the estimator applied to the references' subset results
-        c = score_models(sel, ref[:, sel.indices], 120, calibrate=False)
-        for batch in c:
+        raw = score_models(sel, ref[:, sel.indices], 120, calibrate=False)
+        for batch in raw:
             if batch.estimator in values:
                 np.testing.assert_allclose(values[batch.estimator], batch.raw_value)
+
+
+def test_calibration_for_another_level_is_not_reused() -> None:
+    rng = np.random.default_rng(1)
+    correct = (rng.random((50, 80)) < np.linspace(0.2, 0.8, 50)[:, None]).astype(float)
+    sel = make_selector("dpp").fit(correct[:30]).select(15, rng=0)
+    ref, y = correct[:30], correct[30:, sel.indices]
+    cals = reference_calibrations(sel, ref, level=0.9)
+    a = score_models(sel, y, 80, reference_correct=ref)  # 0.95
+    b = score_models(sel, y, 80, reference_correct=ref, calibrations=cals)
+    for x, z in zip(a, b, strict=True):
+        np.testing.assert_array_equal(x.ci_low, z.ci_low)
+    assert reference_calibrations(sel, ref[:5]) == {}  # too few references
