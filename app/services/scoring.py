@@ -148,7 +148,7 @@ class References:
     """A subset's reference models (full 0/1 results), the estimators' values on them and the
     error laws the calibrated intervals invert (at the default level)."""
 
-    correct: np.ndarray  # (r, N) float64, read-only
+    correct: np.ndarray  # (r, N) uint8, read-only (small in the cache; converted per call)
     values: dict[str, np.ndarray]
     calibrations: dict[str, ReferenceCalibration]
 
@@ -173,7 +173,7 @@ def references(fm: FullMatrix, row: Subset, selection: Selection) -> References:
     if hit is not None:
         return hit
     rows = reference_rows(fm, row)
-    ref = fm.correct[rows].astype(np.float64)
+    ref = fm.correct[rows]  # a copy (fancy indexing) of the uint8 matrix
     ref.setflags(write=False)
     values = reference_estimates(selection, ref) if len(rows) else {}
     for v in values.values():
