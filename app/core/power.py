@@ -63,10 +63,13 @@ def paired_sample_size(
     if np.any(d <= 0) or np.any(w2 < 0):
         raise ValueError("delta: expected a positive gap and a non-negative variance")
     z = _st.norm.ppf(1.0 - alpha / 2.0) + _st.norm.ppf(power)
-    n = z * z * w2 / (d * d)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        n = np.where(w2 == 0, 0.0, z * z * w2 / (d * d))  # a gap below 1e-154 overflows to inf
     if n_population is not None:
-        n = n / (1.0 + (n - 1.0) / n_population)
+        with np.errstate(invalid="ignore"):
+            n = np.where(np.isfinite(n), n / (1.0 + (n - 1.0) / n_population), n_population)
         n = np.minimum(n, n_population)
+    n = np.minimum(n, 2.0**62)  # no population: an unreachable gap stays a huge finite count
     return np.maximum(1, np.ceil(n - 1e-9)).astype(np.int64)
 
 

@@ -105,5 +105,9 @@ def test_plan_significance_from_pair_and_benchmark(client: TestClient, seeded: S
     assert one.status_code == 422 and one.json()["errors"][0]["loc"][-1] == "model_b"
     ghost = client.get(url, params={"gap": 0.03, "model_a": seeded.names[a], "model_b": "ghost"})
     assert ghost.status_code == 404
+    tiny = client.get(url, params={"gap": 5e-324}).json()["significance"]
+    assert tiny["n"] == 448  # an undetectable gap needs every item, never a garbage count
+    bad = client.get(url, params={"gap": 0.03, "alpha": 5e-324})
+    assert bad.status_code == 422 and ["query", "alpha"] in [e["loc"] for e in bad.json()["errors"]]
     bad = client.get(url, params={"gap": 0.03, "power": 1.5})
     assert bad.status_code == 422 and ["query", "power"] in [e["loc"] for e in bad.json()["errors"]]

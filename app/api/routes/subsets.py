@@ -330,7 +330,7 @@ def plan_size(
     ] = None,
     model_b: Annotated[str | None, Query(min_length=1, max_length=300)] = None,
     alpha: Annotated[
-        float, Query(gt=0, lt=1, description="Two-sided level of the paired test")
+        float, Query(ge=1e-6, le=0.5, description="Two-sided level of the paired test")
     ] = 0.05,
     power: Annotated[float, Query(gt=0, lt=1, description="1 - beta of the paired test")] = 0.8,
 ) -> PlanPublic:
