@@ -228,7 +228,7 @@ def score(
                 lambda o: client.score_subset(
                     subset_id,
                     model=model,
-                    files=source.files,
+                    files=source.upload_files,  # with the run's results JSON (drift guard)
                     baseline=baseline,
                     threshold=threshold,
                     interval=interval,
