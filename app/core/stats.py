@@ -425,8 +425,9 @@ def paired_outcomes(
     b = np.asarray(correct_b)
     if a.shape != b.shape or a.ndim != 1 or a.size == 0:
         raise ValueError("correct_b: expected a non-empty 1-d array aligned with correct_a")
-    if not (np.isin(a, (0, 1)).all() and np.isin(b, (0, 1)).all()):
-        raise ValueError("correct_a: expected 0/1 results")
+    for name, values in (("correct_a", a), ("correct_b", b)):
+        if not np.isin(values, (0, 1)).all():
+            raise ValueError(f"{name}: expected 0/1 results")
     if isinstance(min_discordant, bool) or min_discordant < 0:
         raise ValueError("min_discordant: expected a non-negative count")
     a, b = a.astype(bool), b.astype(bool)

@@ -404,7 +404,7 @@ def test_paired_outcomes_single_item_and_zero_threshold() -> None:
             "correct_b: expected a non-empty 1-d array aligned with correct_a",
         ),
         ([1, 0, 2], [1, 0, 1], "correct_a: expected 0/1 results"),
-        ([1, 0, 1], [1, 0, 2], "correct_a: expected 0/1 results"),
+        ([1, 0, 1], [1, 0, 2], "correct_b: expected 0/1 results"),
     ],
 )
 def test_paired_outcomes_refuses_bad_input(a, b, message) -> None:
