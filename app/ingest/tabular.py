@@ -90,8 +90,13 @@ def parse_csv(data: bytes | str) -> ParsedResults:
     samples) and ``within_variance``; without one they are positional. Errors carry the CSV
     line number.
     """
-    reader = csv.reader(io.StringIO(_text(data)))
-    rows = [(reader.line_num, row) for row in reader if row and any(c.strip() for c in row)]
+    # newline="": a bare "\r" ends a line (as the csv module expects) instead of reaching the
+    # reader inside a line, which raised csv.Error (a 500 found by schemathesis)
+    reader = csv.reader(io.StringIO(_text(data), newline=""))
+    try:
+        rows = [(reader.line_num, row) for row in reader if row and any(c.strip() for c in row)]
+    except csv.Error as exc:
+        raise IngestError.single(f"unreadable CSV: {exc}", line=reader.line_num) from None
     if not rows:
         raise IngestError.single("empty upload: no rows")
     first_line, first = rows[0]

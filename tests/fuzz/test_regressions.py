@@ -64,3 +64,20 @@ def test_every_bounded_request_the_spec_allows_fits_the_servers_request_line() -
                 if n is not None:
                     worst += len(p["name"]) + 2 + 12 * n
             assert worst <= limit, (method, path, worst)
+
+
+def test_csv_with_a_bare_carriage_return_or_a_huge_field_is_an_ingest_error() -> None:
+    """Regression (schemathesis, POST /v1/subsets/{id}/scores with text/csv ``T\\r\\u0161``):
+    csv.Error escaped parse_csv and the upload was a 500; now a bare CR ends a line and any
+    csv.Error is a 422-mapped IngestError with its line."""
+    import pytest
+
+    from app.ingest.tabular import parse_csv
+    from app.ingest.types import IngestError
+
+    with pytest.raises(IngestError, match="line 1: expected at least two columns"):
+        parse_csv("T\r\u0161".encode())
+    parsed = parse_csv(b"item_id,correct\r\na,1\rb,0\n")  # old Mac line ends inside a file
+    assert parsed.item_ids.tolist() == ["a", "b"] and parsed.correct.tolist() == [1, 0]
+    with pytest.raises(IngestError, match="unreadable CSV: field larger than field limit"):
+        parse_csv(b'a,"' + b"x" * 200_000 + b'"\n')
