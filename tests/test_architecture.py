@@ -8,6 +8,8 @@
 * Routes do no SQL: nothing under ``app/api/routes`` imports ``app.db`` or ``sqlalchemy``.
 * Services say which field is at fault, not where it sits in an HTTP request: no ``"loc"``
   dict key in ``app/services`` (app/api/errors.py decides the location).
+* No module in ``app/`` or ``worker/`` is longer than :data:`MAX_LINES` lines (issue 11): a file
+  that grows past it is split along a real seam.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ CORE_FORBIDDEN = (
     "worker",
 )
 ROUTES_FORBIDDEN = ("app.db", "sqlalchemy")
+MAX_LINES = 600
 
 # Offenders in files another change is rewriting (R-JOBS: services/analyses.py, services/jobs.py,
 # worker/*, app/main.py, core/{protocol,analysis,planning}.py, routes analyses/jobs/subsets).
@@ -217,3 +220,30 @@ def test_the_checks_catch_what_they_should(tmp_path: Path) -> None:
     inside = list(private_name_violations(insider))
     assert not any("_validation" in v for v in inside), inside
     assert any("imports _STATE from app.core.protocol" in v for v in inside)
+
+
+def too_long(limit: int = MAX_LINES) -> list[str]:
+    """``path: N lines`` for every .py file under app/ and worker/ longer than ``limit``."""
+    found = []
+    for top in PACKAGES:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            n = len(path.read_text().splitlines())
+            if n > limit:
+                found.append(f"{path.relative_to(ROOT).as_posix()}: {n} lines (limit {limit})")
+    return found
+
+
+def test_no_module_is_longer_than_the_limit() -> None:
+    offenders = too_long()
+    assert not offenders, "split along a real seam:\n" + "\n".join(offenders)
+
+
+def test_the_length_check_can_fail() -> None:
+    """With a limit below the longest module the check names it with its count."""
+    longest = max(
+        (len(p.read_text().splitlines()), p.relative_to(ROOT).as_posix())
+        for top in PACKAGES
+        for p in (ROOT / top).rglob("*.py")
+    )
+    offenders = too_long(longest[0] - 1)
+    assert f"{longest[1]}: {longest[0]} lines (limit {longest[0] - 1})" in offenders
