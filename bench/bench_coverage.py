@@ -1,14 +1,21 @@
-"""Coverage of the 95 % intervals on the REAL GPQA matrix (issue 13), before and after.
+"""Coverage of the 95 % intervals on the REAL GPQA matrix (issue 13), without and with references.
 
 Protocol (statistics-next §5): per repeat, 300 source / 120 held-out target models (duplicate
 result vectors dropped among the targets); every selector is fitted on the sources and draws a
 subset of each size; every target is scored from its subset results only, and we record whether
 its full accuracy is inside each interval.
 
-* ``--scorer before``: the service's own per-model scoring (``app.services.scoring.estimates_for``,
-  as on main before issue 13), called once per target;
-* ``--scorer after``: :func:`app.core.scoring.score_models` with the source models as references
-  (plus the alternative small-sample intervals for unweighted probability subsets).
+* ``--scorer no-references``: the service's own per-model scoring
+  (``app.services.scoring.estimates_for``) called once per target *without* reference models:
+  design-based intervals for probability subsets, the uncalibrated intervals (with their warning
+  note) for DPP / Anchor Points / tinyBenchmarks, no ``model_assisted``;
+* ``--scorer references``: :func:`app.core.scoring.score_models` with the source models as
+  references (plus the alternative small-sample intervals for unweighted probability subsets).
+
+This option was called ``before`` until it started importing the current ``estimates_for``: it no
+longer measures the pre-issue-13 scorer. The BEFORE table in bench/RESULTS.md was measured at
+commit dee1425's parent (d43cdf5) with the old scorer (``estimates_for`` as it stood then); to
+reproduce it, run this script from a checkout of that commit.
 
     .venv/bin/python bench/bench_coverage.py --repeats 20 --scorer both
 """
@@ -47,8 +54,8 @@ def _data_path() -> Path:
     )
 
 
-def before_scorer(selection, y, n_population, reference_correct):
-    """The service's scoring function as it stood (one call per target)."""
+def no_references_scorer(selection, y, n_population, reference_correct):
+    """The service's scoring function without reference models (one call per target)."""
     from app.services.scoring import estimates_for
 
     per_model = [estimates_for(selection, row, None, n_population) for row in y]
@@ -67,15 +74,15 @@ def before_scorer(selection, y, n_population, reference_correct):
                 ci_low=arr("ci_low"),
                 ci_high=arr("ci_high"),
                 se=arr("se"),
-                raw_value=value,
+                raw_value=arr("raw_value"),
                 interval=first.interval,
-                basis="before",
+                basis=first.basis,
             )
         )
     return out
 
 
-def after_scorer(selection, y, n_population, reference_correct):
+def references_scorer(selection, y, n_population, reference_correct):
     """:func:`score_models` (defaults) plus every small-n interval for unweighted subsets."""
     out = score_models(selection, y, n_population, reference_correct=reference_correct)
     if selection.method in ("random", "subtask_stratified"):
@@ -90,14 +97,14 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--sizes", type=int, nargs="+", default=[25, 50, 100])
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
-    ap.add_argument("--scorer", choices=("before", "after", "both"), default="both")
+    ap.add_argument("--scorer", choices=("no-references", "references", "both"), default="both")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, help="also write the tables as JSON here")
     args = ap.parse_args(argv)
     with np.load(_data_path(), allow_pickle=False) as d:
         correct, subtasks = d["correct"], d["subtasks"]
-    scorers = {"before": before_scorer, "after": after_scorer}
-    names = ("before", "after") if args.scorer == "both" else (args.scorer,)
+    scorers = {"no-references": no_references_scorer, "references": references_scorer}
+    names = ("no-references", "references") if args.scorer == "both" else (args.scorer,)
     dump = {}
     for name in names:
         t0 = time.perf_counter()
