@@ -3,8 +3,8 @@ batch → read it; create a subset → score on it; a 202 → poll its job).
 
 Links document the workflows for clients and let schemathesis' stateful phase walk them with
 real ids. They are added to the generated document after the routes (the routes stay free of
-schema plumbing); :func:`install_openapi_links` checks every target and parameter exists, so a
-renamed operation fails at startup instead of leaving a dead link.
+schema plumbing); a link whose operation or parameter no longer exists is left out, and
+:func:`link_problems` (asserted empty by tests/test_openapi_links.py) says which.
 """
 
 from __future__ import annotations
@@ -148,30 +148,51 @@ def links() -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
     }
 
 
-def add_links(spec: dict[str, Any]) -> dict[str, Any]:
-    """Add :func:`links` to ``spec`` in place (idempotent); raise if a source, status or target
-    operation or a target's parameter does not exist."""
-    operations: dict[str, dict[str, Any]] = {}
-    for path in spec.get("paths", {}).values():
-        for operation in path.values():
-            operations[operation["operationId"]] = operation
+def _operations(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        op["operationId"]: op for path in spec.get("paths", {}).values() for op in path.values()
+    }
+
+
+def link_problems(spec: dict[str, Any]) -> list[str]:
+    """Why some of :func:`links` cannot go into ``spec``: a missing source operation or status,
+    target operation, or target parameter (empty when every link resolves; a test asserts it)."""
+    operations = _operations(spec)
+    problems = []
     for (source, status), named in links().items():
-        if source not in operations:
-            raise KeyError(f"OpenAPI link source {source!r} is not an operation")
-        responses = operations[source].get("responses", {})
-        if status not in responses:
-            raise KeyError(f"OpenAPI link source {source!r} has no {status} response")
+        if status not in operations.get(source, {}).get("responses", {}):
+            problems.append(f"no operation {source!r} with a {status} response")
+            continue
         for name, link in named.items():
             target = operations.get(link["operationId"])
             if target is None:
-                raise KeyError(
-                    f"OpenAPI link {name!r} targets no operation {link['operationId']!r}"
-                )
-            params = {p["name"] for p in target.get("parameters", [])}
-            missing = set(link["parameters"]) - params
+                problems.append(f"link {name!r} of {source}: no operation {link['operationId']!r}")
+                continue
+            missing = set(link["parameters"]) - {p["name"] for p in target.get("parameters", [])}
             if missing:
-                raise KeyError(f"OpenAPI link {name!r}: {link['operationId']} has no {missing}")
-        responses[status]["links"] = named
+                problems.append(
+                    f"link {name!r} of {source}: {link['operationId']} has no {missing}"
+                )
+    return problems
+
+
+def add_links(spec: dict[str, Any]) -> dict[str, Any]:
+    """Add :func:`links` to ``spec`` in place (idempotent). A link that does not resolve (an
+    operation renamed under it) is left out rather than failing the document: see
+    :func:`link_problems`."""
+    operations = _operations(spec)
+    for (source, status), named in links().items():
+        response = operations.get(source, {}).get("responses", {}).get(status)
+        if response is None:
+            continue
+        ok = {}
+        for name, link in named.items():
+            target = operations.get(link["operationId"])
+            params = {p["name"] for p in (target or {}).get("parameters", [])}
+            if target is not None and set(link["parameters"]) <= params:
+                ok[name] = link
+        if ok:
+            response["links"] = ok
     return spec
 
 
