@@ -261,7 +261,8 @@ def new_analysis_row(session: Session, job: Job) -> Analysis:
 def create_analysis(
     session: Session, benchmark_version_id: uuid.UUID, body: AnalysisCreate
 ) -> Analysis:
-    """Validate against the benchmark, insert the job (queued, seed fixed) and the analysis row.
+    """Validate against the benchmark, insert the job (queued, seed fixed) and the analysis row;
+    with an identical request's job still queued or running, return that job's analysis instead.
 
     Flush only: the caller commits, then enqueues the job.
     """
@@ -271,10 +272,18 @@ def create_analysis(
     )
     n_models = AnalysisRepository(session).full_coverage_models(version.id)
     check_against_benchmark(params, n_models, seen_half(version))
-    job = job_service.create_job(session, JOB_KIND, params, body.seed)
-    job.progress_total = params["runs"]  # known up front: clients see "0 / runs" while queued
+    # single flight: an identical request (same params and seed) gets the queued/running job's
+    # analysis; progress_total is known up front (clients see "0 / runs" while queued)
+    job, created = job_service.create_or_join_job(
+        session, JOB_KIND, params, body.seed, progress_total=params["runs"]
+    )
+    repo = AnalysisRepository(session)
+    if not created:
+        joined = repo.get_by_job(job.id)
+        if joined is not None:
+            return joined
     analysis = new_analysis_row(session, job)
-    AnalysisRepository(session).add(analysis)
+    repo.add(analysis)
     analysis.job = job
     return analysis
 

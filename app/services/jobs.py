@@ -14,6 +14,8 @@ session would make it wait for itself.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import secrets
 import uuid
 from collections.abc import Callable
@@ -21,10 +23,12 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.models import Job
+from app.db.models.job import ACTIVE_DEDUPE_INDEX
 from app.db.repositories import JobRepository
 from app.enums import JobStatus
 from app.errors import Conflict, NotFound
@@ -93,6 +97,89 @@ def create_job(
         progress_done=0,
     )
     return JobRepository(session).add(job)
+
+
+def dedupe_key(kind: str, params: dict[str, Any], seed: int) -> str:
+    """sha256 (hex) of the job's canonical identity: kind, params (sorted-key JSON) and seed."""
+    payload = {"kind": kind, "params": params, "seed": int(seed)}
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+JOIN_ATTEMPTS = 5
+CREATED_KEY = "benchslice.created_jobs"
+
+
+def take_created(session: Session, job_id: uuid.UUID) -> bool:
+    """Whether :func:`create_or_join_job` inserted this job in ``session`` (rather than joining
+    an identical active one); the mark is consumed. Only a new job is enqueued: publishing a
+    shared running job again would let a second worker run it alongside the first."""
+    created = session.info.get(CREATED_KEY, set())
+    if job_id in created:
+        created.discard(job_id)
+        return True
+    return False
+
+
+def is_dedupe_conflict(exc: IntegrityError) -> bool:
+    """Whether the violation is the active-job dedupe index (Postgres names the index, SQLite
+    the column)."""
+    text = str(exc.orig)
+    return ACTIVE_DEDUPE_INDEX in text or "jobs.dedupe_key" in text
+
+
+def create_or_join_job(
+    session: Session,
+    kind: str,
+    params: dict[str, Any],
+    seed: int | None = None,
+    *,
+    progress_total: int | None = None,
+) -> tuple[Job, bool]:
+    """Single flight: ``(job, created)``, the queued or running job with the same kind, params
+    and seed, or a new queued one (flush only; the caller enqueues a new job after commit).
+
+    The database arbitrates, so it holds across API processes: the insert carries
+    :func:`dedupe_key`, which a partial unique index allows once among active jobs. The insert
+    runs in a SAVEPOINT; on a conflict (another request inserted the same key first; on Postgres
+    the insert waits for that transaction to commit) the savepoint is rolled back and the
+    winner's job is read back. A job that turned terminal in between no longer holds the key,
+    so the insert is retried (a few times, then 409).
+    """
+    params = dict(params)
+    seed = new_seed() if seed is None else int(seed)
+    key = dedupe_key(kind, params, seed)
+    repo = JobRepository(session)
+    for _ in range(JOIN_ATTEMPTS):
+        found = repo.active_by_dedupe_key(key)
+        if found is not None:
+            return found, False
+        job = Job(
+            kind=kind,
+            status=JobStatus.queued,
+            params=params,
+            seed=seed,
+            progress_done=0,
+            progress_total=progress_total,
+            dedupe_key=key,
+        )
+        try:
+            with session.begin_nested():
+                session.add(job)
+                session.flush()
+        except IntegrityError as exc:
+            if not is_dedupe_conflict(exc):
+                raise
+            continue
+        session.info.setdefault(CREATED_KEY, set()).add(job.id)
+        return job, True
+    raise Conflict(f"an identical {kind} job kept changing state; try again")
+
+
+def discard_new_job(session: Session, job: Job) -> None:
+    """Delete a job this session just created (flush only): the work turned out to be done."""
+    session.info.get(CREATED_KEY, set()).discard(job.id)
+    JobRepository(session).delete(job)
 
 
 def get_job(session: Session, job_id: uuid.UUID) -> Job:

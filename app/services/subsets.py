@@ -217,7 +217,10 @@ def request_subset(
     session: Session, version_id: uuid.UUID, body: Any
 ) -> tuple[Subset | None, Job | None]:
     """Return ``(existing subset, None)`` when the content-addressed subset exists, else
-    ``(None, queued job)`` (the caller enqueues it after commit)."""
+    ``(None, job)``: the queued or running job already building it (identical requests share
+    one job, across API processes), or a new queued one, which the caller enqueues after commit
+    (only a new one: :func:`app.services.jobs.take_created`; the runner would run a running job
+    published twice in two workers at once)."""
     seed = job_service.new_seed() if body.seed is None else int(body.seed)
     params = body.params.model_dump()
     req = resolve_request(
@@ -243,9 +246,16 @@ def request_subset(
     }
     if req.exclude:
         job_params["exclude"] = list(req.exclude)
-    job = job_service.create_job(session, JOB_KIND, job_params, seed=seed)
-    job.params = {**job.params, "subset_id": sid}
-    session.flush()
+    job_params["subset_id"] = sid
+    # single flight: identical requests (same subset id, so same seed) share the active job
+    job, created = job_service.create_or_join_job(session, JOB_KIND, job_params, seed=seed)
+    if created:
+        # an identical job may have finished since the check above (it then left the dedupe
+        # index): its subset is committed with its status, so it is visible now
+        existing = SubsetRepository(session).get(sid)
+        if existing is not None:
+            job_service.discard_new_job(session, job)
+            return existing, None
     return None, job
 
 

@@ -301,3 +301,17 @@ def test_cancel_requested_before_the_first_chunk_stores_nothing(
         analysis_jobs.run_analysis(db_session, job, ctx)
     db_session.expire_all()
     assert service.get_analysis(db_session, analysis.id).result is None
+
+
+def test_identical_requests_share_the_queued_analysis(db_session: Session, version) -> None:
+    first = service.create_analysis(db_session, version.id, AnalysisCreate(**PARAMS))
+    again = service.create_analysis(db_session, version.id, AnalysisCreate(**PARAMS))
+    assert again.id == first.id and again.job_id == first.job_id
+    other = service.create_analysis(
+        db_session, version.id, AnalysisCreate(**{**PARAMS, "seed": PARAMS["seed"] + 1})
+    )
+    assert other.job_id != first.job_id
+    assert again.job.progress_total == PARAMS["runs"]
+    _run(db_session, first.id)  # once it finished, the same request is new work
+    later = service.create_analysis(db_session, version.id, AnalysisCreate(**PARAMS))
+    assert later.job_id not in {first.job_id, other.job_id}

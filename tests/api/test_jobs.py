@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -97,3 +98,44 @@ def test_broker_down_is_503_and_the_job_is_marked_failed(
     assert len(jobs) == 1
     assert jobs[0].status is JobStatus.failed and jobs[0].finished_at is not None
     assert str(jobs[0].id) in response.json()["detail"]
+
+
+def test_a_job_body_summarises_stored_source_models(
+    client: TestClient, db_session: Session
+) -> None:
+    """Jobs stored with the full list (before issue 16.6) read as a count and a sha256."""
+    import hashlib
+    import json
+
+    names = [f"org/model-{k:03d}" for k in range(420)]
+    old = Job(kind="subset", status=JobStatus.succeeded, seed=1, progress_done=0)
+    old.params = {"method": "dpp", "size": 5, "source_models": list(reversed(names))}
+    none = Job(kind="subset", status=JobStatus.succeeded, seed=1, progress_done=0)
+    none.params = {"method": "random", "size": 5, "source_models": None}
+    db_session.add_all([old, none])
+    db_session.flush()
+    got = client.get(f"/v1/jobs/{old.id}")
+    assert got.status_code == 200 and len(got.content) < 2048
+    params = got.json()["params"]
+    digest = hashlib.sha256(json.dumps(sorted(names), separators=(",", ":")).encode())
+    assert params == {
+        "method": "dpp",
+        "size": 5,
+        "n_source_models": 420,
+        "source_models_sha256": digest.hexdigest(),
+    }
+    params = client.get(f"/v1/jobs/{none.id}").json()["params"]
+    assert params["n_source_models"] is None and params["source_models_sha256"] is None
+
+
+def test_the_dedupe_index_allows_one_active_job_per_key(db_session: Session) -> None:
+    from sqlalchemy.exc import IntegrityError
+
+    def job(status: JobStatus) -> Job:
+        return Job(kind="k", status=status, seed=1, params={}, progress_done=0, dedupe_key="x" * 64)
+
+    db_session.add_all([job(JobStatus.succeeded), job(JobStatus.failed), job(JobStatus.queued)])
+    db_session.flush()  # terminal jobs do not hold the key
+    with pytest.raises(IntegrityError), db_session.begin_nested():
+        db_session.add(job(JobStatus.running))
+        db_session.flush()

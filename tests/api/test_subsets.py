@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import uuid
@@ -10,6 +11,7 @@ import uuid
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.selectors import SELECTORS, make_selector
@@ -129,7 +131,11 @@ def test_source_model_method_records_sources_and_fallback_signal(
         },
     )
     assert r.status_code == 202, r.text
-    assert r.json()["params"]["source_models"] == sorted(seeded.names[:12])
+    params = r.json()["params"]  # a count and a content hash, not the names (issue 16.6)
+    assert "source_models" not in params and params["n_source_models"] == 12
+    names_json = json.dumps(sorted(seeded.names[:12]), separators=(",", ":"))
+    assert params["source_models_sha256"] == hashlib.sha256(names_json.encode()).hexdigest()
+    assert not any(name in r.text for name in seeded.names)
     sid = _run(factory, r.json()["id"]).result["subset_id"]
     got = client.get(f"/v1/subsets/{sid}").json()
     assert got["provenance"]["source_models"] == sorted(seeded.names[:12])
@@ -255,3 +261,41 @@ def test_scopes_reads_need_read_writes_need_write(
         )
     finally:
         app.state.settings = original
+
+
+def test_identical_requests_share_the_active_job_and_a_new_seed_is_new_work(
+    client: TestClient, seeded: Seeded, db_session: Session, factory: sessionmaker[Session]
+) -> None:
+    url = f"/v1/benchmarks/{seeded.version_id}/subsets"
+    body = {"method": "dpp", "size": 8, "seed": 21}
+    first = client.post(url, json=body)
+    again = client.post(url, json=body)
+    assert first.status_code == again.status_code == 202, again.text
+    assert again.json()["id"] == first.json()["id"]
+    assert again.headers["location"] == first.headers["location"]
+    other = client.post(url, json={**body, "seed": 22})
+    assert other.status_code == 202 and other.json()["id"] != first.json()["id"]
+    rows = db_session.scalars(select(Job).where(Job.kind == "subset")).all()
+    assert sorted(str(j.id) for j in rows) == sorted([first.json()["id"], other.json()["id"]])
+    assert first.json()["params"]["n_source_models"] == len(seeded.names)
+    assert not any(name in first.text for name in seeded.names)
+
+    sid = _run(factory, first.json()["id"]).result["subset_id"]
+    done = client.post(url, json=body)  # the job ran: the stored subset, with all its sources
+    assert done.status_code == 200 and done.json()["id"] == sid
+    assert done.json()["provenance"]["source_models"] == sorted(seeded.names)
+    assert done.json()["provenance"]["job_id"] == first.json()["id"]
+
+
+def test_a_failed_identical_job_frees_the_key(
+    client: TestClient, seeded: Seeded, db_session: Session
+) -> None:
+    url = f"/v1/benchmarks/{seeded.version_id}/subsets"
+    body = {"method": "random", "size": 5, "seed": 99}
+    first = client.post(url, json=body).json()["id"]
+    job = db_session.get(Job, uuid.UUID(first))
+    assert job is not None
+    job.status = JobStatus.failed
+    db_session.commit()
+    retry = client.post(url, json=body)
+    assert retry.status_code == 202 and retry.json()["id"] != first

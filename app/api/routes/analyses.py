@@ -20,6 +20,7 @@ from app.enums import JobStatus
 from app.queue import enqueue_job_after_commit
 from app.schemas.analyses import AnalysisCreate, AnalysisPage, AnalysisPublic
 from app.services import analyses as service
+from app.services import jobs as job_service
 from app.services import plots
 from app.services.benchmarks import get_version
 
@@ -63,7 +64,8 @@ def create_analysis(
     `n_sources + n_targets` above the model count are 422s naming the field.
     """
     analysis = service.create_analysis(session, version.id, body)
-    enqueue_job_after_commit(session, queue, analysis.job_id)
+    if job_service.take_created(session, analysis.job_id):  # else an identical one's is queued
+        enqueue_job_after_commit(session, queue, analysis.job_id)
     response.headers["Location"] = f"/v1/analyses/{analysis.id}"
     return service.to_public(analysis, version)
 

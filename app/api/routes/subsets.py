@@ -37,6 +37,7 @@ from app.schemas.subsets import (
     VerdictPublic,
 )
 from app.services import idempotency
+from app.services import jobs as job_service
 from app.services import scoring as scoring_service
 from app.services import subsets as service
 from app.services import verdicts as verdict_service
@@ -93,7 +94,8 @@ def create_subset(
             headers={"Location": f"/v1/subsets/{existing.id}"},
         )
     assert job is not None
-    enqueue_job_after_commit(session, queue, job.id)
+    if job_service.take_created(session, job.id):  # an identical request's job is already queued
+        enqueue_job_after_commit(session, queue, job.id)
     return JSONResponse(
         JobPublic.from_job(job).model_dump(mode="json"),
         status_code=status.HTTP_202_ACCEPTED,

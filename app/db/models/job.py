@@ -3,17 +3,31 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Enum, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, Enum, Index, Integer, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, Timestamps, UTCDateTime, UUIDPrimaryKey
 from app.enums import TERMINAL_STATUSES, JobStatus
 
-__all__ = ["TERMINAL_STATUSES", "Job", "JobStatus"]
+__all__ = ["ACTIVE_DEDUPE_INDEX", "TERMINAL_STATUSES", "Job", "JobStatus"]
+
+ACTIVE_DEDUPE_INDEX = "uq_jobs_dedupe_active"
+# One active (queued or running) job per dedupe key: the database arbitrates identical requests
+# from any number of API processes (a partial unique index; Postgres and SQLite both have them).
+_ACTIVE = text("dedupe_key IS NOT NULL AND status IN ('queued', 'running')")
 
 
 class Job(UUIDPrimaryKey, Timestamps, Base):
     __tablename__ = "jobs"
+    __table_args__ = (
+        Index(
+            ACTIVE_DEDUPE_INDEX,
+            "dedupe_key",
+            unique=True,
+            postgresql_where=_ACTIVE,
+            sqlite_where=_ACTIVE,
+        ),
+    )
 
     kind: Mapped[str] = mapped_column(String(64), index=True)
     status: Mapped[JobStatus] = mapped_column(
@@ -30,3 +44,6 @@ class Job(UUIDPrimaryKey, Timestamps, Base):
     cancel_requested: Mapped[bool] = mapped_column(default=False)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    # sha256 of (kind, canonical params, seed) for kinds whose identical requests share one job
+    # (subset, analysis); NULL for the others (every request its own job)
+    dedupe_key: Mapped[str | None] = mapped_column(String(64), nullable=True)

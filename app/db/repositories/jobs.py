@@ -1,8 +1,18 @@
 from __future__ import annotations
 
+from sqlalchemy import select
+
 from app.db.models import Job
 from app.db.repositories.base import Repository
+from app.enums import JobStatus
 
 
 class JobRepository(Repository[Job]):
     model = Job
+
+    def active_by_dedupe_key(self, key: str) -> Job | None:
+        """The queued or running job with this dedupe key (at most one: a partial unique index)."""
+        stmt = select(Job).where(
+            Job.dedupe_key == key, Job.status.in_([JobStatus.queued, JobStatus.running])
+        )
+        return self.session.scalars(stmt).first()
