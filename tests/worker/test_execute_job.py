@@ -139,12 +139,13 @@ def test_reporter_raises_when_cancel_requested(factory: sessionmaker[Session]) -
 
 
 def test_the_table_lists_every_kind_with_its_handler_and_validator() -> None:
-    from app.services import analyses, analysis_jobs, ping, subsets
+    from app.services import analyses, analysis_jobs, irt_fits, ping, subsets
 
     assert dict(JOB_KINDS) == {
         "ping": JobKind(ping.run_ping, ping.validate_ping),
         "analysis": JobKind(analysis_jobs.run_analysis, analyses.validate_params),
         "subset": JobKind(subsets.run_subset_job, subsets.validate_job_params),
+        "irt_fit": JobKind(irt_fits.run_irt_fit, irt_fits.validate_params),
     }
     with pytest.raises(TypeError):
         JOB_KINDS["other"] = JobKind(ping.run_ping)  # type: ignore[index]
