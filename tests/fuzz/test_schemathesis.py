@@ -25,9 +25,11 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -41,10 +43,19 @@ pytestmark = pytest.mark.integration
 SPEC = REPO_ROOT / "openapi" / "openapi.json"
 SEED = 20261130
 MAX_EXAMPLES = int(os.environ.get("FUZZ_MAX_EXAMPLES", "12"))
-STATEFUL_SECONDS = int(os.environ.get("FUZZ_STATEFUL_SECONDS", "45"))
+STATEFUL_SECONDS = int(os.environ.get("FUZZ_STATEFUL_SECONDS", "35"))
 ID_P = 0.8  # how often a parameter naming a stored thing takes a seeded value
 MIN_CASES = 1000
-MIN_LINKS = 25  # distinct OpenAPI links the stateful phase must take (of ~45 it reaches in 45 s)
+SESSION_SECONDS = int(os.environ.get("FUZZ_SESSION_SECONDS", "25"))
+SESSION_OPERATIONS = (
+    "sessions-create_session",
+    "sessions-post_session_results",
+    "sessions-get_session",
+    # a parameterless root keeps a rule available in every state (with jobs-get_job instead,
+    # hypothesis sometimes stopped: "no available rule had a True precondition")
+    "health-healthz",
+)
+MIN_LINKS = 25  # distinct OpenAPI links the stateful phase must take (~45 in 35-45 s)
 BASELINE = "org/old-7b"  # SessionCreate's example baseline
 CHECKS = ",".join(
     [
@@ -199,15 +210,50 @@ def test_every_operation_fuzzed_without_server_errors_or_spec_violations(
     links = re.search(r"API Links:\s+(\d+) covered / (\d+) selected", out2)
     assert links, out2[-3000:]
     assert int(links.group(1)) >= MIN_LINKS, out2[-3000:]
+
+    # the session workflow alone (create -> post batch -> get), so its links are taken often:
+    # in the whole-API run above they compete with ~100 others
+    har = tmp_path / "sessions.har"
+    code3, cases3, out3 = _run(
+        st,
+        config,
+        MAX_EXAMPLES,
+        "stateful",
+        "--max-time",
+        str(SESSION_SECONDS),
+        *[f"--include-operation-id={op}" for op in SESSION_OPERATIONS],
+        "--report",
+        "har",
+        "--report-har-path",
+        str(har),
+    )
+    assert code3 == 0, f"schemathesis (session workflow) found problems:\n{out3[-20000:]}"
+    posts = _statuses(har, "POST", "/v1/sessions/", "/results")
+    creates = _statuses(har, "POST", "/v1/benchmarks/", "/sessions")
+    assert creates.get(201, 0) >= 5, creates  # sessions exist for the links to use
+    # most posts reach an existing session (links supply real ids): 404 is the exception
+    assert sum(posts.values()) >= 50 and posts.get(404, 0) < sum(posts.values()) / 4, posts
     print(
-        f"schemathesis: {n_operations} operations, {cases} + {cases2} (stateful) cases, "
-        f"{links.group(1)}/{links.group(2)} links taken, no failures"
+        f"schemathesis: {n_operations} operations, {cases} + {cases2} (stateful) + {cases3} "
+        f"(session workflow) cases, {links.group(1)}/{links.group(2)} links taken, no failures; "
+        f"session creates {dict(creates)}, batch posts {dict(posts)}"
     )
     # no request made the service log an unhandled error, and thousands of requests carrying
     # the admin key left no trace of it in the API's or the worker's output
     assert "unhandled error" not in st.api.log, st.api.log[-5000:]
     secret = st.admin_key.split("_", 2)[2]
     assert secret not in st.api.log and secret not in st.worker.log
+
+
+def _statuses(har: Path, method: str, prefix: str, suffix: str) -> Counter[int]:
+    """Status counts of the recorded requests ``method prefix...suffix`` (path only)."""
+    counts: Counter[int] = Counter()
+    for entry in json.loads(har.read_text())["log"]["entries"]:
+        path = urlsplit(entry["request"]["url"]).path
+        if entry["request"]["method"] == method and path.startswith(prefix):
+            if path.endswith(suffix):
+                counts[entry["response"]["status"]] += 1
+    return counts
 
 
 def _pointer(doc: Any, pointer: str) -> Any:
