@@ -22,6 +22,7 @@ from app.db.repositories.analyses import AnalysisRepository
 from app.db.repositories.benchmarks import BenchmarkVersionRepository
 from app.db.repositories.listings import sessions_for_version, subsets_for_version
 from app.db.repositories.model_results import ModelResultRepository
+from app.db.repositories.subsets import results_stamp
 from app.errors import DomainError, InvalidInput
 from app.schemas.analyses import AnalysisPublic, Recommendation
 from app.services import analyses as analyses_service
@@ -159,7 +160,27 @@ class HealthSummary:
 
 
 @dataclass(frozen=True)
-class BenchmarkPage:
+class BenchmarkQuery:
+    """The models table's query, normalised (what a cached page fragment is keyed by)."""
+
+    q: str = ""
+    sort: str = "rank"
+    desc: bool = False
+    show_all: bool = False
+
+    @classmethod
+    def of(
+        cls, q: str | None = None, sort: str | None = None, show_all: bool = False
+    ) -> BenchmarkQuery:
+        key, desc = _parse_sort(sort)
+        return cls((q or "").strip()[:200], key, desc, bool(show_all))
+
+
+@dataclass(frozen=True)
+class BenchmarkMain:
+    """What the benchmark page shows that depends only on the version's results and the query:
+    header, histogram, leaderboard summary, models table, item health."""
+
     version: BenchmarkVersion
     ref: str
     n_models: int
@@ -167,6 +188,12 @@ class BenchmarkPage:
     models: ModelsTable
     board: Board
     health: HealthSummary
+
+
+@dataclass(frozen=True)
+class BenchmarkListings:
+    """The recent analyses, subsets and sessions of a version (change without new results)."""
+
     analyses: list[AnalysisPublic]
     subsets: list[Any]
     sessions: list[Any]
@@ -311,26 +338,27 @@ def item_health_summary(session: Session, version: BenchmarkVersion) -> HealthSu
     return summary
 
 
-def benchmark_page(
-    session: Session,
-    version: BenchmarkVersion,
-    ref: str,
-    *,
-    q: str | None = None,
-    sort: str | None = None,
-    show_all: bool = False,
-) -> BenchmarkPage:
+def benchmark_stamp(session: Session, version: BenchmarkVersion) -> tuple:
+    """The version's results stamp (count, newest ``updated_at``; one aggregate query): what
+    :func:`benchmark_main` depends on besides the version and the query."""
+    return results_stamp(session, version.id)
+
+
+def benchmark_main(
+    session: Session, version: BenchmarkVersion, ref: str, query: BenchmarkQuery
+) -> BenchmarkMain:
     rows = ModelResultRepository(session).summaries(version.id)
     summaries = [(r.model.name, float(r.accuracy), r.n_items / version.n_items) for r in rows]
     board, ranks = _board(session, version)
-    table = models_table(summaries, ranks, q=q, sort=sort, show_all=show_all)
+    sort = ("-" if query.desc else "") + query.sort
+    table = models_table(summaries, ranks, q=query.q, sort=sort, show_all=query.show_all)
     stamp = verdicts.full_matrix(session, version.id).stamp
     hist = _HIST.get((version.id, stamp))
     if hist is None and summaries:
         acc = np.array([s[1] for s in summaries], dtype=np.float64)
         hist = page_plots.accuracy_histogram(acc, version.benchmark.name).decode()
         _HIST.put((version.id, stamp), hist)
-    return BenchmarkPage(
+    return BenchmarkMain(
         version=version,
         ref=ref,
         n_models=len(summaries),
@@ -338,6 +366,11 @@ def benchmark_page(
         models=table,
         board=board,
         health=item_health_summary(session, version),
+    )
+
+
+def benchmark_listings(session: Session, version: BenchmarkVersion) -> BenchmarkListings:
+    return BenchmarkListings(
         analyses=analyses_service.list_analyses(session, version.id, limit=LISTING_LIMIT).items,
         subsets=list(subsets_for_version(session, version.id, limit=LISTING_LIMIT)),
         sessions=list(sessions_for_version(session, version.id, limit=LISTING_LIMIT)),

@@ -13,12 +13,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup
 
 from app.api.deps import SessionDep
 from app.errors import DomainError, InvalidInput, NotFound, Unauthorized
 from app.services import analyses as analyses_service
 from app.services import page_views, pages
 from app.services.benchmark_refs import resolve_version
+from app.services.caching import BoundedCache
 from app.services.keys import authenticate, require
 from app.web import security
 from app.web.svg import inline_svg
@@ -28,6 +30,13 @@ TEMPLATES.env.globals.update(pts=pages.pts, svg=inline_svg)
 TEMPLATES.env.filters["pct"] = lambda x: pages.NONE if x is None else f"{100 * x:.1f}%"
 
 router = APIRouter(prefix=security.UI_PREFIX, include_in_schema=False)
+
+# The benchmark page's expensive part (histogram, leaderboard summary, models table, item health)
+# rendered to HTML, per (version, results stamp, ref, normalised query): a repeated read costs a
+# stamp query, the small listings and the page shell. Holds nothing user- or request-specific:
+# the CSRF token and login state are in the shell (base.html), rendered per request.
+MAIN_CACHE_SIZE = 64
+_BENCHMARK_MAIN: BoundedCache[tuple, Markup] = BoundedCache(MAIN_CACHE_SIZE)
 
 
 def render(
@@ -95,12 +104,24 @@ def benchmark(
     try:
         security.page_principal(request, session)
         version = resolve_version(session, benchmark)
-        page = pages.benchmark_page(
-            session, version, benchmark, q=q, sort=sort, show_all=all == "1"
-        )
+        query = pages.BenchmarkQuery.of(q, sort, show_all=all == "1")
+        stamp = pages.benchmark_stamp(session, version)
+        key = (version.id, stamp, benchmark, query)
+        main = _BENCHMARK_MAIN.get(key)
+        if main is None:
+            data = pages.benchmark_main(session, version, benchmark, query)
+            main = Markup(TEMPLATES.get_template("benchmark_main.html").render(p=data))
+            _BENCHMARK_MAIN.discard_where(lambda k: k[0] == version.id and k[1] != stamp)
+            _BENCHMARK_MAIN.put(key, main)
+        listings = pages.benchmark_listings(session, version)
     except DomainError as exc:
         return error_page(request, exc)
-    return render(request, "benchmark.html", {"title": version.benchmark.name, "p": page})
+    context = {"title": version.benchmark.name, "main": main, "p": listings, "v": version}
+    return render(request, "benchmark.html", context)
+
+
+def clear_caches() -> None:
+    _BENCHMARK_MAIN.clear()
 
 
 @router.get("/benchmarks/{benchmark}/pair", name="ui_pair")
