@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
+from app.api.admission import AdmissionLimit
 from app.api.errors import install_error_handlers, install_problem_openapi
 from app.api.middleware import BodySizeLimit
 from app.api.openapi_links import install_openapi_links
@@ -61,6 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         BodySizeLimit, max_bytes=settings.max_body_bytes, max_json_depth=settings.max_json_depth
     )
+    app.add_middleware(AdmissionLimit, max_in_flight=settings.max_requests_in_flight)
 
     app.include_router(health.router)
     app.include_router(jobs.router, prefix=API_PREFIX)

@@ -47,6 +47,12 @@ class Settings(BaseSettings):
         default=False,
         description="serve on a non-loopback address with AUTH_ENABLED=false (refused otherwise)",
     )
+    max_requests_in_flight: int = Field(
+        default=32,
+        ge=0,
+        description="requests one API process serves at once; more get 503 + Retry-After at "
+        "once instead of queueing (0 = no limit)",
+    )
     max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     max_json_depth: int = Field(default=32, ge=2, description="nesting limit of JSON bodies")
     max_upload_lines: int = Field(default=2_000_000, gt=0, description="lines per uploaded file")

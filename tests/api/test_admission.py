@@ -1,0 +1,76 @@
+"""Admission control (app/api/admission.py): past MAX_REQUESTS_IN_FLIGHT a request is answered
+at once with 503 + Retry-After; health probes always pass; the count goes back down."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+from app.api.admission import AdmissionLimit
+from app.main import create_app
+from app.settings import Settings
+
+
+def _blocking_app(release: asyncio.Event, entered: list[int]) -> Starlette:
+    async def slow(_: Request) -> PlainTextResponse:
+        entered.append(1)
+        await release.wait()
+        return PlainTextResponse("done")
+
+    async def healthz(_: Request) -> PlainTextResponse:
+        return PlainTextResponse("ok")
+
+    return Starlette(routes=[Route("/slow", slow), Route("/healthz", healthz)])
+
+
+def test_requests_past_the_limit_get_503_at_once() -> None:
+    async def scenario() -> None:
+        release, entered = asyncio.Event(), []
+        guard = AdmissionLimit(_blocking_app(release, entered), max_in_flight=3)
+        transport = httpx.ASGITransport(app=guard)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            held = [asyncio.create_task(client.get("/slow")) for _ in range(3)]
+            while len(entered) < 3:
+                await asyncio.sleep(0.001)
+            assert guard.in_flight == 3
+            refused = await asyncio.wait_for(client.get("/slow"), timeout=5)
+            assert refused.status_code == 503
+            assert refused.headers["retry-after"] == "1"
+            assert refused.headers["content-type"] == "application/problem+json"
+            assert refused.json()["status"] == 503 and "limit is 3" in refused.json()["detail"]
+            probe = await asyncio.wait_for(client.get("/healthz"), timeout=5)
+            assert probe.status_code == 200  # probes are admitted whatever the load
+            assert len(entered) == 3 and guard.shed == 1
+            release.set()
+            assert [r.status_code for r in await asyncio.gather(*held)] == [200, 200, 200]
+            assert guard.in_flight == 0
+            again = await client.get("/slow")
+            assert again.status_code == 200 and guard.in_flight == 0
+
+    asyncio.run(scenario())
+
+
+def test_zero_means_no_limit() -> None:
+    async def scenario() -> None:
+        release, entered = asyncio.Event(), []
+        guard = AdmissionLimit(_blocking_app(release, entered), max_in_flight=0)
+        transport = httpx.ASGITransport(app=guard)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            held = [asyncio.create_task(client.get("/slow")) for _ in range(50)]
+            while len(entered) < 50:
+                await asyncio.sleep(0.001)
+            release.set()
+            assert {r.status_code for r in await asyncio.gather(*held)} == {200}
+
+    asyncio.run(scenario())
+
+
+def test_the_app_installs_the_setting() -> None:
+    app = create_app(Settings(database_url="sqlite://", max_requests_in_flight=7))
+    stack = [m for m in app.user_middleware if m.cls is AdmissionLimit]
+    assert len(stack) == 1 and stack[0].kwargs == {"max_in_flight": 7}
