@@ -11,7 +11,9 @@ goal is met. Everything a step needs lives in the row, so a session survives a r
 * ``values``: float32 results of the first ``items_used`` items of ``order`` (packed).
 * ``baseline_values``: the baseline's full results (float32), copied at creation.
 * ``engine_state``: the engine's state (:class:`app.core.sequential.CSState` or
-  :class:`app.core.adaptive.FluidState` ``to_dict``) as ``.npz`` bytes.
+  :class:`app.core.adaptive.FluidState` ``to_dict``) packed by
+  :func:`app.services.sessions.pack_state` (raw arrays behind a JSON header; ``.npz`` in rows
+  written before, still read).
 * ``history``: one JSON entry per applied batch.
 * ``step``: incremented by every applied batch; SQLAlchemy's version counter, so an UPDATE that
   raced another (both read the same step) fails instead of applying a batch twice. The service
