@@ -124,6 +124,16 @@ def _irt_delta(selection: Selection, y: np.ndarray, name: str, n_population: int
     return np.hypot(lam_gp * lin, (1.0 - lam_gp) * p_se)
 
 
+# Cells of the coverage study (bench/RESULTS.md, "Interval coverage") that missed the 0.93 goal: the
+# interval is still served, saying so.
+MEASURED_CAVEATS: dict[tuple[str, str], str] = {
+    ("anchor_points", "weighted_mean"): (
+        "measured coverage of this 95 % interval on GPQA held-out models (20 splits): 0.947 at "
+        "n = 50, but 0.927 among the lowest-accuracy 20 % of models (goal 0.93)"
+    ),
+}
+
+
 def score_models(
     selection: Selection,
     correct,
@@ -281,7 +291,18 @@ def score_models(
         if cal is not None and calibrate and cal.confidence == level and cal.inflation == inflation:
             val, lo, hi, se = cal.apply(value)
             out.append(
-                make_batch(name, val, lo, hi, se, "reference_calibrated", "model", level, raw=value)
+                make_batch(
+                    name,
+                    val,
+                    lo,
+                    hi,
+                    se,
+                    "reference_calibrated",
+                    "model",
+                    level,
+                    raw=value,
+                    note=MEASURED_CAVEATS.get((selection.method, name)),
+                )
             )
             continue
         if calibrate and ref_signal is not None and ref_signal.shape[0] >= MIN_REFERENCE_MODELS:
@@ -301,7 +322,18 @@ def score_models(
                 value, r_val, truth, confidence=level, inflation=inflation
             )
             out.append(
-                make_batch(name, val, lo, hi, se, "reference_calibrated", "model", level, raw=value)
+                make_batch(
+                    name,
+                    val,
+                    lo,
+                    hi,
+                    se,
+                    "reference_calibrated",
+                    "model",
+                    level,
+                    raw=value,
+                    note=MEASURED_CAVEATS.get((selection.method, name)),
+                )
             )
             continue
         note = (
