@@ -27,7 +27,9 @@ Load, one asyncio client (a minimal keep-alive HTTP/1.1 client on uvloop, :class
 
 Afterwards every session created is read back: its history must hold exactly the batches the
 client saw applied (steps 1..n, items_used 10, 20, ...), and its state the last one answered.
-Errors: any status other than 200/201, transport error or timeout (``REQUEST_TIMEOUT``).
+Errors: any status other than 200/201, transport error or timeout (``REQUEST_TIMEOUT``). A 503
+is what an overloaded process answers at once past ``MAX_REQUESTS_IN_FLIGHT`` (default 32, see
+app/api/admission.py) instead of queueing: counted as an error, listed by status.
 
 Usage: .venv/bin/python bench/bench_session_load.py [--quick] [--sessions 50] [--seconds 60]
        [--step-interval 1.0] [--read-rate 50]
