@@ -54,23 +54,7 @@ class Client(
 ):
     """A benchslice API client: every operation, over one :class:`~app.client.transport.Transport`.
 
-    Parameters
-    ----------
-    url : str, optional
-        Base URL of the service (``$BENCHSLICE_URL``, default ``http://127.0.0.1:8000``); a
-        trailing ``/v1`` is accepted.
-    api_key : str, optional
-        API key (``$BENCHSLICE_API_KEY``), sent as ``Authorization: Bearer``.
-    timeout : float
-        Seconds per request.
-    retries : int
-        Extra attempts for retryable requests (GET, or carrying an Idempotency-Key).
-    backoff : float
-        First wait between attempts, doubled each time (capped by ``max_wait``).
-    max_wait : float
-        Longest single wait, including a server's ``Retry-After``.
-    transport : httpx.BaseTransport, optional
-        E.g. ``httpx.WSGITransport``/an ASGI bridge for in-process use.
-    event_hooks : dict, optional
-        httpx event hooks (``{"request": [...], "response": [...]}``), e.g. for logging.
+    Takes the constructor arguments of :class:`~app.client.transport.Transport` (``url``,
+    ``api_key``, ``timeout``, ``retries``, ``backoff``, ``max_wait``, ``transport``,
+    ``event_hooks``), documented there.
     """
