@@ -234,6 +234,33 @@ def _finished(lo, hi, goal, margin, precision):
     return precision_met(lo, hi, precision)
 
 
+def _run_batches(s, cap, batch_size, step, shrink, goal, margin, precision):
+    """Run ``s`` sessions batch by batch until each stops or reaches ``cap`` items.
+
+    ``step(active, t, k)`` feeds items ``t .. t+k-1`` of the running sessions ``active`` and
+    returns their intervals ``(lo, hi)``; ``shrink(keep)`` drops the finished sessions' rows of
+    the policy's state (its rows follow ``active``). Returns ``items_used, lower, upper``.
+    """
+    items = np.full(s, cap, dtype=np.int64)
+    lower = np.full(s, -1.0)
+    upper = np.full(s, 1.0)
+    active = np.arange(s)  # sessions still running; state rows follow `active`
+    t = 0
+    while active.size and t < cap:  # loop over batches (vectorised over sessions)
+        k = min(int(batch_size), cap - t)
+        lo, hi = step(active, t, k)
+        t += k
+        done = _finished(lo, hi, goal, margin, precision) | (t >= cap)
+        if done.any():
+            idx = active[done]
+            items[idx] = t
+            lower[idx], upper[idx] = lo[done], hi[done]
+            keep = ~done
+            active = active[keep]
+            shrink(keep)
+    return items, lower, upper
+
+
 def simulate_random(
     x,
     *,
@@ -272,26 +299,16 @@ def simulate_random(
     xo = np.take_along_axis(v, order, axis=1)
     binary = bool(np.isin(v, (0.0, 0.5, 1.0)).all())
     state = cs_init(n, sessions=s, alpha=alpha, bet=bet, c=c, paired=True, binary=binary)
-    items = np.full(s, cap, dtype=np.int64)
-    lower = np.full(s, -1.0)
-    upper = np.full(s, 1.0)
-    active = np.arange(s)  # sessions still running; state rows follow `active`
-    t = 0
-    while active.size and t < cap:  # loop over batches (vectorised over sessions)
-        k = min(int(batch_size), cap - t)
+
+    def step(active, t, k):
         cs_update(state, xo[active, t : t + k], inplace=True)
-        t += k
-        lo, hi = difference_interval(*cs_interval(state))
-        done = _finished(lo, hi, goal, margin, precision) | (t >= cap)
-        if done.any():
-            idx = active[done]
-            items[idx] = t
-            lower[idx], upper[idx] = lo[done], hi[done]
-            keep = ~done
-            active = active[keep]
-            for name in ("t", "total", "sq", "log_capital", "rejected"):
-                setattr(state, name, getattr(state, name)[keep])
-    return items, lower, upper
+        return difference_interval(*cs_interval(state))
+
+    def shrink(keep):
+        for name in ("t", "total", "sq", "log_capital", "rejected"):
+            setattr(state, name, getattr(state, name)[keep])
+
+    return _run_batches(s, cap, batch_size, step, shrink, goal, margin, precision)
 
 
 def simulate_fluid(
@@ -326,29 +343,19 @@ def simulate_fluid(
     s, n = y.shape
     cap = n if max_items is None else min(int(max_items), n)
     state = fluid_init(bank, sessions=s)
-    items = np.full(s, cap, dtype=np.int64)
-    lower = np.full(s, -1.0)
-    upper = np.full(s, 1.0)
-    active = np.arange(s)
-    t = 0
-    while active.size and t < cap:  # loop over batches (vectorised over sessions)
-        k = min(int(batch_size), cap - t)
+
+    def step(active, t, k):
         nxt = fluid_next(bank, state, k)
         vals = np.take_along_axis(y[active], nxt, axis=1)
         fluid_update(bank, state, nxt, vals, inplace=True)
-        t += k
         est, se = fluid_estimate(bank, state, item_noise=item_noise)
-        lo, hi = normal_interval(est - base[active], se, alpha)
-        done = _finished(lo, hi, goal, margin, precision) | (t >= cap)
-        if done.any():
-            idx = active[done]
-            items[idx] = t
-            lower[idx], upper[idx] = lo[done], hi[done]
-            keep = ~done
-            active = active[keep]
-            state.theta, state.cov = state.theta[keep], state.cov[keep]
-            state.seen, state.y = state.seen[keep], state.y[keep]
-    return items, lower, upper
+        return normal_interval(est - base[active], se, alpha)
+
+    def shrink(keep):
+        state.theta, state.cov = state.theta[keep], state.cov[keep]
+        state.seen, state.y = state.seen[keep], state.y[keep]
+
+    return _run_batches(s, cap, batch_size, step, shrink, goal, margin, precision)
 
 
 def _summary(policy, pair, items, lo, hi, delta, fixed_n, goal, margin, precision, alpha, runtime):
