@@ -270,15 +270,8 @@ def pair_verdict(
         v = _exact_verdict(fm.n_items, paired.n10, paired.n01, size, method, threshold, mdad)
         public = to_public(v, model_a, model_b, fm.accuracy[a], fm.accuracy[b], paired)
         public.warnings = drift.pair_warnings(session, version_id, model_a, model_b)
-        key = (
-            version_id,
-            fm.stamp,
-            model_a,
-            model_b,
-            int(size),
-            method,
-            float(threshold),
-            int(min_discordant),
+        key = _verdict_key(
+            version_id, fm.stamp, model_a, model_b, size, method, threshold, min_discordant
         )
         _VERDICTS.put(key, public)
         return public
@@ -287,6 +280,20 @@ def pair_verdict(
     public = to_public(v, model_a, model_b, fm.accuracy[a], fm.accuracy[b], paired)
     public.warnings = drift.pair_warnings(session, version_id, model_a, model_b)
     return public
+
+
+def _verdict_key(version_id, stamp, model_a, model_b, size, method, threshold, min_discordant):
+    """The key of an exact verdict in ``_VERDICTS`` (one spelling for ``put`` and ``get``)."""
+    return (
+        version_id,
+        stamp,
+        model_a,
+        model_b,
+        int(size),
+        method,
+        float(threshold),
+        int(min_discordant),
+    )
 
 
 def cached_verdict(
@@ -306,15 +313,8 @@ def cached_verdict(
     if entry is None or time.monotonic() - entry[1] > STAMP_TTL_SECONDS:
         return None
     fm = entry[0]
-    key = (
-        version_id,
-        fm.stamp,
-        model_a,
-        model_b,
-        int(size),
-        method,
-        float(threshold),
-        int(min_discordant),
+    key = _verdict_key(
+        version_id, fm.stamp, model_a, model_b, size, method, threshold, min_discordant
     )
     return _VERDICTS.get(key)
 
