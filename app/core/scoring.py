@@ -288,24 +288,10 @@ def score_models(
         if name == "weighted_confidence":
             ref_signal = None if reference_confidence is None else np.asarray(reference_confidence)
         cal = None if calibrations is None else calibrations.get(name)
+        calibrated = None
         if cal is not None and calibrate and cal.confidence == level and cal.inflation == inflation:
-            val, lo, hi, se = cal.apply(value)
-            out.append(
-                make_batch(
-                    name,
-                    val,
-                    lo,
-                    hi,
-                    se,
-                    "reference_calibrated",
-                    "model",
-                    level,
-                    raw=value,
-                    note=MEASURED_CAVEATS.get((selection.method, name)),
-                )
-            )
-            continue
-        if calibrate and ref_signal is not None and ref_signal.shape[0] >= MIN_REFERENCE_MODELS:
+            calibrated = cal.apply(value)
+        elif calibrate and ref_signal is not None and ref_signal.shape[0] >= MIN_REFERENCE_MODELS:
             if reference_values is not None and name in reference_values:
                 r_val = np.asarray(reference_values[name], dtype=np.float64)
             else:
@@ -318,9 +304,11 @@ def score_models(
                     estimator=name,
                 )
             truth = ref_signal.mean(axis=1)
-            val, lo, hi, se = reference_calibrated_interval(
+            calibrated = reference_calibrated_interval(
                 value, r_val, truth, confidence=level, inflation=inflation
             )
+        if calibrated is not None:
+            val, lo, hi, se = calibrated
             out.append(
                 make_batch(
                     name,
