@@ -8,8 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app.client.errors import BenchsliceError
-from app.client.transport import FileLike, Transport, content_idempotency_key, file_list
+from app.client.transport import FileLike, Transport, content_idempotency_key, results_upload
 from app.schemas.jobs import JobPublic
 from app.schemas.sessions import SessionPublic
 
@@ -95,14 +94,7 @@ class SessionOperations(Transport):
         Idempotency-Key makes a retry safe."""
         path = f"/v1/sessions/{session_id}/results"
         params = {"model": model, "metric": metric, "filter": filter, "item_key": item_key}
-        raw = results is not None
-        if results is not None:
-            data = json.dumps({"model": model, "results": dict(results)}).encode()
-            many: Sequence[FileLike] = [("results.json", data)]
-        elif files is None:
-            raise BenchsliceError("Invalid input", detail="give files or results")
-        else:
-            many = file_list(files)
+        many, raw = results_upload(model, results, files, missing="give files or results")
         response = self.send_files(path, many, params, key=idempotency_key, raw=raw)
         return SessionPublic.model_validate(response.json())
 

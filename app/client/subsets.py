@@ -18,7 +18,7 @@ from app.client.transport import (
     Progress,
     Transport,
     content_idempotency_key,
-    file_list,
+    results_upload,
 )
 from app.schemas.jobs import JobPublic
 from app.schemas.subsets import SubsetPublic, SubsetScorePublic, SubsetVerdictPublic
@@ -164,14 +164,7 @@ class SubsetOperations(Transport):
             "item_key": item_key,
             "interval": interval,
         }
-        raw = results is not None
-        if results is not None:
-            data = json.dumps({"model": model, "results": dict(results)}).encode()
-            many: Sequence[FileLike] = [("results.json", data)]
-        elif files is None:
-            raise BenchsliceError("Invalid input", detail="give files or results to score")
-        else:
-            many = file_list(files)
+        many, raw = results_upload(model, results, files, missing="give files or results to score")
         response = self.send_files(path, many, params, key=idempotency_key, raw=raw)
         return SubsetScorePublic.model_validate(response.json())
 

@@ -64,6 +64,23 @@ def file_list(files: FileLike | Sequence[FileLike]) -> list[FileLike]:
     return [files]  # type: ignore[list-item]
 
 
+def results_upload(
+    model: str,
+    results: Mapping[str, Any] | None,
+    files: FileLike | Sequence[FileLike] | None,
+    *,
+    missing: str,
+) -> tuple[list[FileLike], bool]:
+    """What a results upload sends, and whether it is raw: ``results`` (``{item_id: value}``) as
+    one ``results.json`` for ``model``, else ``files``; neither raises with detail ``missing``."""
+    if results is not None:
+        data = json.dumps({"model": model, "results": dict(results)}).encode()
+        return [("results.json", data)], True
+    if files is None:
+        raise BenchsliceError("Invalid input", detail=missing)
+    return file_list(files), False
+
+
 def _is_named_bytes(value: object) -> bool:
     return (
         isinstance(value, tuple)
