@@ -41,6 +41,16 @@ def _frozen(a) -> np.ndarray:
     return a
 
 
+def _model_rows(values, width: int, name: str) -> np.ndarray:
+    """``values`` as a float (n_models, width) matrix (one row may be given as a vector)."""
+    out = np.asarray(values, dtype=np.float64)
+    if out.ndim == 1:
+        out = out[None, :]
+    if out.ndim != 2 or out.shape[1] != width:
+        raise ValueError(f"{name}: expected shape (n_models, {width}), got {np.shape(values)}")
+    return out
+
+
 @dataclass(frozen=True)
 class AbilityEstimate:
     """MAP abilities of scored models with their uncertainty.
@@ -194,14 +204,7 @@ class IRTModel:
         return p.mean(axis=1), np.sqrt(np.maximum(var, 0.0))
 
     def _theta(self, theta) -> np.ndarray:
-        th = np.asarray(theta, dtype=np.float64)
-        if th.ndim == 1:
-            th = th[None, :]
-        if th.ndim != 2 or th.shape[1] != self.dims:
-            raise ValueError(
-                f"theta: expected shape (n_models, {self.dims}), got {np.shape(theta)}"
-            )
-        return th
+        return _model_rows(theta, self.dims, "theta")
 
     # -- scoring new models -----------------------------------------------------------------
     def score(
@@ -241,13 +244,7 @@ class IRTModel:
             Unpacks as ``(theta, se)``.
         """
         idx = self._items(items)
-        y = np.asarray(responses, dtype=np.float64)
-        if y.ndim == 1:
-            y = y[None, :]
-        if y.ndim != 2 or y.shape[1] != idx.size:
-            raise ValueError(
-                f"responses: expected shape (n_models, {idx.size}), got {np.shape(responses)}"
-            )
+        y = _model_rows(responses, idx.size, "responses")
         if not np.all(np.isfinite(y)) or y.min(initial=0) < 0 or y.max(initial=0) > 1:
             raise ValueError("responses: values must be finite and in [0, 1]")
         if not (np.isfinite(prior) and prior > 0):
