@@ -287,27 +287,12 @@ async def pair_verdict(
     P(A better) from the Dirichlet posterior of the cells, the exact McNemar p-value, and
     `status: undecidable` when fewer than `min_discordant` items separate them."""
     # async: a verdict asked before (results unchanged) is answered on the event loop
-    cached = verdict_service.cached_verdict(
-        version.id,
-        model_a,
-        model_b,
-        size=size,
-        method=method,
-        threshold=threshold,
-        min_discordant=min_discordant,
-    )
+    options = dict(size=size, method=method, threshold=threshold, min_discordant=min_discordant)
+    cached = verdict_service.cached_verdict(version.id, model_a, model_b, **options)
     if cached is not None:
         return cached
     return await run_in_threadpool(
-        verdict_service.pair_verdict,
-        session,
-        version.id,
-        model_a,
-        model_b,
-        size=size,
-        method=method,
-        threshold=threshold,
-        min_discordant=min_discordant,
+        verdict_service.pair_verdict, session, version.id, model_a, model_b, **options
     )
 
 
