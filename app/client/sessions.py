@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app.client.transport import FileLike, Transport, content_idempotency_key, results_upload
+from app.client.transport import FileLike, Transport, results_upload
 from app.schemas.jobs import JobPublic
 from app.schemas.sessions import SessionPublic
 
@@ -59,16 +58,7 @@ class SessionOperations(Transport):
             "seed": seed,
         }
         body.update({k: v for k, v in extra.items() if v is not None})
-        data = json.dumps(body, sort_keys=True).encode()
-        path = f"/v1/benchmarks/{benchmark}/sessions"
-        key = content_idempotency_key("POST", path, data) if seed is not None else None
-        response = self.request(
-            "POST",
-            path,
-            content=data,
-            headers={"Content-Type": "application/json"},
-            idempotency_key=key,
-        )
+        response = self.post_seeded(f"/v1/benchmarks/{benchmark}/sessions", body, seed)
         if response.status_code == 202:
             return SessionStart(job=JobPublic.model_validate(response.json()))
         return SessionStart(session=SessionPublic.model_validate(response.json()))

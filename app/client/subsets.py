@@ -3,7 +3,6 @@ and ask whether it orders a pair of models like the full benchmark."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,7 +16,6 @@ from app.client.transport import (
     FileLike,
     Progress,
     Transport,
-    content_idempotency_key,
     results_upload,
 )
 from app.schemas.jobs import JobPublic
@@ -70,17 +68,8 @@ class SubsetOperations(Transport):
             body["source_models"] = list(source_models)
         if exclude:
             body["exclude"] = exclude if isinstance(exclude, str) else list(exclude)
-        data = json.dumps(body, sort_keys=True).encode()
-        path = benchmark_path(benchmark, "/subsets")
         # Without a seed the server draws one, so only a seeded request is safe to replay.
-        key = content_idempotency_key("POST", path, data) if seed is not None else None
-        response = self.request(
-            "POST",
-            path,
-            content=data,
-            headers={"Content-Type": "application/json"},
-            idempotency_key=key,
-        )
+        response = self.post_seeded(benchmark_path(benchmark, "/subsets"), body, seed)
         return SubsetRequest.from_response(response)
 
     def build_subset(

@@ -236,6 +236,20 @@ class Transport:
         """``GET path?params`` and its decoded JSON body (``None`` parameters are left out)."""
         return self.request("GET", path, params=params).json()
 
+    def post_seeded(self, path: str, body: Mapping[str, Any], seed: int | None) -> httpx.Response:
+        """``POST path`` with ``body`` as canonical JSON (sorted keys). With a ``seed`` the answer
+        is determined by the body, so it carries a content-derived Idempotency-Key and a retry
+        replays it; without one the server draws a seed, so it is sent once."""
+        data = json.dumps(body, sort_keys=True).encode()
+        key = content_idempotency_key("POST", path, data) if seed is not None else None
+        return self.request(
+            "POST",
+            path,
+            content=data,
+            headers={"Content-Type": "application/json"},
+            idempotency_key=key,
+        )
+
     def send_files(
         self,
         path: str,
