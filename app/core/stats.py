@@ -30,6 +30,29 @@ def fpc(n: int, n_population: int | None) -> float:
     return (n_population - n) / (n_population - 1)
 
 
+def wilson_center_half(p, n_eff, z):
+    """Centre and half-width of the Wilson score interval, unclipped (scalars or arrays).
+
+    Parameters
+    ----------
+    p : float or ndarray
+        Observed proportions, in ``[0, 1]``.
+    n_eff : float or ndarray
+        Sample size, already divided by the finite-population correction (``> 0``).
+    z : float
+        The standard normal quantile of the two-sided level.
+
+    Returns
+    -------
+    center, half : float or ndarray
+        As in the notes of :func:`wilson_bounds` (Wilson 1927); callers clip to ``[0, 1]``.
+    """
+    denom = 1.0 + z * z / n_eff
+    center = (p + z * z / (2.0 * n_eff)) / denom
+    half = z / denom * np.sqrt(p * (1.0 - p) / n_eff + z * z / (4.0 * n_eff * n_eff))
+    return center, half
+
+
 def wilson_bounds(p: float, n: float, f: float, z: float) -> tuple[float, float]:
     """Wilson score bounds of a proportion with a finite-population correction.
 
@@ -56,10 +79,7 @@ def wilson_bounds(p: float, n: float, f: float, z: float) -> tuple[float, float]
     """
     if f == 0.0:
         return p, p
-    n_eff = n / f
-    denom = 1.0 + z * z / n_eff
-    center = (p + z * z / (2.0 * n_eff)) / denom
-    half = z / denom * np.sqrt(p * (1.0 - p) / n_eff + z * z / (4.0 * n_eff * n_eff))
+    center, half = wilson_center_half(p, n / f, z)
     # min/max with p: at p = 0 or 1 rounding would otherwise leave the bound a hair past p
     return max(0.0, min(p, center - half)), min(1.0, max(p, center + half))
 
@@ -571,5 +591,6 @@ __all__ = [
     "repeated_samples_estimate",
     "score_subset",
     "wilson_bounds",
+    "wilson_center_half",
     "wilson_interval",
 ]

@@ -12,7 +12,7 @@ import numpy as np
 from scipy import stats as _st
 
 from app.core.results import Estimate, PairedComparison, Selection
-from app.core.stats import fpc, normal_paired_comparison, wilson_bounds
+from app.core.stats import fpc, normal_paired_comparison, wilson_bounds, wilson_center_half
 
 #: Selectors whose subsets are probability samples with known inclusion probabilities.
 PROBABILITY_DESIGNS = frozenset({"random", "subtask_stratified", "confidence_stratified"})
@@ -215,10 +215,7 @@ def kish_wilson_bounds(values: np.ndarray, w: np.ndarray, n_population: int, z: 
     p = np.clip(values, 0.0, 1.0)
     if f == 0.0:
         return p, p
-    n_eff = n_w / f
-    denom = 1.0 + z * z / n_eff
-    center = (p + z * z / (2.0 * n_eff)) / denom
-    half = z / denom * np.sqrt(p * (1.0 - p) / n_eff + z * z / (4.0 * n_eff * n_eff))
+    center, half = wilson_center_half(p, n_w / f, z)
     return np.maximum(0.0, center - half), np.minimum(1.0, center + half)
 
 
