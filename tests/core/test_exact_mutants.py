@@ -400,3 +400,35 @@ def test_exact_agreement_refuses_an_unknown_mode(mode) -> None:
         ValueError, match=_exact(f"mode: expected 'robust' or 'paper', got {mode!r}")
     ):
         exact_agreement(np.eye(3, dtype=int), 2, mode=mode)
+
+
+def test_smallest_n_with_a_certain_order_and_probability_one() -> None:
+    """A right on every item, B on none: P(same order) = 1 at every n, so a target of exactly 1 is
+    met at n = 1."""
+    assert smallest_n(_matrix(5, 0, 5), 0, 1, 1.0) == 1
+    # 6 A-only items of 9: a subset misses all of them only while n <= 3 (C(3, n) / C(9, n))
+    p = [_scipy_order(6, 0, 9, m)[0] for m in range(1, 10)]
+    assert p[3] == 1.0 > p[2]
+    assert smallest_n(_matrix(6, 0, 9), 0, 1, 1.0) == 4
+
+
+def test_exact_agreement_reads_the_fit_and_reaches_with_equality() -> None:
+    from scipy.optimize import isotonic_regression
+
+    rng = np.random.default_rng(50)
+    c = (rng.random((14, 31)) < np.linspace(0.3, 0.7, 14)[:, None]).astype(np.uint8)
+    base = exact_agreement(c, 5)
+    cv = base.curve
+    assert cv.n_pairs.dtype == np.float64
+    fitted = isotonic_regression(cv.p_same, weights=cv.n_pairs).x
+    above = np.flatnonzero(cv.p_same > fitted + 1e-9)
+    assert above.size  # the raw curve is not monotone here
+    t = float(cv.p_same[above[0]])  # raw reaches t at above[0]; the fit reaches it later
+    res = exact_agreement(c, 5, threshold=t)
+    first_fit = np.flatnonzero(fitted >= t - 1e-12)
+    expected = float(cv.gaps[first_fit[0]]) if first_fit.size else None
+    assert res.mdad == expected
+    assert res.mdad != float(cv.gaps[np.flatnonzero(cv.p_same >= t)[0]])
+    top = float(cv.fitted.max())  # a threshold equal to the fit's maximum is reached
+    res = exact_agreement(c, 5, threshold=top)
+    assert res.mdad == float(cv.gaps[np.flatnonzero(cv.fitted == top)[0]])

@@ -22,8 +22,11 @@ from app.core.mdad import (
     analyze_cell,
     analyze_protocol,
     bootstrap_seed_sequence,
+    isotonic_increasing,
+    isotonic_reaches,
     mdad_paper,
     mdad_robust,
+    merge_sparse_bins,
 )
 from app.core.results import ProtocolResult
 
@@ -323,3 +326,217 @@ def test_mdad_paper_without_pairs_is_the_sentinel() -> None:
         assert got == (0.5, 0.5, 0.5, False)
         assert all(type(v) is float for v in got[:3]) and got[3] is False
     assert rng.bit_generator.state == state  # nothing drawn
+
+
+# -- paper mode: the band's >= at the threshold, single and one-pair bins --------------------------
+def test_mdad_paper_band_edges_reach_the_threshold_with_equality() -> None:
+    """Bin 0: Binomial(10, 0.6) / 10 has 97.5 % quantile exactly 0.9 (P(X <= 8) = 0.954 and
+    P(X <= 9) = 0.994), so u = 0.9 >= 0.9 puts b_u at bin 0; bin 1 (950/1000) reaches the mean.
+    CI = [0.005 - 0.005, 0.005 + 0.005]; a strict u > t would give [0.005, 0.005]."""
+    assert stats.binom.cdf(8, 10, 0.6) < 0.975 < stats.binom.cdf(9, 10, 0.6)
+    mdad, lo, hi, reached = mdad_paper(
+        np.array([10, 1000]), np.array([6, 950]), threshold=0.9, rng=np.random.default_rng(3)
+    )
+    assert (mdad, reached) == (0.005, True)
+    assert (lo, hi) == (pytest.approx(0.0, abs=1e-15), pytest.approx(0.01))
+    # Binomial(100, 0.99) / 100 has 2.5 % quantile exactly 0.97: l = 0.97 >= 0.97 puts b_l at bin 0
+    assert stats.binom.cdf(96, 100, 0.99) < 0.025 < stats.binom.cdf(97, 100, 0.99)
+    got = mdad_paper(np.array([100]), np.array([99]), threshold=0.97, rng=np.random.default_rng(4))
+    assert got == (0.0, 0.0, 0.0, True)
+
+
+def test_mdad_paper_single_bin_and_one_pair_bins() -> None:
+    assert mdad_paper(np.array([10]), np.array([10]), rng=np.random.default_rng(0)) == (
+        0.0,
+        0.0,
+        0.0,
+        True,
+    )
+    # bin 0 holds one agreeing pair (mean 1), bin 2 one disagreeing pair
+    got = mdad_paper(np.array([1, 0, 1]), np.array([1, 0, 0]), rng=np.random.default_rng(0))
+    assert got == (0.0, 0.0, 0.0, True)
+
+
+def _replay_paper(pairs, agree, threshold, n_boot, seed):
+    """Per-bin loop over the same binomial stream (one draw call over the present bins)."""
+    entries = [k for k in range(len(pairs)) if pairs[k] > 0]
+    looked = [math.floor((k / 200) * 200) for k in entries]
+    m = np.array([pairs[j] for j in looked])
+    a = np.array([agree[j] for j in looked])
+    rng = np.random.default_rng(seed)
+    draws = rng.binomial(m, np.where(m > 0, a / np.maximum(m, 1), 0.0), size=(n_boot, len(m)))
+    mdad = b_u = b_l = 0.5
+    for col in range(len(entries)):
+        if m[col] == 0:
+            continue
+        key = looked[col] / 200
+        means = draws[:, col] / m[col]
+        lo_q, hi_q = np.quantile(means, [0.025, 0.975])
+        if mdad == 0.5 and a[col] / m[col] >= threshold:
+            mdad = key
+        if b_u == 0.5 and hi_q >= threshold:
+            b_u = key
+        if b_l == 0.5 and lo_q >= threshold:
+            b_l = key
+    half = max(mdad - b_u, b_l - mdad)
+    return mdad, mdad - half, mdad + half
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_mdad_paper_matches_a_per_bin_replay_with_empty_bins(seed) -> None:
+    """Bins with gaps between them (empty bins draw nothing) and bin 29 looked up as empty bin 28."""
+    pairs = np.zeros(40, np.int64)
+    agree = np.zeros(40, np.int64)
+    for k, (mm, aa) in {
+        0: (40, 20),
+        3: (30, 22),
+        7: (25, 21),
+        12: (60, 50),
+        29: (50, 50),
+        33: (80, 72),
+    }.items():
+        pairs[k], agree[k] = mm, aa
+    mdad, lo, hi, _ = mdad_paper(pairs, agree, n_boot=400, rng=np.random.default_rng(seed))
+    ref = _replay_paper(pairs, agree, 0.8, 400, seed)
+    assert (mdad, lo, hi) == pytest.approx(ref, abs=1e-15)
+
+
+def test_analyze_cell_passes_threshold_and_n_boot() -> None:
+    """Seed 4's cell: threshold 0.6 and 5 resamples give an answer that 0.8 or 1000 would not."""
+    est, truth = _cell(4)
+    cell = analyze_cell(
+        est, truth, method="random", n=25, split="unseen", threshold=0.6, n_boot=5, seed=4
+    )
+    pairs, agree, _ = _slow_paper_counts(est, truth)
+    rng = np.random.default_rng(_seed_sequence(4, "random", 25, "unseen", "paper"))
+    ref = mdad_paper(pairs, agree, threshold=0.6, n_boot=5, rng=rng)
+    assert (cell.mdad, cell.ci_low, cell.ci_high, cell.reached) == ref
+    assert ref[:3] == pytest.approx((0.03, 0.0, 0.06))
+
+
+# -- merging sparse bins ---------------------------------------------------------------------------
+def _brute_merge(pairs: list[int], min_pairs: int) -> list[int]:
+    groups: list[list[int]] = []
+    current: list[int] = []
+    for k in range(len(pairs)):
+        current.append(k)
+        if sum(pairs[i] for i in current) >= min_pairs and k + 1 < len(pairs):
+            groups.append(current)
+            current = []
+    if sum(pairs[i] for i in current) >= min_pairs or not groups:
+        groups.append(current)
+    else:
+        groups[-1].extend(current)
+    return [g[0] for g in groups]
+
+
+def test_merge_sparse_bins_matches_brute_force() -> None:
+    rng = np.random.default_rng(40)
+    for _ in range(300):
+        size = int(rng.integers(1, 9))
+        min_pairs = int(rng.integers(1, 6))
+        pairs = rng.integers(0, 4, size).tolist()
+        assert merge_sparse_bins(np.array(pairs), min_pairs).tolist() == _brute_merge(
+            pairs, min_pairs
+        )
+    cases = {
+        (99, 1, 100): [0, 2],
+        (100, 100): [0, 1],
+        (100, 99): [0],
+        (100, 30): [0],
+        (5, 3): [0],
+        (30, 100): [0],
+    }
+    for pairs, expected in cases.items():
+        assert merge_sparse_bins(np.array(pairs), 100).tolist() == expected
+    # min_pairs = 0: every bin is its own group
+    assert merge_sparse_bins(np.array([0, 2, 0, 1]), 0).tolist() == [0, 1, 2, 3]
+
+
+# -- isotonic_reaches: any leading shape, per-curve tolerance, equality ------------------------------
+def test_isotonic_reaches_one_curve_and_3d_batch() -> None:
+    rng = np.random.default_rng(41)
+    w = rng.integers(1, 20, (2, 3, 6)).astype(float)
+    s = rng.binomial(w.astype(int), np.linspace(0.5, 0.95, 6)).astype(float)
+    from scipy.optimize import isotonic_regression
+
+    for t in (0.6, 0.75, 0.9):
+        ref = np.array(
+            [
+                [
+                    isotonic_regression(s[a, b] / w[a, b], weights=w[a, b]).x >= t - 1e-12
+                    for b in range(3)
+                ]
+                for a in range(2)
+            ]
+        )
+        np.testing.assert_array_equal(isotonic_reaches(s, w, t), ref)
+        np.testing.assert_array_equal(isotonic_reaches(s[1, 2], w[1, 2], t), ref[1, 2])
+
+
+def test_isotonic_reaches_tolerance_is_per_curve() -> None:
+    """799,999 of 1e6 is below 0.8 by 1 pair: a tolerance of 1e-9 * (1 + 1e6) does not absorb it, even
+    when another curve in the batch carries 2e9 pairs."""
+    sums = np.array([[799_999.0], [2e9]])
+    weights = np.array([[1e6], [2e9]])
+    np.testing.assert_array_equal(isotonic_reaches(sums, weights, 0.8), [[False], [True]])
+
+
+def test_isotonic_reaches_tolerance_boundary() -> None:
+    """Weight 1: tolerance 2e-9. A shortfall of exactly 2e-9 reaches; 2.5e-9 does not; a group mean
+    equal to the threshold (0.8 = 4 / 5) reaches."""
+    assert isotonic_reaches(np.array([[2e-9]]), np.array([[1.0]]), 4e-9)[0, 0]
+    assert not isotonic_reaches(np.array([[0.5]]), np.array([[1.0]]), 0.5 + 2.5e-9)[0, 0]
+    assert isotonic_reaches(np.array([[0.5]]), np.array([[1.0]]), 0.5 + 1.5e-9)[0, 0]
+    assert isotonic_reaches(np.array([[4.0]]), np.array([[5.0]]), 0.8)[0, 0]
+
+
+# -- robust mode: the curve's fields, a fit equal to the threshold, resamples that never reach -------
+def test_mdad_robust_curve_fields_known_answer() -> None:
+    """Three groups of bins (min_pairs 10): [0, 2), [2, 3), [3, 5)."""
+    pairs = np.array([[4, 6, 10, 3, 8], [0, 0, 0, 0, 0]])
+    same = np.array([[2, 4, 8, 3, 7], [0, 0, 0, 0, 0]])
+    tie = np.array([[1, 1, 1, 0, 1], [0, 0, 0, 0, 0]])
+    mdad, _, _, c = mdad_robust(
+        pairs, same, tie, min_pairs=10, n_boot=20, rng=np.random.default_rng(0)
+    )
+    np.testing.assert_allclose(c.gaps, [0.0, 0.01, 0.015])
+    np.testing.assert_allclose(c.gap_upper, [0.01, 0.015, 0.025])
+    np.testing.assert_array_equal(c.n_pairs, [10, 10, 11])
+    np.testing.assert_allclose(c.p_same, [0.6, 0.8, 10 / 11])
+    np.testing.assert_allclose(c.p_tie, [0.2, 0.1, 1 / 11])
+    np.testing.assert_allclose(c.p_reversed, [0.2, 0.1, 0.0], atol=1e-15)
+    assert c.max_gap == pytest.approx(0.025) and c.kind == "robust"
+    assert mdad == pytest.approx(0.01)  # fitted 0.8 at group 1 reaches 0.8 with equality
+    np.testing.assert_allclose(c.fitted, [0.6, 0.8, 10 / 11])
+
+
+def test_mdad_robust_resamples_that_never_reach_give_no_upper_end() -> None:
+    """10 runs of 20 pairs in one bin, 2 runs all agreeing and 8 at half: pooled 0.6 reaches 0.6;
+    a resample reaches iff it draws the good runs at least twice (P = 0.62), so the 97.5 %
+    quantile is "not reached"."""
+    pairs = np.full((10, 1), 20)
+    same = np.array([[20], [20]] + [[10]] * 8)
+    mdad, lo, hi, _ = mdad_robust(
+        pairs,
+        same,
+        np.zeros_like(pairs),
+        threshold=0.6,
+        min_pairs=1,
+        n_boot=2000,
+        rng=np.random.default_rng(5),
+    )
+    assert (mdad, lo, hi) == (0.0, 0.0, None)
+    assert stats.binom.sf(1, 10, 0.2) == pytest.approx(0.624, abs=1e-3)
+
+
+def test_isotonic_increasing_many_rows_in_small_chunks() -> None:
+    """50 curves of 3 points with a 9-element chunk (one row per chunk): every row is computed."""
+    from scipy.optimize import isotonic_regression
+
+    rng = np.random.default_rng(42)
+    w = rng.integers(1, 30, (50, 3)).astype(float)
+    y = rng.random((50, 3))
+    got = isotonic_increasing(y * w, w, chunk=9)
+    ref = np.array([isotonic_regression(yy, weights=ww).x for yy, ww in zip(y, w, strict=True)])
+    np.testing.assert_allclose(got, ref, atol=1e-12)
