@@ -540,3 +540,212 @@ def test_isotonic_increasing_many_rows_in_small_chunks() -> None:
     got = isotonic_increasing(y * w, w, chunk=9)
     ref = np.array([isotonic_regression(yy, weights=ww).x for yy, ww in zip(y, w, strict=True)])
     np.testing.assert_allclose(got, ref, atol=1e-12)
+
+
+# -- robust mode: a slow replay of the runs bootstrap ----------------------------------------------
+def _replay_robust(pairs, same, threshold, min_pairs, n_boot, n_band, seed):
+    """Group the bins (brute-force merge), draw the same run indices, then per resample: pooled
+    counts, scipy's isotonic fit, first group reaching the threshold; inverted-CDF quantiles."""
+    from scipy.optimize import isotonic_regression
+
+    runs, n_bins = pairs.shape
+    starts = _brute_merge(pairs.sum(axis=0).tolist(), min_pairs)
+    edges = [*starts, n_bins]
+    gp = np.array(
+        [[pairs[r, edges[g] : edges[g + 1]].sum() for g in range(len(starts))] for r in range(runs)]
+    )
+    gs = np.array(
+        [[same[r, edges[g] : edges[g + 1]].sum() for g in range(len(starts))] for r in range(runs)]
+    )
+    gaps = np.array(starts) / 200
+    draws = np.random.default_rng(seed).integers(0, runs, size=(n_boot, runs))
+    values, fits = [], []
+    for b in range(n_boot):
+        tp = sum(gp[r] for r in draws[b]).astype(float)
+        ts = sum(gs[r] for r in draws[b]).astype(float)
+        keep = tp > 0
+        fit = np.full(len(starts), np.nan)
+        if keep.any():
+            fit[keep] = isotonic_regression(ts[keep] / tp[keep], weights=tp[keep]).x
+            # a zero-weight group takes the fit of the range around it (its left neighbour's level)
+            for g in range(len(starts)):
+                if not keep[g]:
+                    left = [fit[h] for h in range(g) if keep[h]]
+                    right = [fit[h] for h in range(g + 1, len(starts)) if keep[h]]
+                    fit[g] = max(left[-1] if left else -np.inf, min(right) if right else -np.inf)
+                    fit[g] = fit[g] if np.isfinite(fit[g]) else np.nan
+        ok = np.flatnonzero(fit[keep] >= threshold - 1e-12)
+        values.append(float(gaps[keep][ok[0]]) if ok.size else np.inf)
+        fits.append(fit)
+    srt = sorted(values)
+    q_lo, q_hi = (srt[math.ceil(q * n_boot) - 1] for q in (0.025, 0.975))
+    band = np.array(fits[:n_band])
+    quant = np.nanquantile if np.isnan(band).any() else np.quantile
+    lo_band, hi_band = quant(band, [0.025, 0.975], axis=0)
+    fin = lambda v: v if np.isfinite(v) else None  # noqa: E731
+    return fin(q_lo), fin(q_hi), gaps, lo_band, hi_band
+
+
+@pytest.mark.parametrize(
+    ("threshold", "min_pairs", "n_boot", "n_band", "seed"),
+    [(0.8, 10, 40, 15, 1), (0.7, 25, 33, 200, 2), (0.75, 5, 57, 9, 3)],
+)
+def test_mdad_robust_matches_a_slow_replay(threshold, min_pairs, n_boot, n_band, seed) -> None:
+    rng = np.random.default_rng(60 + seed)
+    runs, bins = 8, 7
+    pairs = rng.integers(0, 6, (runs, bins))
+    pairs[rng.random((runs, bins)) < 0.3] = 0  # runs without pairs in some bins
+    same = rng.binomial(pairs, np.linspace(0.45, 0.95, bins))
+    tie = np.zeros_like(pairs)
+    _, lo, hi, curve = mdad_robust(
+        pairs,
+        same,
+        tie,
+        threshold=threshold,
+        min_pairs=min_pairs,
+        n_boot=n_boot,
+        n_band=n_band,
+        rng=np.random.default_rng(seed),
+    )
+    q_lo, q_hi, gaps, band_lo, band_hi = _replay_robust(
+        pairs, same, threshold, min_pairs, n_boot, n_band, seed
+    )
+    np.testing.assert_allclose(curve.gaps, gaps)
+    assert (lo, hi) == (q_lo, q_hi)
+    np.testing.assert_allclose(curve.band_low, band_lo, atol=1e-12)
+    np.testing.assert_allclose(curve.band_high, band_hi, atol=1e-12)
+
+
+def test_mdad_robust_band_skips_resamples_without_pairs() -> None:
+    """Only run 0 has pairs: a resample missing it (P = (3/4)^4 = 0.32) has no fit, and the band
+    is the quantile of the others (NaN-aware)."""
+    pairs = np.zeros((4, 2), np.int64)
+    same = np.zeros((4, 2), np.int64)
+    pairs[0], same[0] = [10, 10], [6, 9]
+    _, _, _, curve = mdad_robust(
+        pairs,
+        same,
+        np.zeros_like(pairs),
+        min_pairs=1,
+        n_boot=50,
+        n_band=50,
+        rng=np.random.default_rng(8),
+    )
+    _, _, _, band_lo, band_hi = _replay_robust(pairs, same, 0.8, 1, 50, 50, 8)
+    assert np.isfinite(curve.band_low).all()
+    np.testing.assert_allclose(curve.band_low, band_lo, atol=1e-12)
+    np.testing.assert_allclose(curve.band_high, band_hi, atol=1e-12)
+
+
+def test_mdad_robust_defaults_and_small_count_dtypes() -> None:
+    """Pooled bins of exactly 100 pairs (bins 0 and 4): the default min_pairs = 100 makes two groups.
+    uint8 counts whose sums exceed 255 give the int64 answer (no wrap-around)."""
+    runs = 4
+    pairs = np.zeros((runs, 5), np.int64)
+    pairs[:, 0], pairs[:, 4] = 25, 25
+    same = np.zeros_like(pairs)
+    same[:, 0] = [20, 25, 10, 24]
+    same[:, 4] = 25
+    tie = np.zeros_like(pairs)
+    tie[:, 0] = 1
+    got = mdad_robust(pairs, same, tie, rng=np.random.default_rng(9))
+    ref = mdad_robust(
+        pairs, same, tie, min_pairs=100, n_boot=1000, n_band=200, rng=np.random.default_rng(9)
+    )
+    np.testing.assert_allclose(got[3].gaps, [0.0, 0.005])
+    np.testing.assert_allclose(got[3].gap_upper, [0.005, 0.025])
+    assert got[:3] == ref[:3]
+    np.testing.assert_array_equal(got[3].band_low, ref[3].band_low)
+    np.testing.assert_array_equal(got[3].band_high, ref[3].band_high)
+    big = mdad_robust(
+        pairs * 10, same * 10, tie * 10, min_pairs=10, n_boot=30, rng=np.random.default_rng(2)
+    )
+    small = mdad_robust(
+        (pairs * 10).astype(np.uint8),
+        (same * 10).astype(np.uint8),
+        (tie * 10).astype(np.uint8),
+        min_pairs=10,
+        n_boot=30,
+        rng=np.random.default_rng(2),
+    )
+    assert big[:3] == small[:3]
+    for name in ("n_pairs", "p_same", "p_tie", "fitted"):
+        np.testing.assert_array_equal(getattr(small[3], name), getattr(big[3], name))
+    assert small[3].n_pairs.dtype == np.float64
+
+
+def test_mdad_robust_default_n_boot_and_n_band() -> None:
+    """On this curve 1001 resamples move the interval and a 201-resample band moves the band, so
+    the defaults (1000, 200) are pinned by equality with the explicit call."""
+    r = np.random.default_rng(1113)
+    pairs = r.integers(0, 8, (12, 4))
+    same = r.binomial(pairs, [0.6, 0.7, 0.8, 0.9])
+    tie = np.zeros_like(pairs)
+
+    def run(**kw):
+        return mdad_robust(pairs, same, tie, min_pairs=5, rng=np.random.default_rng(113), **kw)
+
+    got, ref = run(), run(n_boot=1000, n_band=200)
+    assert got[:3] == ref[:3]
+    np.testing.assert_array_equal(got[3].band_low, ref[3].band_low)
+    np.testing.assert_array_equal(got[3].band_high, ref[3].band_high)
+    assert run(n_boot=1001)[:3] != ref[:3]
+    assert not np.array_equal(run(n_band=201)[3].band_low, ref[3].band_low)
+
+
+def _robust_cell() -> tuple[np.ndarray, np.ndarray]:
+    """200 runs of 2 targets: 100 runs with a gap in bin 0, 100 with a gap in bin 4 (pooled 100 each)."""
+    rng = np.random.default_rng(70)
+    truth = np.zeros((200, 2))
+    truth[:, 0] = 0.5
+    truth[:100, 1] = 0.5 + 0.001
+    truth[100:, 1] = 0.5 + 0.021
+    est = np.round(truth + rng.normal(0, 0.01, truth.shape), 3)
+    return est, truth
+
+
+def test_analyze_cell_robust_defaults() -> None:
+    est, truth = _robust_cell()
+    cell = analyze_cell(est, truth, method="random", n=5, split="seen", mode="robust")
+    counts = _slow_run_counts(est, truth)
+    rng = np.random.default_rng(_seed_sequence(0, "random", 5, "seen", "robust"))
+    ref = mdad_robust(
+        *counts,
+        min_pairs=100,
+        n_boot=1000,
+        rng=rng,
+        max_gap=float(np.abs(truth[:, 0] - truth[:, 1]).max()),
+    )
+    assert (cell.mdad, cell.ci_low, cell.ci_high) == ref[:3]
+    assert cell.seed == 0 and cell.n_boot == 1000
+    np.testing.assert_allclose(cell.curve.gaps, [0.0, 0.005])
+    np.testing.assert_array_equal(cell.curve.band_low, ref[3].band_low)
+    short = analyze_cell(
+        est, truth, method="random", n=5, split="seen", mode="robust", n_boot=37, seed=3
+    )
+    rng = np.random.default_rng(_seed_sequence(3, "random", 5, "seen", "robust"))
+    ref = mdad_robust(*counts, min_pairs=100, n_boot=37, rng=rng, max_gap=cell.max_gap)
+    assert (short.mdad, short.ci_low, short.ci_high) == ref[:3]
+    np.testing.assert_array_equal(short.curve.band_low, ref[3].band_low)
+
+
+def test_analyze_protocol_robust_default_min_pairs() -> None:
+    est, truth = _robust_cell()
+    result = ProtocolResult(
+        methods=("random",),
+        sizes=(5,),
+        runs=200,
+        n_sources=2,
+        n_targets=2,
+        seed=0,
+        targets=np.tile(np.arange(2), (200, 1)),
+        sources=np.tile(np.arange(2), (200, 1)),
+        seen=np.zeros((200, 4), dtype=bool),
+        acc_seen=truth,
+        acc_unseen=truth,
+        acc_full=truth,
+        estimates=est[None, None],
+        subset_sizes=np.zeros((1, 1, 200), dtype=np.int64),
+    )
+    (cell,) = analyze_protocol(result, mode="robust", splits=("seen",), n_boot=20)
+    np.testing.assert_allclose(cell.curve.gaps, [0.0, 0.005])
