@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -48,3 +49,13 @@ def synthetic_results(n_models: int, n_items: int, seed: int = 0) -> np.ndarray:
     difficulty = rng.normal(size=n_items)
     p = 1.0 / (1.0 + np.exp(-(ability[:, None] - difficulty[None, :])))
     return (rng.random((n_models, n_items)) < p).astype(np.uint8)
+
+
+def payload(body: dict[str, Any], truth: np.ndarray, ids: list[str]) -> dict[str, Any]:
+    """The model's results on the open batch (item ids and values, as a CI job would post)."""
+    items = body["next_items"]
+    return {
+        "model": body["model"],
+        "item_ids": [it["item_id"] for it in items],
+        "correct": [float(truth[ids.index(it["item_id"])]) for it in items],
+    }

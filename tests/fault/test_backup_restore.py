@@ -36,7 +36,7 @@ from app.services.analyses import create_analysis
 from app.services.subsets import request_subset
 from tests.api._subset_data import gpqa, seed_gpqa
 from tests.conftest import ADMIN_DATABASE_URL
-from tests.fault.conftest import unique
+from tests.fault.conftest import payload, unique
 from tests.support.procs import ApiServer, service_env
 from tests.support.stack import create_key
 from tests.support.tools import missing
@@ -109,15 +109,6 @@ def populate(url: str) -> dict[str, Any]:
         "accuracy": seeded.correct.mean(axis=1),
         "subset_ids": subset_ids,
         "analysis_id": str(analysis_id),
-    }
-
-
-def payload(body: dict[str, Any], truth: np.ndarray, ids: list[str]) -> dict[str, Any]:
-    items = body["next_items"]
-    return {
-        "model": body["model"],
-        "item_ids": [it["item_id"] for it in items],
-        "correct": [float(truth[ids.index(it["item_id"])]) for it in items],
     }
 
 

@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session
 from app.core.sequential import confidence_sequence
 from app.db.models import EvaluationSession
 from tests.api._subset_data import Seeded, gpqa, seed_gpqa
+from tests.fault.conftest import payload
 from tests.support.procs import ApiServer, migrated_database, private_postgres, service_env
 from tests.support.stack import create_key
 
@@ -120,16 +121,6 @@ def client(api: ApiServer, key: str, timeout: float = 30.0) -> httpx.Client:
 
 
 # --- driving a session ------------------------------------------------------------------------
-
-
-def payload(body: dict[str, Any], truth: np.ndarray, ids: list[str]) -> dict[str, Any]:
-    """The model's results on the open batch (item ids and values, as a CI job would post)."""
-    items = body["next_items"]
-    return {
-        "model": body["model"],
-        "item_ids": [it["item_id"] for it in items],
-        "correct": [float(truth[ids.index(it["item_id"])]) for it in items],
-    }
 
 
 def post(c: httpx.Client, sid: str, data: dict[str, Any], key: str | None = None):
