@@ -92,6 +92,11 @@ def upgraded_response(resource: str | None, body: dict[str, Any]) -> dict[str, A
     return body
 
 
+IN_PROGRESS = (
+    "a request with this Idempotency-Key is already being processed; retry to get its response"
+)
+
+
 def store(
     session: Session,
     principal: str,
@@ -113,10 +118,7 @@ def store(
     try:
         IdempotencyKeyRepository(session).add(row)
     except IntegrityError:  # the same key raced in another request; this one rolls back
-        raise Conflict(
-            "a request with this Idempotency-Key is already being processed; retry to get its "
-            "response"
-        ) from None
+        raise Conflict(IN_PROGRESS) from None
 
 
 def store_or_stored(
@@ -146,9 +148,6 @@ def store_or_stored(
     except IntegrityError:
         stored = lookup(session, principal, key, req_hash, ttl_hours=ttl_hours)
         if stored is None:  # the other request's record is gone again (expired): retry later
-            raise Conflict(
-                "a request with this Idempotency-Key is already being processed; retry to get "
-                "its response"
-            ) from None
+            raise Conflict(IN_PROGRESS) from None
         return stored
     return None
