@@ -5,6 +5,7 @@ evaluation session driven to its decision — every page has something to show."
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,11 +13,14 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.api.deps import open_session
 from app.db.models import JobStatus
+from app.main import create_app
 from app.services import analyses as analyses_service
 from app.services import analysis_jobs
 from app.services import subsets as subset_service
 from app.services.jobs import JobContext
+from app.settings import Settings
 from tests.api._subset_data import Seeded, seed_gpqa
 from worker.runner import ProgressReporter
 
@@ -113,3 +117,16 @@ def seen(client: TestClient, db_session: Session) -> Seen:
         assert r.status_code == 200, r.text
         body = r.json()
     return Seen(seeded, analysis_id, subset.id, body["id"], body)
+
+
+@pytest.fixture
+def auth_client(settings: Settings, db_session: Session) -> Iterator[TestClient]:
+    """A client of an app with API-key auth on (no redirects followed, 500s returned)."""
+    app = create_app(settings.model_copy(update={"auth_enabled": True}))
+    app.dependency_overrides[open_session] = lambda: db_session
+    try:
+        with TestClient(app, raise_server_exceptions=False, follow_redirects=False) as c:
+            yield c
+    finally:
+        app.state.celery.close()
+        app.state.engine.dispose()

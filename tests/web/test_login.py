@@ -4,9 +4,7 @@ CSRF-checked), refused without one; the key never appears in a page."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
-import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
@@ -14,18 +12,6 @@ from app.api.deps import open_session
 from app.main import create_app
 from app.services.keys import create_key, revoke_key
 from app.settings import Settings
-
-
-@pytest.fixture
-def auth_client(settings: Settings, db_session: Session) -> Iterator[TestClient]:
-    app = create_app(settings.model_copy(update={"auth_enabled": True}))
-    app.dependency_overrides[open_session] = lambda: db_session
-    try:
-        with TestClient(app, raise_server_exceptions=False, follow_redirects=False) as c:
-            yield c
-    finally:
-        app.state.celery.close()
-        app.state.engine.dispose()
 
 
 def _csrf(page: str) -> str:

@@ -12,31 +12,15 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from app.api.deps import open_session
-from app.main import create_app
 from app.services.keys import create_key
-from app.settings import Settings
 from tests.web.conftest import Seen
 
 CSP_PARTS = ("default-src 'self'", "frame-ancestors 'none'", "object-src 'none'")
-
-
-@pytest.fixture
-def auth_client(settings: Settings, db_session: Session) -> Iterator[TestClient]:
-    app = create_app(settings.model_copy(update={"auth_enabled": True}))
-    app.dependency_overrides[open_session] = lambda: db_session
-    try:
-        with TestClient(app, raise_server_exceptions=False, follow_redirects=False) as c:
-            yield c
-    finally:
-        app.state.celery.close()
-        app.state.engine.dispose()
 
 
 def _headers_ok(r, where: str) -> None:
