@@ -151,7 +151,7 @@ def order_probabilities(n10, n01, n_items: int, n) -> OrderProbabilities:
         raise ValueError("n_items: must be positive")
     if (n10_a < 0).any() or (n01_a < 0).any() or ((n10_a + n01_a) > n_items).any():
         raise ValueError("n10: counts must satisfy 0 <= n10, n01 and n10 + n01 <= n_items")
-    if (n_a < 0).any() or (n_a > n_items).any():
+    if (n_a < 1).any() or (n_a > n_items).any():
         raise ValueError(f"n: subset sizes must lie in [1, {n_items}]")
     shape = n10_a.shape
     triples = np.stack([n10_a.ravel(), n01_a.ravel(), n_a.ravel()], axis=1)

@@ -101,7 +101,7 @@ def test_broadcast_shapes_and_duplicates() -> None:
         assert got.p_equal[i, j] == pytest.approx(ref[1], abs=1e-13)
         assert got.p_less[i, j] == pytest.approx(ref[2], abs=1e-13)
     empty = order_probabilities(np.zeros(0, int), np.zeros(0, int), 10, 3)
-    assert empty.p_greater.shape == (0,) and empty.p_less.shape == (0,)
+    assert empty.p_greater.shape == empty.p_equal.shape == empty.p_less.shape == (0,)
 
 
 def test_boundaries_of_the_inputs_are_accepted() -> None:
@@ -128,7 +128,7 @@ def test_order_probabilities_refuses_impossible_counts(n10, n01) -> None:
         order_probabilities(n10, n01, 10, 3)
 
 
-@pytest.mark.parametrize("n", [-1, 11, 20])
+@pytest.mark.parametrize("n", [-1, 0, 11, 20])
 def test_order_probabilities_refuses_a_subset_size_outside_the_benchmark(n) -> None:
     with pytest.raises(ValueError, match=_exact("n: subset sizes must lie in [1, 10]")):
         order_probabilities(3, 2, 10, n)
@@ -432,3 +432,17 @@ def test_exact_agreement_reads_the_fit_and_reaches_with_equality() -> None:
     top = float(cv.fitted.max())  # a threshold equal to the fit's maximum is reached
     res = exact_agreement(c, 5, threshold=top)
     assert res.mdad == float(cv.gaps[np.flatnonzero(cv.fitted == top)[0]])
+
+
+def test_integer_valued_float_counts_give_the_integer_answer() -> None:
+    """Counts that arrive as floats (3.0) are the integers they hold, for each argument."""
+    ref = order_probabilities(3, 2, 10, 4)
+    for args in [
+        (3.0, 2, 4),
+        (3, 2.0, 4),
+        (3, 2, 4.0),
+        (np.array([3.0]), np.array([2.0]), np.array([4.0])),
+    ]:
+        got = order_probabilities(args[0], args[1], 10, args[2])
+        assert float(np.ravel(got.p_greater)[0]) == float(ref.p_greater)
+        assert float(np.ravel(got.p_equal)[0]) == float(ref.p_equal)
