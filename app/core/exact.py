@@ -158,8 +158,14 @@ def order_probabilities(n10, n01, n_items: int, n) -> OrderProbabilities:
     if triples.shape[0] == 0:
         empty = np.zeros(shape)
         return OrderProbabilities(empty, empty.copy(), empty.copy())
-    uniq, inverse = np.unique(triples, axis=0, return_inverse=True)
-    g, e, l_ = _order_probabilities_unique(uniq[:, 0], uniq[:, 1], int(n_items), uniq[:, 2])
+    # One int64 key per triple (each entry lies in [0, N]): a 1-d unique is ~20x faster than
+    # ``np.unique(axis=0)``, which sorts a structured view; the key order is the row order.
+    base = np.int64(n_items) + 1
+    keys = (triples[:, 0] * base + triples[:, 1]) * base + triples[:, 2]
+    uniq_keys, inverse = np.unique(keys, return_inverse=True)
+    u_n10, rest = np.divmod(uniq_keys, base * base)
+    u_n01, u_n = np.divmod(rest, base)
+    g, e, l_ = _order_probabilities_unique(u_n10, u_n01, int(n_items), u_n)
     inverse = inverse.ravel()
     return OrderProbabilities(
         p_greater=g[inverse].reshape(shape),
@@ -409,7 +415,10 @@ def exact_agreement(
         raise ValueError(f"mode: expected 'robust' or 'paper', got {mode!r}")
     c = as_binary(correct)
     n_items = c.shape[1]
-    n10_all = c @ (1 - c).T  # [i, j] = items i right and j wrong
+    # [i, j] = items i right and j wrong; a float64 (BLAS) product is exact for counts < 2**53
+    # and ~10x faster than numpy's integer matmul.
+    f = c.astype(np.float64)
+    n10_all = np.rint(f @ (1.0 - f).T).astype(np.int64)
     i, j = np.triu_indices(c.shape[0], 1)
     n10, n01 = n10_all[i, j], n10_all[j, i]
     hi, lo = np.maximum(n10, n01), np.minimum(n10, n01)

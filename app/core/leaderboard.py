@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from scipy import special as _sc
 from scipy import stats as _st
 
 from app.core.pairwise import (
@@ -415,7 +416,9 @@ def leaderboard(
             factor = 1.0
             lo_acc, hi_acc = wilson(acc, n_own, z)
             p_value = mcnemar_pvalues(n10, n01, mid_p=mid_p)
-            p_better = _st.beta.sf(0.5, 1.0 + n10, 1.0 + n01)
+            # P(Beta(1 + n10, 1 + n01) > 1/2) = P(Binomial(n10 + n01 + 1, 1/2) <= n10) for
+            # integer counts; the binomial form (bdtr) is ~4x cheaper than betaincc.
+            p_better = _sc.bdtr(n10, n10 + n01 + 1, 0.5)
         else:
             f = (n_pop - n) / (n_pop - 1) if n_pop > 1 else 0.0
             factor = 1.0 / f if f > 0 else np.inf
