@@ -42,6 +42,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # Build every route's parameter and response models now, before the first request:
+        # recent FastAPI builds them lazily per router on the first request it answers (~250 ms
+        # for the sessions router, paid inside a client's request). The OpenAPI schema walks
+        # every route (the /ui ones too), so generating it does it.
+        app.openapi()
         yield
         app.state.job_queue.close()
         engine.dispose()
