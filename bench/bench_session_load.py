@@ -17,8 +17,9 @@ Load, one asyncio client (a minimal keep-alive HTTP/1.1 client on uvloop, :class
 * ``--sessions`` session loops. Each posts its open batch every ``--step-interval`` seconds (its
   schedule: a CI job handing in one batch per interval; a step that answers late delays only
   that session's next one, the lag is reported). Session starts are spread over the first
-  interval; a session that closes (decided/exhausted) is followed at once by a new one for the
-  same model with the next seed. Step latency: from
+  interval; a session that closes (decided/exhausted) is replaced by a new one for the same
+  model with the next seed, created at the client's next turn (each client sends one request
+  per interval: a create or a batch). Step latency: from
   sending the batch to its answer.
 * reads, open loop at ``--read-rate`` requests/s (request i scheduled at ``t0 + i / rate``,
   latency from that time, so a stalled server is not hidden): alternately
@@ -248,6 +249,12 @@ async def run_load(args, bases: list[str], key: str, data, n_stored: int, tally:
             if now >= t_end:
                 return
             if body is None or body["state"] != "open":
+                if body is not None:  # a closed session's replacement takes the client's next turn
+                    if due > now:
+                        await asyncio.sleep(due - now)
+                        if loop.time() >= t_end:
+                            return
+                    due += args.step_interval
                 spec = {
                     "model": f"held-out/{names[row]}",
                     "baseline": baseline,
@@ -272,6 +279,7 @@ async def run_load(args, bases: list[str], key: str, data, n_stored: int, tally:
                     continue
                 body, applied = json.loads(r.body), 0
                 tally.sessions[body["id"]] = (0, body["state"], False)
+                now = loop.time()
             if due > now:
                 await asyncio.sleep(due - now)
                 if loop.time() >= t_end:

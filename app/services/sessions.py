@@ -139,6 +139,14 @@ def get_row(session: Session, sid: uuid.UUID, *, for_update: bool = False) -> Ev
     return row
 
 
+def model_name(session: Session, sid: uuid.UUID) -> str:
+    """The model a session evaluates (one small query; 404 when the session does not exist)."""
+    name = EvaluationSessionRepository(session).model_name(sid)
+    if name is None:
+        raise NotFound(f"evaluation session {sid} does not exist")
+    return name
+
+
 def _order(row: EvaluationSession) -> np.ndarray:
     return np.frombuffer(row.order, dtype="<i4").astype(np.int64)
 
@@ -526,6 +534,7 @@ __all__ = [
     "create_session",
     "get_row",
     "get_session_public",
+    "model_name",
     "open_batch",
     "pack_state",
     "post_results",

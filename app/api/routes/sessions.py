@@ -117,11 +117,11 @@ def post_session_results(
     )
     if replay is not None:
         return replay
-    current = service.get_row(session, session_id)
+    default_model = service.model_name(session, session_id)
     parsed, ref = parse_results_upload(
         upload,
         ParseOptions(metric=metric, filter=filter, task=task, item_key=item_key),
-        model=ModelCreate(name=model or current.model_name),
+        model=ModelCreate(name=model or default_model),
     )
     public, replayed = service.post_results(session, session_id, ref.name, parsed)
     body = public.model_dump(mode="json")

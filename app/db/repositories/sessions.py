@@ -33,6 +33,11 @@ class EvaluationSessionRepository(Repository[EvaluationSession]):
         )
         return self.session.scalars(stmt).first()
 
+    def model_name(self, id_: uuid.UUID) -> str | None:
+        """The session's model name alone (no history, order or state loaded)."""
+        stmt = select(EvaluationSession.model_name).where(EvaluationSession.id == id_)
+        return self.session.scalars(stmt).first()
+
 
 class IrtFitRepository(Repository[IrtFit]):
     model = IrtFit
