@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import platform
@@ -116,6 +117,14 @@ class Tally:
     # session id -> (steps the client saw applied, last state answered, whether the last post
     # got no answer: a batch sent but not acknowledged may or may not have been applied)
     sessions: dict[str, tuple[int, str, bool]] = field(default_factory=dict)
+    gc_pauses: list[float] = field(default_factory=list)  # ms, the client's collections > 5 ms
+    _gc_start: float = 0.0
+
+    def gc_callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+        elif (ms := 1000 * (time.perf_counter() - self._gc_start)) > 5:
+            self.gc_pauses.append(ms)
 
 
 class Answer(NamedTuple):
@@ -440,8 +449,17 @@ def main() -> int:
                         cold.setdefault(path, []).append((time.perf_counter() - t) * 1000)
             tally = Tally()
             cpu0 = [cpu_seconds(s.proc.pid) for s in servers]  # type: ignore[union-attr]
+            # The client is the clock: a full collection over its ~200k objects paused it
+            # 60-120 ms (every latency in flight looked that much slower, and the open-loop
+            # reads then left in a burst). Freeze what setup made and log any pause left.
+            gc.collect()
+            gc.freeze()
+            gc.callbacks.append(tally.gc_callback)
             t = time.perf_counter()
-            run(run_load(args, bases, key, data, n_stored, tally))
+            try:
+                run(run_load(args, bases, key, data, n_stored, tally))
+            finally:
+                gc.callbacks.remove(tally.gc_callback)
             wall = time.perf_counter() - t
             cpu = [cpu_seconds(s.proc.pid) - c0 for s, c0 in zip(servers, cpu0, strict=True)]  # type: ignore[union-attr]
             load_after = os.getloadavg()
@@ -484,6 +502,11 @@ def main() -> int:
         f"({sum(cpu) / wall:.2f} cores; {1000 * sum(cpu) / max(n_req, 1):.1f} ms per request "
         f"over {n_req} requests); first read-back answered {drained:.1f} s after the load "
         "stopped (backlog).\n"
+    )
+    pauses = sorted(tally.gc_pauses, reverse=True)
+    print(
+        f"Client GC pauses during the load: {len(pauses)}, longest "
+        f"{pauses[0] if pauses else 0.0:.1f} ms (a pause delays every request in flight).\n"
     )
     print(
         f"Steps per process: {dict(tally.per_process)}; sessions created {n_sessions} "
