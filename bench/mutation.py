@@ -39,7 +39,10 @@ MODULES: dict[str, str] = {
     "mdad": "statistics",
     "stats": "statistics",
     "planning": "statistics",
+    "intervals": "statistics",
     "scoring": "statistics",
+    "weighted": "statistics",
+    "reference_scoring": "statistics",
     "sequential": "statistics",
     "leaderboard": "statistics",
     "pairwise": "statistics",
@@ -53,11 +56,14 @@ MODULES: dict[str, str] = {
     "selectors/dpp": "selectors",
 }
 GOALS = {"statistics": 0.90, "selectors": 0.80}
+# The tests mutmut may run for a module (it still runs, per mutant, only those that reach the
+# mutated function); default tests/core. Narrowed where the whole folder is too slow per mutant.
+TEST_SELECTION: dict[str, list[str]] = {}
 
 CONFIG = """
 [tool.mutmut]
 source_paths = ["app/core/{module}.py"]
-pytest_add_cli_args_test_selection = ["tests/core"]
+pytest_add_cli_args_test_selection = {tests}
 pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]
 also_copy = ["app", "pyproject.toml"]
 """
@@ -81,7 +87,8 @@ def run_module(module: str, work: Path, children: int) -> dict[str, object]:
     work.mkdir(parents=True, exist_ok=True)
     export_tree(work)
     with (work / "pyproject.toml").open("a") as fh:
-        fh.write(CONFIG.format(module=module))
+        tests = json.dumps(TEST_SELECTION.get(module, ["tests/core"]))
+        fh.write(CONFIG.format(module=module, tests=tests))
     mutmut = [sys.executable, "-m", "mutmut"]
     # the export lives in a scratch folder: point the tests at the real data beside the repo
     env = dict(os.environ)
