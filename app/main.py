@@ -28,6 +28,7 @@ from app.db.session import make_engine, make_sessionmaker
 from app.queue import CeleryQueue
 from app.settings import Settings, get_settings
 from app.web import install_web
+from app.web import warm_up as warm_up_web
 
 API_PREFIX = "/v1"
 
@@ -48,6 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # for the sessions router, paid inside a client's request). The OpenAPI schema walks
         # every route (the /ui ones too), so generating it does it.
         app.openapi()
+        warm_up_web()
         # Move what startup made (~270k objects: numpy, scipy, matplotlib, SQLAlchemy, the
         # schema) out of the collector's reach: a full collection over them took ~130 ms,
         # an unpredictable pause inside some request (the p99 of session steps under load).

@@ -42,6 +42,17 @@ def svg(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
+def warm_up() -> None:
+    """Draw a small figure with every kind of element the pages use (fonts loaded, caches built)."""
+    fig, ax = _axes()
+    ax.plot([0.0, 1.0], [0.0, 1.0], marker="o", label="x")
+    ax.hist([0.1, 0.2, 0.2], bins=3)
+    ax.set_title("warm-up 0123456789 (%)")
+    ax.set_xlabel("x")
+    ax.legend()
+    svg(fig)
+
+
 def accuracy_histogram(accuracy: np.ndarray, benchmark_name: str) -> bytes:
     """Histogram of the models' full-benchmark accuracies (points), median marked."""
     fig, ax = _axes()

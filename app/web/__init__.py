@@ -12,7 +12,8 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.errors import DomainError
-from app.web.routes import error_page, router
+from app.services import page_plots
+from app.web.routes import TEMPLATES, error_page, router
 from app.web.security import UI_PREFIX, SecurityHeaders
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -25,6 +26,14 @@ def install_web(app: FastAPI) -> None:
     app.mount(f"{UI_PREFIX}/static", StaticFiles(directory=STATIC_DIR), name="ui_static")
     app.add_middleware(SecurityHeaders)
     _html_http_errors(app)
+
+
+def warm_up() -> None:
+    """Do at startup what a process otherwise does on its first page: compile every template
+    and draw one figure (matplotlib loads its fonts and builds its glyph caches then)."""
+    for name in TEMPLATES.env.list_templates(extensions=["html"]):
+        TEMPLATES.get_template(name)
+    page_plots.warm_up()
 
 
 def _html_http_errors(app: FastAPI) -> None:
