@@ -58,7 +58,24 @@ MODULES: dict[str, str] = {
 GOALS = {"statistics": 0.90, "selectors": 0.80}
 # The tests mutmut may run for a module (it still runs, per mutant, only those that reach the
 # mutated function); default tests/core. Narrowed where the whole folder is too slow per mutant.
-TEST_SELECTION: dict[str, list[str]] = {}
+TEST_SELECTION: dict[str, list[str]] = {
+    # exact small cases plus the fast known answers; the statistical replays and GPQA paths (and
+    # the tests/core files that reach sequential through session_sim) stay in the normal suite
+    "sequential": [
+        "tests/core/test_sequential_mutants.py",
+        "tests/core/test_sequential.py",
+        *(
+            f"--deselect=tests/core/test_sequential.py::{name}"
+            for name in (
+                "test_time_uniform_validity_on_gpqa",
+                "test_agrapa_beats_plugin_on_large_gaps",
+                "test_fractions_work_and_cover",
+                "test_capital_martingale_monte_carlo_fractions",
+                "test_exhaustion_gives_exact_value_gpqa",
+            )
+        ),
+    ],
+}
 
 CONFIG = """
 [tool.mutmut]
