@@ -347,8 +347,8 @@ def benchmark_stamp(session: Session, version: BenchmarkVersion) -> tuple:
 def benchmark_main(
     session: Session, version: BenchmarkVersion, ref: str, query: BenchmarkQuery
 ) -> BenchmarkMain:
-    rows = ModelResultRepository(session).summaries(version.id)
-    summaries = [(r.model.name, float(r.accuracy), r.n_items / version.n_items) for r in rows]
+    rows = ModelResultRepository(session).accuracy_rows(version.id)
+    summaries = [(name, acc, k / version.n_items) for name, acc, k in rows]
     board, ranks = _board(session, version)
     sort = ("-" if query.desc else "") + query.sort
     table = models_table(summaries, ranks, q=query.q, sort=sort, show_all=query.show_all)

@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
@@ -21,10 +22,19 @@ MEDIA_TYPES = {"svg": "image/svg+xml", "png": "image/png"}
 _DPI = 120
 
 
+def _figure() -> tuple[Figure, Axes]:
+    """A figure with fixed margins that fit these figures' labels and two-line titles: cheaper
+    than ``bbox_inches="tight"``, which draws every figure twice (the analysis page's first view
+    renders two of them)."""
+    fig = Figure(figsize=(7.5, 4.8))
+    fig.subplots_adjust(left=0.09, right=0.98, bottom=0.11, top=0.88)
+    return fig, fig.subplots()
+
+
 def _render(fig: Figure, fmt: PlotFormat) -> bytes:
     buf = io.BytesIO()
     metadata = {"Date": None} if fmt == "svg" else {}
-    fig.savefig(buf, format=fmt, dpi=_DPI, metadata=metadata, bbox_inches="tight")
+    fig.savefig(buf, format=fmt, dpi=_DPI, metadata=metadata)
     return buf.getvalue()
 
 
@@ -36,8 +46,7 @@ def mdad_plot(
     Sizes where a method never reaches the agreement threshold are left out of its line and
     marked with a triangle at the top of the axes.
     """
-    fig = Figure(figsize=(7.5, 4.8))
-    ax = fig.subplots()
+    fig, ax = _figure()
     sizes = np.asarray(analysis.sizes, dtype=np.float64)
     top = 0.0
     colors: dict[str, str] = {}
@@ -120,8 +129,7 @@ def agreement_plot(
             message=f"choose from {list(analysis.sizes)}",
         )
     sizes = [n] if n is not None else list(analysis.sizes)
-    fig = Figure(figsize=(7.5, 4.8))
-    ax = fig.subplots()
+    fig, ax = _figure()
     for size in sizes:
         c = analysis.cell(method, size, split)
         curve = c.curve

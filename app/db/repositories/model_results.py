@@ -62,6 +62,17 @@ class ModelResultRepository(Repository[ModelResult]):
         )
         return self.session.scalars(stmt).unique().all()
 
+    def accuracy_rows(self, version_id: uuid.UUID) -> list[tuple[str, float, int]]:
+        """``(model name, accuracy, items with results)`` per model on a version, by name: three
+        columns, no ORM objects (the benchmark page's table and histogram)."""
+        stmt = (
+            select(LanguageModel.name, ModelResult.accuracy, ModelResult.n_items)
+            .join(ModelResult.model)
+            .where(ModelResult.benchmark_version_id == version_id)
+            .order_by(LanguageModel.name)
+        )
+        return [(str(n), float(a), int(k)) for n, a, k in self.session.execute(stmt)]
+
     def count_for_version(self, version_id: uuid.UUID) -> int:
         stmt = select(func.count()).where(ModelResult.benchmark_version_id == version_id)
         return int(self.session.scalar(stmt) or 0)
