@@ -289,7 +289,7 @@ def _calibration_oracle(r_est, truth, level, inflation, bandwidth=None, step=0.0
     grid = np.arange(0.0, 1.0 + step / 2, step)
     err = r_est - truth
     kth = min(min_nb, r)
-    bias, spread, quant = [], [], []
+    bias, spread, n_effs = [], [], []
     for a in grid:
         d = np.abs(a - truth)
         hg = max(h, np.sort(d)[kth - 1])
@@ -299,15 +299,16 @@ def _calibration_oracle(r_est, truth, level, inflation, bandwidth=None, step=0.0
         s2 = np.sum(kk * (err - b) ** 2) / np.sum(kk) * n_eff / max(n_eff - 1, 1e-9)
         bias.append(b)
         spread.append(np.sqrt(max(s2, 1e-12)))
-        quant.append(stats.t.ppf(1 - (1 - level) / 2, max(n_eff - 1, 1)) * inflation)
-    return grid, np.array(bias), np.array(spread), np.array(quant)
+        n_effs.append(max(n_eff - 1, 1))
+    quant = stats.t.ppf(1 - (1 - level) / 2, np.array(n_effs)) * inflation
+    return grid, np.array(bias), np.array(spread), quant
 
 
 def _apply_oracle(est, grid, b, s, q, step):
     out = []
     for x in np.ravel(est):
-        dev = [(x - grid[g] - b[g]) / s[g] for g in range(grid.size)]
-        inside = [g for g in range(grid.size) if abs(dev[g]) <= q[g]]
+        dev = (x - grid - b) / s
+        inside = np.flatnonzero(np.abs(dev) <= q).tolist()
         best = int(np.argmin(np.abs(dev)))
         first, last = (inside[0], inside[-1]) if inside else (best, best)
         out.append((grid[best], max(grid[first] - step, 0.0), min(grid[last] + step, 1.0), s[best]))

@@ -313,7 +313,7 @@ def _calibration_oracle(r_est, truth, level, inflation, step=0.001, min_nb=30):
     grid = np.arange(0.0, 1.0 + step / 2, step)
     err = r_est - truth
     kth = min(min_nb, r)
-    bias, spread, quant = [], [], []
+    bias, spread, n_effs = [], [], []
     for a in grid:
         d = np.abs(a - truth)
         hg = max(h, np.sort(d)[kth - 1])
@@ -323,8 +323,9 @@ def _calibration_oracle(r_est, truth, level, inflation, step=0.001, min_nb=30):
         s2 = np.sum(kk * (err - b) ** 2) / np.sum(kk) * n_eff / max(n_eff - 1, 1e-9)
         bias.append(b)
         spread.append(np.sqrt(max(s2, 1e-12)))
-        quant.append(stats.t.ppf(1 - (1 - level) / 2, max(n_eff - 1, 1)) * inflation)
-    return grid, np.array(bias), np.array(spread), np.array(quant)
+        n_effs.append(max(n_eff - 1, 1))
+    quant = stats.t.ppf(1 - (1 - level) / 2, np.array(n_effs)) * inflation
+    return grid, np.array(bias), np.array(spread), quant
 
 
 def test_reference_calibrations_default_level_and_inflation(refs) -> None:
