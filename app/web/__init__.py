@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 from http import HTTPStatus
 from pathlib import Path
@@ -9,12 +10,11 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.errors import DomainError
 from app.services import page_plots
 from app.web.routes import TEMPLATES, error_page, router
-from app.web.security import UI_PREFIX, SecurityHeaders
+from app.web.security import HEADERS, UI_PREFIX, SecurityHeaders
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -37,21 +37,36 @@ def warm_up() -> None:
 
 
 def _html_http_errors(app: FastAPI) -> None:
-    """Routing errors under /ui (no such page: ``/ui/benchmarks/``, a POST to a page) are HTML
-    error pages like the pages' own 4xx, not the API's problem+json."""
-    api_handler = app.exception_handlers[StarletteHTTPException]
+    """Errors under /ui that no page handled — no such page (``/ui/benchmarks/``), a POST to a
+    page, the database down (503), a bug (500) — are HTML error pages like the pages' own 4xx,
+    not the API's problem+json. The API's handler still runs first (it logs, sets the status,
+    ``Retry-After``…); its problem body gives the page's title and detail."""
+    for exc_class, api_handler in list(app.exception_handlers.items()):
+        app.exception_handlers[exc_class] = _html_under_ui(api_handler)
 
+
+def _html_under_ui(api_handler):
     async def handler(request: Request, exc: Exception) -> Response:
+        response = await api_handler(request, exc)
         path = request.url.path
-        if not isinstance(exc, StarletteHTTPException) or not (
-            path == UI_PREFIX or path.startswith(UI_PREFIX + "/")
-        ):
-            return await api_handler(request, exc)
-        error = DomainError(str(exc.detail))
-        error.status_code = exc.status_code
-        error.title = HTTPStatus(exc.status_code).phrase
-        response = error_page(request, error)
-        response.headers.update(exc.headers or {})
-        return response
+        if not (path == UI_PREFIX or path.startswith(UI_PREFIX + "/")):
+            return response
+        try:
+            body = json.loads(bytes(response.body))
+        except ValueError:
+            body = {}
+        status = response.status_code
+        error = DomainError(str(body.get("detail") or HTTPStatus(status).phrase))
+        error.status_code = status
+        error.title = str(body.get("title") or HTTPStatus(status).phrase)
+        page = error_page(request, error)
+        for name in ("retry-after", "allow", "www-authenticate"):
+            if name in response.headers:
+                page.headers[name] = response.headers[name]
+        # a 500 is answered by the outermost middleware, outside SecurityHeaders: set them here
+        for key, value in HEADERS:
+            page.headers[key.decode()] = value.decode()
+        page.headers["cache-control"] = "no-store"
+        return page
 
-    app.exception_handlers[StarletteHTTPException] = handler
+    return handler

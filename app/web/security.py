@@ -69,11 +69,8 @@ class SecurityHeaders:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 took = 1000 * (time.perf_counter() - started)
-                headers = [
-                    (k, v)
-                    for k, v in message.get("headers", [])
-                    if k.lower() not in {h for h, _ in HEADERS}
-                ]
+                ours = {h for h, _ in HEADERS} | (set() if static else {b"cache-control"})
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() not in ours]
                 headers.extend(HEADERS)
                 if not static:
                     headers.append((b"cache-control", b"no-store"))
