@@ -14,7 +14,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from app.core.exact import exact_agreement
+from app.core.exact import exact_agreement, stratified_order_probabilities
 from app.core.planning import (
     _crossing,
     _mdad_at,
@@ -541,3 +541,19 @@ def test_recommend_unreached_cells_count_as_infinite() -> None:
 def test_recommend_without_methods() -> None:
     rec = recommend([], [], [10, 20], gap=0.05, threshold=0.8)
     assert rec.smallest_n == {} and rec.random_vs_best is None
+
+
+def test_stratified_n_needed_on_a_strictly_increasing_curve(gpqa) -> None:
+    """120 GPQA items in two made-up subtasks of 60 (so sizes up to 120 are allocatable): where
+    P(same) rises strictly with n, n_needed is n* for any threshold in (P(n* - 1), P(n*)]."""
+    c = gpqa["correct"][:, :120].astype(np.int64)
+    sub = np.repeat(["p", "q"], 60)
+    a, b = 348, 168
+    assert (c[a] * (1 - c[b])).sum() > ((1 - c[a]) * c[b]).sum()  # A leads: P(same) = P(D > 0)
+    p = [float(stratified_order_probabilities(c[a], c[b], sub, n).p_greater) for n in range(1, 121)]
+    assert all(x < y for x, y in itertools.pairwise(p))
+    for target in (2, 31, 40, 42, 45, 47, 48, 77, 100, 119):
+        for threshold in ((p[target - 2] + p[target - 1]) / 2, p[target - 1]):
+            assert _smallest_n_stratified(c, a, b, sub, threshold) == target
+    v = verdict(c, b, a, 10, method="subtask_stratified", subtasks=sub, threshold=p[44])
+    assert v.n_needed == 45
