@@ -96,6 +96,8 @@ def test_mean_grid_lattices():
     g7 = mean_grid(7, binary=False)
     assert g7.size == 3998 and g7[571] == pytest.approx(1 / 7, abs=1e-15) and g7[-1] == 1.0
     assert mean_grid(4000, binary=False).size == 4001
+    assert mean_grid(3, binary=False).size == 4000  # 3 * 1333 = 3999
+    assert mean_grid(2, binary=False).size == 4001
     assert mean_grid(3000, binary=False).size == 3001  # at least N
     assert mean_grid(5000, binary=False).size == 5001
     # paired fractions ignore `paired` (the fine grid)
@@ -145,6 +147,14 @@ def test_cs_init_defaults_and_shapes():
     assert cs_init(4, grid=[0.0, 0.5, 1.0]).exact_grid is False
     assert cs_init(2, grid=[0.0, 0.5, 1.0]).exact_grid is True
     assert isinstance(cs_init(4, alpha=np.float32(0.5)).alpha, float)
+
+
+def test_cs_init_custom_grid_type_and_exactness():
+    # an integer grid is stored as float64; exactness of a custom grid follows `paired`
+    assert cs_init(1, grid=[0, 1]).grid.dtype == np.float64
+    assert cs_init(4, grid=Q, paired=True).exact_grid is False  # 1/8 .. 7/8 missing
+    assert cs_init(2, grid=Q, paired=True).exact_grid is True
+    assert cs_init(4, grid=Q, paired=False).exact_grid is True
 
 
 def test_cs_init_grid_is_copied_and_flattened():
@@ -579,6 +589,15 @@ def test_interval_at_exhaustion_is_the_exact_mean():
     st.total[:] = 1.0
     lo, hi = cs_interval(st)
     assert lo.tolist() == [1 / 3] and hi.tolist() == [1 / 3]
+    # ... also when the only survivor lies 5e-13 below S/N
+    g = np.array([0.0, 1 / 3 - 5e-13, 2 / 3, 1.0])
+    below = cs_init(3, grid=g)
+    assert below.exact_grid is True
+    below.t[:] = 3
+    below.total[:] = 1.0
+    below.rejected[0] = [True, False, True, True]
+    lo, hi = cs_interval(below)
+    assert lo.tolist() == [1 / 3] and hi.tolist() == [1 / 3]
     # one step earlier the same survivor sets the lower end
     st.t[:] = 2
     st.rejected[0] = [True, False, True, True]
@@ -597,6 +616,33 @@ def test_interval_several_sessions():
     ]
     lo, hi = cs_interval(st)
     assert lo.tolist() == [0.25, 0.25, 0.75] and hi.tolist() == [0.75, 0.75, 0.75]
+    # each session its own hull
+    st = cs_init(4, sessions=3)
+    st.rejected[:] = [
+        [False, False, True, True, True],
+        [True, True, True, False, False],
+        [True, False, True, False, True],
+    ]
+    lo, hi = cs_interval(st)
+    assert lo.tolist() == [0.0, 0.75, 0.25] and hi.tolist() == [0.25, 1.0, 0.75]
+    # a session with no survivor gets its range, even beside one with survivors (grid 0.2, 0.5,
+    # 0.8: not exact, widened by a step)
+    st = cs_init(4, sessions=2, grid=[0.2, 0.5, 0.8])
+    assert st.exact_grid is False
+    st.t[:] = 1
+    st.total[:] = [0.0, 1.0]
+    st.rejected[:] = [[True, True, True], [True, False, True]]
+    lo, hi = cs_interval(st)
+    assert lo.tolist() == [0.0, 0.25] and hi.tolist() == [0.75, 0.8]
+
+
+def test_interval_range_tolerance_is_inclusive():
+    # candidates exactly 1e-12 outside the range [1/4, 3/4] (N = 4, t = 2, S = 1) still count
+    g = np.array([0.0, 0.25 - 1e-12, 0.5, 0.75 + 1e-12, 1.0])
+    st = _state(g, 4, 2, 1.0, [True, False, False, True, True], True)
+    assert [v.tolist() for v in cs_interval(st)] == [[0.25], [0.5]]
+    st = _state(g, 4, 2, 1.0, [True, True, False, False, True], True)
+    assert [v.tolist() for v in cs_interval(st)] == [[0.5], [0.75]]
 
 
 # -- whole paths -------------------------------------------------------------------------------
@@ -664,6 +710,13 @@ def test_paired_values_and_difference_interval():
         with pytest.raises(ValueError, match=r"^y_baseline: values must be finite"):
             paired_values([0.0], [bad])
     assert paired_values([], []).size == 0
+    # the result is float64 whatever the inputs' float type (e.g. long double)
+    third = np.array([1, 2], dtype=np.longdouble) / 3
+    assert paired_values(third, [0.0, 0.0]).dtype == np.float64
+    assert paired_values([0.0, 0.0], third).dtype == np.float64
+    # 0/1 results stored as uint8 (as in the GPQA matrix) do not wrap around
+    c = np.array([[0, 1, 1], [1, 0, 1]], dtype=np.uint8)
+    np.testing.assert_array_equal(paired_values(c[0], c[1]), [0.0, 1.0, 0.5])
     lo, hi = difference_interval([0.25, 0.5], [0.75, 1.0])
     assert lo.tolist() == [-0.5, 0.0] and hi.tolist() == [0.5, 1.0]
     lo, hi = difference_interval(0.5, 0.5)
@@ -706,3 +759,89 @@ def test_precision_met_boundaries():
     for bad in (0.0, -1.0, np.nan, np.inf):
         with pytest.raises(ValueError, match=r"^precision: must be a positive number"):
             precision_met(lo, hi, bad)
+
+
+def test_decide_compares_exact_values_and_broadcasts():
+    # float32 ends are compared at their exact values: float32(0.02) = 0.0199999995529...
+    # lies outside a margin 1e-12 below it (a float32 comparison would round the margin onto it)
+    a = float(np.float32(0.02))
+    margin = a - 1e-12
+    assert decide(np.array([-a], dtype=np.float32), [0.01], margin=margin).tolist() == [UNDECIDED]
+    assert decide([-0.01], np.array([a], dtype=np.float32), margin=margin).tolist() == [UNDECIDED]
+    assert decide([-0.01], [0.01], margin=margin).tolist() == [EQUIVALENT]
+    # a scalar lower end against several upper ends
+    assert decide(0.1, [0.2, 0.3]).tolist() == [BETTER, BETTER]
+    assert decide(-0.1, [0.05, -0.05], margin=0.1).tolist() == [EQUIVALENT, WORSE]
+
+
+def test_decision_names_from_stored_codes():
+    # codes read back as floats (e.g. from JSON) name the same decisions
+    assert decision_names(np.array([3.0, 0.0, 1.0])).tolist() == [
+        "equivalent",
+        "undecided",
+        "better",
+    ]
+    assert decision_names([2.0]).tolist() == ["worse"]
+
+
+def test_rejection_is_sticky():
+    # N = 10, x = (1, 0), m = 0.2 (agrapa, c = 1/2), by hand:
+    # t = 1: mu = 0.2, D = 0.3, lam = 0.3 / 0.34, K1 = 1 + 0.8 lam = 1.7059 >= 1/alpha = 5/3
+    # t = 2: mu = (2 - 1)/9, mu_hat = 3/4, s2 = 1/4, D = 3/4 - 1/9, K2 = K1 (1 - lam2 / 9) < 5/3
+    k1 = 1 + 0.8 * 0.3 / 0.34
+    d2 = 0.75 - 1 / 9
+    k2 = k1 * (1 - d2 / (0.25 + d2 * d2) / 9)
+    assert k2 < 1 / 0.6 <= k1
+    st = cs_update(cs_init(10, alpha=0.6), [[1.0]])
+    assert st.rejected[0, 2]
+    st = cs_update(st, [[0.0]])
+    np.testing.assert_allclose(np.exp(st.log_capital[0, 0, 2]), k2, rtol=1e-13)
+    assert st.rejected[0, 2]
+    lo, _ = cs_interval(st)
+    assert lo[0] > 0.2
+
+
+def test_no_floating_point_errors_at_the_grid_ends():
+    # candidates 0 and 1 (mu = 0 or 1) have finite bet bounds: no division by zero, no log(0)
+    with np.errstate(all="raise"):
+        for bet in ("agrapa", "plugin", "mixture"):
+            confidence_sequence([1, 0, 0, 1, 1, 0, 1, 1, 1, 1], n_items=10, bet=bet)
+            confidence_sequence([0.5] * 6, n_items=6, bet=bet, paired=True)
+            confidence_sequence([0.3, 0.9, 0.0, 1.0], n_items=4, bet=bet)
+
+
+def test_long_double_inputs_are_read_as_float64():
+    ld = np.longdouble
+    # conditional_mean returns float64 whatever the inputs' float type
+    m = np.array([0.25, 0.5], dtype=ld)
+    assert conditional_mean(m, 1.0, 1, 4).dtype == np.float64
+    assert conditional_mean([0.5], np.array(1, dtype=ld), 1, 4).dtype == np.float64
+    assert conditional_mean([0.5], 1.0, np.array(1, dtype=ld), 4).dtype == np.float64
+    # values fed as long double give exactly the state of their float64 roundings
+    x = np.array([[1, 2, 1, 7, 3, 9]], dtype=ld) / np.array([3, 3, 10, 10, 7, 11], dtype=ld)
+    for bet in ("agrapa", "plugin", "mixture"):
+        a = cs_update(cs_init(8, bet=bet, binary=False), x)
+        b = cs_update(cs_init(8, bet=bet, binary=False), x.astype(np.float64))
+        for name in ("total", "sq", "log_capital", "rejected"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    # grid exactness is judged on the float64 grid (the one cs_init stores)
+    v = ld(0.5) + ld(1e-12) + ld(2.0) ** -64
+    assert float(v) - 0.5 <= 1e-12
+    assert grid_is_exact(np.array([0, v, 1], dtype=ld), 2) is True
+
+
+def test_grid_is_exact_tolerance_is_inclusive():
+    # the first point 1e-12 from 0 (exactly, in floating point) still counts
+    assert grid_is_exact([1e-12, 0.5, 1.0], 2) is True
+    assert grid_is_exact([2e-12, 0.5, 1.0], 2) is False
+    assert cs_init(2, grid=[1e-12, 0.5, 1.0]).exact_grid is True
+
+
+def test_confidence_sequence_reads_values_as_float64():
+    # a long-double half that rounds to 1/2 in float64 is a paired tie: the exact paired lattice
+    ld = np.longdouble
+    x = np.array([1, ld(0.5) + ld(2.0) ** -60, 0], dtype=ld)
+    assert x[1] != 0.5 and float(x[1]) == 0.5
+    st = confidence_sequence(x, n_items=4, paired=True).state
+    assert st.grid.size == 9 and st.exact_grid is True
+    assert st.total.tolist() == [1.5]
