@@ -188,3 +188,31 @@ def test_max_full_items_message_is_exact():
     x = np.random.default_rng(2).random((8, 12))
     with pytest.raises(ValueError, match=r"^max_full_items: expected a positive integer$"):
         make_selector("anchor_points", max_full_items=0).fit(x)
+
+
+def test_fasterpam_passes_max_iter():
+    import kmedoids
+
+    rng = np.random.default_rng(12)
+    x = rng.random((30, 80))
+    d = correlation_dissimilarity(x)
+    one = ap.fasterpam(d, 9, max_iter=1, seed=3)
+    ref_one = kmedoids.fasterpam(d, 9, max_iter=1, init="random", random_state=3, n_cpu=1)
+    ref_full = kmedoids.fasterpam(d, 9, max_iter=100, init="random", random_state=3, n_cpu=1)
+    assert ref_one.loss > ref_full.loss  # premise: one iteration does not converge here
+    np.testing.assert_array_equal(one.medoids, ref_one.medoids)
+    assert one.loss == ref_one.loss
+
+
+def test_documented_defaults():
+    sel = make_selector("anchor_points")
+    assert sel.params == {"estimate_on": "confidence", "max_full_items": 20_000, "max_iter": 100}
+
+
+def test_dense_fit_state_and_constant_item_count():
+    x = np.random.default_rng(13).random((6, 9))
+    x[:, [2, 5]] = 0.4  # two constant items; no model answers every item alike
+    sel = make_selector("anchor_points", estimate_on="correct").fit(x)
+    assert sel.z_ is None and not sel.clara_
+    np.testing.assert_array_equal(sel.constant_, np.isin(np.arange(9), [2, 5]))
+    assert int(sel.select(3, rng=0).fitted["constant_items"]) == 2
