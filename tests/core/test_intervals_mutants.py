@@ -439,3 +439,38 @@ def test_apply_uses_each_grid_points_bias_spread_and_quantile() -> None:
     want = _apply_oracle(scored, grid, cal.bias, cal.spread, cal.quantile, 0.2)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, atol=1e-12)
+
+
+def test_hypergeometric_tail_equal_to_alpha_half_is_rejected() -> None:
+    """One draw from N = 4 at level 0.5: ``P(X >= 1; T) = T / 4`` and ``P(X <= 0; T) = 1 - T / 4``
+    hit ``alpha / 2 = 1/4`` exactly at T = 1 and T = 3; a tail equal to alpha/2 rejects T."""
+    lo, hi = hypergeometric_interval(1, 1, 4, confidence=0.5)
+    assert (float(lo), float(hi)) == (0.5, 1.0)
+    lo, hi = hypergeometric_interval(0, 1, 4, confidence=0.5)
+    assert (float(lo), float(hi)) == (0.0, 0.5)
+
+
+def test_wilson_without_population_returns_float_arrays() -> None:
+    lo, hi = proportion_interval(np.array([0, 3, 7]), 7)
+    assert lo.dtype == np.float64 and hi.dtype == np.float64
+    want = [_wilson_roots(k, 7, None, stats.norm.isf(0.025)) for k in (0, 3, 7)]
+    np.testing.assert_allclose(np.c_[lo, hi], want, atol=1e-12)
+
+
+def test_wilson_census_does_not_warn() -> None:
+    """f = 0 divides by zero inside; the interval is the proportion, without a RuntimeWarning."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lo, hi = proportion_interval(np.array([2, 5]), 5, n_population=5)
+    np.testing.assert_array_equal(lo, [0.4, 1.0])
+    np.testing.assert_array_equal(hi, [0.4, 1.0])
+
+
+def test_wilson_upper_bound_at_all_successes_is_exactly_one() -> None:
+    """At k = n the Wilson upper root is 1 exactly; in floating point centre + half can round to
+    1 + 2^-52 (n = 20, 24, 33 at level 0.8), which the clip removes."""
+    lo, hi = proportion_interval(np.array([20, 24, 33]), np.array([20, 24, 33]), confidence=0.8)
+    np.testing.assert_array_equal(hi, [1.0, 1.0, 1.0])
+    assert np.all(lo < 1.0)

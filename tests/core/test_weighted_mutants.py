@@ -325,3 +325,13 @@ def test_kish_wilson_bounds_census_is_degenerate() -> None:
     lo, hi = kish_wilson_bounds(np.array([0.4, 1.2]), w, 3, 1.96)
     np.testing.assert_array_equal(lo, [0.4, 1.0])
     np.testing.assert_array_equal(hi, [0.4, 1.0])
+
+
+def test_kish_wilson_upper_bound_at_one_is_exactly_one() -> None:
+    """At p = 1 the Wilson upper root is 1 exactly; centre + half rounds to 1 + 2^-52 for k = 5
+    uniform weights of N = 100 at level 0.8, which the clip removes."""
+    z = stats.norm.isf(0.1)
+    lo, hi = kish_wilson_bounds(np.array([1.0, 1.0]), np.full(5, 0.2), 100, z)
+    np.testing.assert_array_equal(hi, [1.0, 1.0])
+    want = _wilson_roots(1.0, 5 / (95 / 99), z)[0]
+    np.testing.assert_allclose(lo, [want, want], rtol=1e-12)
