@@ -251,7 +251,7 @@ def test_difference_estimate_census_has_no_variance() -> None:
 
 
 def test_difference_estimate_over_sampled_stratum_is_clipped_at_zero() -> None:
-    """Inclusion probabilities that overstate n_h / N_h cannot give a negative variance."""
+    """A census stratum (pi = 1, so N_h = n_h) adds no variance; the other one does."""
     e = np.array([[0.1, 0.4, -0.3, 0.2]])
     pi = np.array([1.0, 1.0, 0.5, 0.5])
     strata = np.array([0, 0, 1, 1])
@@ -474,3 +474,71 @@ def test_wilson_upper_bound_at_all_successes_is_exactly_one() -> None:
     lo, hi = proportion_interval(np.array([20, 24, 33]), np.array([20, 24, 33]), confidence=0.8)
     np.testing.assert_array_equal(hi, [1.0, 1.0, 1.0])
     assert np.all(lo < 1.0)
+
+
+def test_calibrate_references_default_bandwidth_binds_with_many_references() -> None:
+    """200 references and min_neighbours = 5: inside their range Silverman's
+    ``1.06 sd(truth) r^(-1/5)`` (sd with ddof = 1) is wider than the 5th-nearest distance."""
+    rng = np.random.default_rng(5)
+    truth = rng.uniform(0.2, 0.8, 200)
+    est = truth + 0.1 * (truth - 0.5) ** 2 + rng.normal(0, 0.02, 200)
+    cal = calibrate_references(est, truth, grid_step=0.01, min_neighbours=5)
+    grid, b, s, q = _calibration_oracle(est, truth, 0.95, 1.0, step=0.01, min_nb=5)
+    h = 1.06 * np.std(truth, ddof=1) * 200 ** (-0.2)
+    kth = np.sort(np.abs(0.5 - truth))[4]
+    assert kth < h  # the default bandwidth is the one in force at a = 0.5
+    np.testing.assert_allclose(cal.grid, grid, atol=1e-12)
+    np.testing.assert_allclose(cal.bias, b, atol=1e-12)
+    np.testing.assert_allclose(cal.spread, s, rtol=1e-10)
+    np.testing.assert_allclose(cal.quantile, q, rtol=1e-10)
+
+
+@pytest.mark.parametrize("step", [0.38, 0.3, 0.07, 0.001])
+def test_calibration_grid_reaches_every_accuracy_within_half_a_step(step) -> None:
+    """Every accuracy in [0, 1] lies within ``grid_step / 2`` of a candidate, also for steps
+    that do not divide 1 (0.38: candidates up to 0.76 would leave 1.0 uncovered)."""
+    truth = np.array([0.2, 0.4, 0.6, 0.8])
+    cal = calibrate_references(truth + 0.01, truth, grid_step=step)
+    assert cal.grid[0] == 0.0
+    np.testing.assert_allclose(np.diff(cal.grid), step, rtol=1e-9)
+    accs = np.linspace(0.0, 1.0, 1001)
+    gap = np.min(np.abs(accs[:, None] - cal.grid[None, :]), axis=1)
+    assert gap.max() <= step / 2 + 1e-12
+
+
+def test_calibrate_references_narrow_kernel_with_fewer_than_two_effective_models() -> None:
+    """bandwidth 0.004 and min_neighbours = 1: between two close references the kernel has
+    ``1 < n_eff < 2``, where the small-sample factor ``n_eff / (n_eff - 1)`` is large."""
+    truth = np.array([0.2, 0.207, 0.5, 0.8, 0.81])
+    est = truth + np.array([0.01, -0.02, 0.0, 0.03, -0.01])
+    kw = dict(bandwidth=0.004, grid_step=0.001, min_neighbours=1)
+    cal = calibrate_references(est, truth, **kw)
+    grid, b, s, q = _calibration_oracle(est, truth, 0.95, 1.0, 0.004, 0.001, 1)
+    np.testing.assert_allclose(cal.bias, b, atol=1e-12)
+    # far from every reference n_eff - 1 is a difference of nearly equal numbers: rtol 1e-6
+    np.testing.assert_allclose(cal.spread, s, rtol=1e-6)
+    np.testing.assert_allclose(cal.quantile, q, rtol=1e-6)
+    # at a = 0.2035, between the two close references, 1 < n_eff <= 2
+    j = int(np.argmin(np.abs(grid - 0.2035)))
+    assert (
+        1.0
+        < (np.sum(np.exp(-0.5 * ((grid[j] - truth) / 0.004) ** 2)) ** 2)
+        / np.sum(np.exp(-(((grid[j] - truth) / 0.004) ** 2)))
+        <= 2.0
+    )
+
+
+def test_difference_estimate_pooled_variance_is_per_model() -> None:
+    """Single-item strata borrow each model's own pooled variance (also with only two items)."""
+    e = np.array([[0.3, -0.2, 0.5, 0.1, -0.4, 0.25], [0.0, 0.9, -0.6, 0.2, 0.2, -0.1]])
+    strata = np.array([7, 7, 3, 5, 5, 9])
+    pi = np.array([0.2, 0.2, 0.5, 0.1, 0.1, 0.25])
+    value, se = difference_estimate(e, [0.5, 0.4], pi, 40, strata=strata)
+    want_v, want_se = _difference_oracle(e, [0.5, 0.4], pi, 40, strata)
+    np.testing.assert_allclose(value, want_v, rtol=1e-13)
+    np.testing.assert_allclose(se, want_se, rtol=1e-12)
+    two = np.array([[0.3, -0.1], [0.6, 0.6]])
+    value, se = difference_estimate(two, [0.2, 0.3], [0.25, 0.5], 6, strata=[0, 1])
+    want_v, want_se = _difference_oracle(two, [0.2, 0.3], [0.25, 0.5], 6, [0, 1])
+    np.testing.assert_allclose(se, want_se, rtol=1e-12)
+    assert se[0] > 0 and se[1] == 0.0
