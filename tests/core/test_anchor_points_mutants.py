@@ -17,7 +17,9 @@ from app.core.selectors.anchor_points import correlation_dissimilarity, standard
 
 # ----------------------------------------------------------------- standardized columns, 1 - R
 def test_standardized_columns_by_hand():
-    x = np.array([[0.0, 1.0, 4.0], [1.0, 1.0, 0.0], [2.0, 1.0, 2.0]])
+    # the constant column is 0.1: its float mean is 0.10000000000000002, so only the explicit
+    # zero scale of constant columns makes them exactly zero
+    x = np.array([[0.0, 0.1, 4.0], [1.0, 0.1, 0.0], [2.0, 0.1, 2.0]])
     z, constant = standardized_columns(x)
     # column 0: centred (-1, 0, 1), population sd sqrt(2/3): z = xc / (sd sqrt(3)) = xc / sqrt(2)
     np.testing.assert_allclose(z[:, 0], [-(0.5**0.5), 0.0, 0.5**0.5], atol=1e-15)
@@ -216,3 +218,38 @@ def test_dense_fit_state_and_constant_item_count():
     assert sel.z_ is None and not sel.clara_
     np.testing.assert_array_equal(sel.constant_, np.isin(np.arange(9), [2, 5]))
     assert int(sel.select(3, rng=0).fitted["constant_items"]) == 2
+
+
+def test_fasterpam_is_single_threaded_from_1000_items():
+    """kmedoids switches to its parallel variant from 1,000 items unless n_cpu=1; the parallel
+    loss differs in the last bits, so the bit-for-bit comparison pins n_cpu=1."""
+    import kmedoids
+
+    d = correlation_dissimilarity(np.random.default_rng(21).random((20, 1000)))
+    fast = ap.fasterpam(d, 5, max_iter=100, seed=0)
+    ref = kmedoids.fasterpam(d, 5, max_iter=100, init="random", random_state=0, n_cpu=1)
+    np.testing.assert_array_equal(fast.medoids, ref.medoids)
+    assert (fast.loss, fast.n_swap) == (ref.loss, ref.n_swap)
+
+
+def test_empty_last_cluster_keeps_its_zero_weight():
+    """Two identical items, both medoids: D = 0 everywhere, so both go to the first medoid
+    (ties to the first) and the second keeps weight 0 (the weights stay aligned with indices)."""
+    c = np.random.default_rng(0).random(9)
+    x = np.column_stack([c, c])
+    np.testing.assert_array_equal(correlation_dissimilarity(x), 0.0)  # premise
+    s = make_selector("anchor_points", estimate_on="correct").fit(x).select(2, rng=0)
+    assert s.size == 2
+    np.testing.assert_array_equal(s.weights, [1.0, 0.0])
+
+
+def test_constant_items_raise_no_floating_point_warning():
+    import warnings
+
+    x = np.random.default_rng(3).random((6, 4))
+    x[:, 1] = 1.0  # exactly constant: sd = 0, never divided by
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        z, constant = standardized_columns(x)
+    np.testing.assert_array_equal(z[:, 1], 0.0)
+    assert constant.tolist() == [False, True, False, False]
