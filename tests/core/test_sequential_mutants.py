@@ -439,9 +439,9 @@ def test_rejection_at_exactly_one_over_alpha():
     assert st.rejected[0].tolist() == [True, False, False, False, False]
     st = cs_update(st, [[0.0]])
     assert st.rejected[0].tolist() == [True, False, False, False, True]
-    # a capital that rose above 1/alpha and fell back stays rejected
+    # alpha = 0.55: m = 1 has capital 2 > 1/alpha after x1 = 0, then factor 1 (x2 = 1, mu = 4/3
+    # clipped to 1): still rejected
     st = cs_update(cs_init(4, alpha=0.55), [[0.0, 1.0]])
-    # m = 1: 2 then (x2 = 1, mu clipped to 1) factor 1; m = 3/4: 1.6 -> * (1 - (60/61) ... )
     assert st.rejected[0, -1]
 
 
