@@ -208,3 +208,12 @@ def test_person_fit_closed_form():
         p[:, 1] * np.log(p[:, 1]) + (1 - p[:, 1]) * np.log(1 - p[:, 1])
     )
     np.testing.assert_allclose(sub, k / np.sqrt(p[:, 1] * (1 - p[:, 1]) * z[:, 1] ** 2), rtol=1e-12)
+
+
+def test_default_newton_budget_and_unit_step_cap():
+    """One all-correct response on a weak item under a flat prior: the MAP is far away, every
+    Newton step is capped at length 1, so the default budget of 50 steps ends at theta = 50."""
+    m = IRTModel(a=[[0.1]], b=[0.0], theta=[[0.0]], form="scalar_difficulty", prior="fixed", dims=1)
+    est = m.score(np.ones((1, 1)), prior=1e6)
+    assert est.n_iter == 50 and not est.converged
+    np.testing.assert_allclose(est.theta, [[50.0]], rtol=1e-12)
