@@ -284,7 +284,7 @@ def test_design_inclusion_normalises_weights_and_clips_at_one() -> None:
 
 
 def test_design_inclusion_prefers_stored_probabilities() -> None:
-    stored = np.array([0.3, 0.3, 0.7, 0.3 + 1e-14])
+    stored = np.array([0.3, 0.3, 0.7, 0.3 + 4e-13])
     sel = _sel(np.arange(4), [0.25] * 4, {"inclusion_probability": stored})
     pi, strata = design_inclusion(sel, 8)
     np.testing.assert_array_equal(pi, stored)
@@ -335,3 +335,29 @@ def test_kish_wilson_upper_bound_at_one_is_exactly_one() -> None:
     np.testing.assert_array_equal(hi, [1.0, 1.0])
     want = _wilson_roots(1.0, 5 / (95 / 99), z)[0]
     np.testing.assert_allclose(lo, [want, want], rtol=1e-12)
+
+
+def test_design_inclusion_strata_differ_beyond_twelve_decimals() -> None:
+    stored = np.array([0.3, 0.3 + 6e-13, 0.3 + 4e-13])
+    sel = _sel(np.arange(3), [1 / 3] * 3, {"inclusion_probability": stored})
+    _, strata = design_inclusion(sel, 8)
+    assert strata.tolist() == [0, 1, 0]
+
+
+def test_two_items_have_a_standard_error() -> None:
+    """k = 2 is the smallest subset with a variance: ``k / (k - 1) = 2``."""
+    est = weighted_estimate([0.0, 1.0], [0.25, 0.75], 10)
+    assert est.se == pytest.approx(_lin_se([0.0, 1.0], [0.25, 0.75], 10), rel=1e-12)
+    assert est.se > 0
+    base = np.array([1, 0, 1, 1, 0], float)
+    pc = weighted_paired_comparison([1.0, 0.0], base, [1, 2], [0.25, 0.75])
+    d = [1.0, -1.0]
+    assert pc.se == pytest.approx(_lin_se(d, [0.25, 0.75], 5), rel=1e-12)
+    assert pc.se > 0
+    assert pc.p_better == pytest.approx(stats.norm.cdf(-0.5 / pc.se), rel=1e-12)
+
+
+def test_weighted_estimate_population_is_an_int() -> None:
+    est = weighted_estimate([1.0, 0.0, 1.0], [0.2, 0.3, 0.5], 12.0)
+    assert type(est.n_population) is int and est.n_population == 12
+    assert type(est.n) is int and est.n == 3
