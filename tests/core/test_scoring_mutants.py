@@ -763,3 +763,55 @@ def test_irt_estimators_unavailable_without_their_fitted_state() -> None:
     out = score_models(sel, np.array([[1.0, 0.0, 1.0]]), 40)
     assert [b.available for b in out] == [True, True, False]
     assert out[2].note.startswith("estimator: gp_irt needs a selection calibrated")
+
+
+def test_irt_bounds_are_clipped_to_the_unit_interval() -> None:
+    """At level 0.999 the delta-method bounds of an all-right / all-wrong model leave [0, 1]."""
+    anchors = np.array([0, 2, 5, 7])
+    sel = _tiny(anchors, prior=1.5, lambda_gp=0.3)
+    y = np.array([[1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+    out = score_models(sel, y, 40, level=0.999, estimators=("p_irt",))
+    z = _z(0.999)
+    (b,) = out
+    _, v0, s0 = _irt_oracle(y[0], anchors, 1.5)
+    _, v1, s1 = _irt_oracle(y[1], anchors, 1.5)
+    assert v0 + z * s0 > 1.0 and v1 - z * s1 < 0.0  # the clips bind
+    assert b.ci_high[0] == 1.0 and b.ci_low[1] == 0.0
+    assert b.ci_low[0] == pytest.approx(v0 - z * s0, abs=1e-7)
+    assert b.ci_high[1] == pytest.approx(v1 + z * s1, abs=1e-7)
+
+
+def test_stratified_bounds_are_clipped_to_the_unit_interval() -> None:
+    """Three single-item strata: one degree of freedom, t = 12.7 at 95 %, bounds clip to [0, 1]."""
+    idx = np.array([1, 4, 9])
+    pi = np.array([0.1, 0.2, 0.25])
+    w = 1 / (12 * pi)
+    y = np.array([[0.9, 1.0, 0.0]])
+    sel = _sel(
+        "confidence_stratified",
+        idx,
+        w,
+        estimator="horvitz_thompson",
+        fitted={"inclusion_probability": pi},
+    )
+    (b,) = score_models(sel, y, 12)
+    value = float(w @ y[0])
+    se = np.sqrt(_strat_var(y[0], pi, np.arange(3), 12))
+    q = stats.t.ppf(0.975, 1)
+    assert value - q * se < 0.0 and value + q * se > 1.0
+    assert (b.ci_low[0], b.ci_high[0]) == (0.0, 1.0)
+
+
+def test_uncalibrated_uniform_non_binary_subset_is_wilson_at_kish_size() -> None:
+    sel = _sel("dpp", [0, 1, 2, 3, 4])
+    y = np.array([[0.2, 0.4, 0.9, 0.5, 0.6]])
+    (b,) = score_models(sel, y, 20, estimators=("mean",))
+    lo, hi = _wilson(0.52, 5 / (15 / 19), _z(0.95))
+    assert (b.ci_low[0], b.ci_high[0]) == pytest.approx((lo, hi), abs=1e-12)
+    assert b.interval == "wilson_kish_fpc"
+
+
+def test_one_model_confidences_as_a_1d_array() -> None:
+    sel = _sel("anchor_points", [0, 1, 2], [0.2, 0.3, 0.5], estimator="weighted_confidence")
+    out = score_models(sel, [1.0, 0.0, 1.0], 10, confidence_values=[0.9, 0.2, 0.6])
+    assert out[0].available and out[0].value == pytest.approx([0.18 + 0.06 + 0.3])
