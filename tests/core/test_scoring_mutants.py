@@ -96,6 +96,10 @@ def _size_oracle(n10, n01, n_shared, big_n, prob):
         (9, 4, 25, 60, 0.8),
         (1, 0, 3, 7, 0.5),
         (2, 1, 12, 12, 0.95),
+        (5, 1, 6, 9, 0.8),  # round(7.5) + round(1.5) = 10 > N: the other count is capped at N - h
+        (9, 5, 14, 21, 0.7),
+        (1, 0, 8, 8, 0.99),  # reached only at n = N, the last grid point
+        (2, 0, 9, 30, 0.97),
     ],
 )
 def test_size_needed_for_gap_matches_a_pmf_sum(n10, n01, n_shared, big_n, prob) -> None:
