@@ -217,3 +217,12 @@ def test_default_newton_budget_and_unit_step_cap():
     est = m.score(np.ones((1, 1)), prior=1e6)
     assert est.n_iter == 50 and not est.converged
     np.testing.assert_allclose(est.theta, [[50.0]], rtol=1e-12)
+
+
+def test_score_from_no_items_is_the_prior():
+    m = _model()
+    est = m.score(np.zeros((2, 0)), np.array([], dtype=np.int64), prior=2.0)
+    np.testing.assert_array_equal(est.theta, 0.0)
+    np.testing.assert_allclose(est.se, 2.0, rtol=1e-15)
+    np.testing.assert_allclose(est.cov, np.broadcast_to(4.0 * np.eye(2), (2, 2, 2)), rtol=1e-15)
+    assert est.converged
