@@ -226,3 +226,35 @@ def test_score_from_no_items_is_the_prior():
     np.testing.assert_allclose(est.se, 2.0, rtol=1e-15)
     np.testing.assert_allclose(est.cov, np.broadcast_to(4.0 * np.eye(2), (2, 2, 2)), rtol=1e-15)
     assert est.converged
+
+
+def _one_item():
+    # z = theta (a = 1, b = 0); a response of 0.25 under the N(0, 1) prior: at theta = 0 the
+    # gradient is sigmoid(0) - 0.25 = 0.25 and the Hessian 0.25 + 1 = 1.25, so one Newton step
+    # lands on theta = -0.2 exactly, where the gradient is sigmoid(-0.2) - 0.45 (about 1.7e-4)
+    return IRTModel(
+        a=[[1.0]], b=[0.0], theta=[[0.0]], form="scalar_difficulty", prior="fixed", dims=1
+    )
+
+
+def test_tolerance_is_strict_and_one_newton_step_by_hand():
+    est = _one_item().score([[0.25]], tol=0.25)  # |g| = 0.25 is not below 0.25: one step
+    np.testing.assert_allclose(est.theta, [[-0.2]], rtol=1e-15)
+    assert est.n_iter == 2 and est.converged
+    p = expit(-0.2)
+    np.testing.assert_allclose(est.cov, [[[1 / (p * (1 - p) + 1)]]], rtol=1e-14)
+
+
+def test_zero_budget_scores_the_prior_mean():
+    est = _one_item().score([[0.25]], max_iter=0)
+    assert est.n_iter == 0 and not est.converged
+    np.testing.assert_array_equal(est.theta, [[0.0]])
+    np.testing.assert_allclose(est.se, [[1 / np.sqrt(1.25)]], rtol=1e-15)
+
+
+def test_converged_flag_uses_ten_times_tol():
+    g1 = expit(-0.2) - 0.45  # the gradient left after the single step max_iter=1 allows
+    assert 1e-4 < g1 < 2e-4
+    assert _one_item().score([[0.25]], max_iter=1, tol=2e-5).converged  # g1 < 10 tol
+    assert not _one_item().score([[0.25]], max_iter=1, tol=g1 / 10.5).converged  # g1 > 10 tol
+    assert not _one_item().score([[0.25]], max_iter=1, tol=1e-12).converged  # floor 1e-6
