@@ -258,3 +258,19 @@ def test_converged_flag_uses_ten_times_tol():
     assert _one_item().score([[0.25]], max_iter=1, tol=2e-5).converged  # g1 < 10 tol
     assert not _one_item().score([[0.25]], max_iter=1, tol=g1 / 10.5).converged  # g1 > 10 tol
     assert not _one_item().score([[0.25]], max_iter=1, tol=1e-12).converged  # floor 1e-6
+
+
+def test_float32_and_integer_inputs_are_promoted():
+    z32 = np.array([0.1, -3.0], dtype=np.float32)
+    out = sigmoid(z32)
+    assert out.dtype == np.float64  # computed at the float64 value of the input
+    np.testing.assert_array_equal(out, sigmoid(z32.astype(np.float64)))
+    np.testing.assert_allclose(out, expit(z32.astype(np.float64)), rtol=1e-15)
+    m = IRTModel(
+        a=[[1], [2]], b=[0, 1], theta=[[0]], form="scalar_difficulty", prior="fixed", dims=1,
+        hyper={"mu_a": np.array([1, 2]), "sd_a": [0.5, 3.0]},
+    )  # fmt: skip
+    for arr in (m.a, m.b, m.theta, m.hyper["mu_a"], m.hyper["sd_a"]):
+        assert arr.dtype == np.float64
+    np.testing.assert_array_equal(m.hyper["mu_a"], [1.0, 2.0])
+    np.testing.assert_array_equal(m.hyper["sd_a"], [0.5, 3.0])
