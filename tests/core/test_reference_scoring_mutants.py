@@ -378,3 +378,53 @@ def test_reference_calibrations_need_twenty_models_in_a_matrix(refs) -> None:
 def test_min_model_assisted_n_is_fifty() -> None:
     """The documented threshold (coverage study): score_models offers model_assisted from n = 50."""
     assert MIN_MODEL_ASSISTED_N == 50
+
+
+def test_model_assisted_zero_se_for_some_models_only() -> None:
+    """Census of N = 6 (pi is 1 only up to rounding): a model whose residuals are all equal has
+    se = 0 and gets Clopper-Pearson bounds; the other keeps its (tiny-se) Student bounds."""
+    ref = np.array([[1] * 6, [0] * 6, [1] * 6], float)  # every item equally hard: equal yhat
+    y = np.array([[1] * 6, [1, 0, 1, 0, 1, 0]], float)
+    sel = _selection("random", np.arange(6))
+    b = model_assisted(sel, y, 6, ref, level=0.95)
+    assert b.se[0] == 0.0 and 0.0 < b.se[1] < 1e-6
+    ci = stats.binomtest(6, 6).proportion_ci(0.95, method="exact")
+    assert (b.ci_low[0], b.ci_high[0]) == pytest.approx((ci.low, 1.0), abs=1e-12)
+    assert (b.ci_low[1], b.ci_high[1]) == pytest.approx((0.5, 0.5), abs=1e-6)
+
+
+def _extreme_references(hard_on_subset: bool):
+    """2000 references that all miss (or all get) the 20 subset items and all get (miss) the 20
+    others: item accuracies (0.5 / 2001 or 2000.5 / 2001), logits -+8.29."""
+    r = 2000
+    ref = np.zeros((r, 40))
+    if hard_on_subset:
+        ref[:, 20:] = 1.0
+    else:
+        ref[:, :20] = 1.0
+    return ref, np.arange(20)
+
+
+def test_model_assisted_bounds_are_clipped_above_one() -> None:
+    """An all-right model on items the references never get right: shift clipped at +8, the
+    estimate ``1 + mean_all yhat - mean_S yhat`` is above 1 by more than ``t se``: both bounds
+    clip to 1."""
+    ref, idx = _extreme_references(hard_on_subset=True)
+    y = np.ones((1, 20))
+    b = model_assisted(_selection("random", idx), y, 40, ref, level=0.95)
+    value, _, _, se = _model_assisted_oracle(idx, y, 40, ref, 0.95)
+    q = stats.t.ppf(0.975, 18)
+    assert value[0] - q * se[0] > 1.0
+    np.testing.assert_allclose(b.value, value, atol=1e-10)
+    assert (b.ci_low[0], b.ci_high[0]) == (1.0, 1.0)
+
+
+def test_model_assisted_bounds_are_clipped_below_zero() -> None:
+    ref, idx = _extreme_references(hard_on_subset=False)
+    y = np.zeros((1, 20))
+    b = model_assisted(_selection("random", idx), y, 40, ref, level=0.95)
+    value, _, _, se = _model_assisted_oracle(idx, y, 40, ref, 0.95)
+    q = stats.t.ppf(0.975, 18)
+    assert value[0] + q * se[0] < 0.0
+    np.testing.assert_allclose(b.value, value, atol=1e-10)
+    assert (b.ci_low[0], b.ci_high[0]) == (0.0, 0.0)
