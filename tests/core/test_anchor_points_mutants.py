@@ -76,9 +76,10 @@ def test_clara_only_above_max_full_items():
 
 def test_kmedoids_seed_comes_from_the_selection_rng():
     x = np.random.default_rng(3).random((10, 15))
-    s = make_selector("anchor_points").fit(x).select(3, rng=11)
-    expected = np.random.default_rng(11).integers(0, 2**31 - 1)
-    assert int(s.fitted["kmedoids_seed"]) == int(expected)
+    sel = make_selector("anchor_points").fit(x)
+    for seed in (0, 1, 11):
+        expected = np.random.default_rng(seed).integers(0, 2**31 - 1)
+        assert int(sel.select(3, rng=seed).fitted["kmedoids_seed"]) == int(expected)
 
 
 # ------------------------------------------------------------------------------------- CLARA
