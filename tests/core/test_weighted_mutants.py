@@ -361,3 +361,19 @@ def test_weighted_estimate_population_is_an_int() -> None:
     est = weighted_estimate([1.0, 0.0, 1.0], [0.2, 0.3, 0.5], 12.0)
     assert type(est.n_population) is int and est.n_population == 12
     assert type(est.n) is int and est.n == 3
+
+
+def test_one_item_has_exactly_zero_se_even_when_the_mean_rounds() -> None:
+    """k = 1: w v / w rounds to 0.6999999999999998 for w = 0.1, v = 0.7, so only the
+    ``k / (k - 1) -> 0`` factor makes the SE exactly 0."""
+    est = weighted_estimate([0.7], [0.1], 20)
+    assert est.se == 0.0
+    assert est.value == pytest.approx(0.07)
+
+
+def test_design_inclusion_returns_float_probabilities() -> None:
+    sel = _sel(np.arange(2), [0.5, 0.5], {"inclusion_probability": np.array([1, 1])})
+    pi, strata = design_inclusion(sel, 2)
+    assert pi.dtype == np.float64
+    np.testing.assert_array_equal(pi, [1.0, 1.0])
+    assert strata.tolist() == [0, 0]
