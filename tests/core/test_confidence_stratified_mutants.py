@@ -60,3 +60,14 @@ def test_default_inclusion_is_paper_and_weights_are_ht():
     expected = np.select([proxy[s.indices] < 0.3, proxy[s.indices] < 0.7], [1 / 2, 2 / 3], 2 / 5)
     np.testing.assert_allclose(pi, expected, rtol=1e-15)
     np.testing.assert_allclose(s.weights, 1 / (10 * pi), rtol=1e-15)
+
+
+def test_two_distinct_values_make_two_strata_and_labels_are_int64():
+    from app.core.selectors.confidence_stratified import confidence_strata
+
+    two = confidence_strata(np.array([0.9, 0.2, 0.9, 0.2, 0.2]))
+    assert two.dtype == np.int64
+    np.testing.assert_array_equal(two, [1, 0, 1, 0, 0])  # ordered by the stratum's mean
+    one = confidence_strata(np.full(5, 0.3))
+    assert one.dtype == np.int64
+    np.testing.assert_array_equal(one, 0)
