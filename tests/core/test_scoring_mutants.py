@@ -819,3 +819,34 @@ def test_one_model_confidences_as_a_1d_array() -> None:
     sel = _sel("anchor_points", [0, 1, 2], [0.2, 0.3, 0.5], estimator="weighted_confidence")
     out = score_models(sel, [1.0, 0.0, 1.0], 10, confidence_values=[0.9, 0.2, 0.6])
     assert out[0].available and out[0].value == pytest.approx([0.18 + 0.06 + 0.3])
+
+
+def test_irt_delta_accepts_anchor_positions_stored_as_floats() -> None:
+    """A stored selection may carry its anchor positions as floats (e.g. after a JSON round
+    trip): the SEs are those of the integer positions."""
+    anchors = np.array([0, 2, 5, 7])
+    y = np.array([[1.0, 0.0, 1.0, 1.0], [0.0, 1.0, 0.0, 0.0]])
+    sel = _tiny(anchors, prior=1.5)
+    fitted = dict(sel.fitted)
+    fitted["anchor_candidate_positions"] = anchors.astype(np.float64)
+    as_float = _sel("tiny_benchmarks", sel.indices, sel.weights, estimator="irt", fitted=fitted)
+    out = score_models(as_float, y, 40, estimators=("p_irt",))
+    assert out[0].available and out[0].interval == "irt_ability_delta_method"
+    for i in range(2):
+        _, p_val, p_se = _irt_oracle(y[i], anchors, 1.5)
+        assert out[0].value[i] == pytest.approx(p_val, abs=1e-8)
+        assert out[0].se[i] == pytest.approx(p_se, rel=1e-6)
+
+
+def test_irt_delta_all_anchored_se_has_one_entry_per_model() -> None:
+    sel = _tiny(np.arange(10), lambda_gp=0.4)
+    y = np.array([[1, 0, 1, 1, 0, 1, 1, 0, 0, 1], [0, 0, 1, 1, 0, 1, 0, 0, 0, 1]], float)
+    out = score_models(sel, y, 50, estimators=("p_irt", "gp_irt"))
+    assert out[0].se.shape == (2,) and out[1].se.shape == (2,)
+    np.testing.assert_array_equal(out[0].se, [0.0, 0.0])
+
+
+def test_size_needed_for_gap_from_a_single_shared_item() -> None:
+    """n_shared = 1 is valid: the one discordant item scales to all N, so one item suffices."""
+    assert size_needed_for_gap(1, 0, 1, 5) == _size_oracle(1, 0, 1, 5, 0.8) == 1
+    assert size_needed_for_gap(0, 1, 1, 1) == 1
