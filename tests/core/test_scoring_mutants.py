@@ -850,3 +850,17 @@ def test_size_needed_for_gap_from_a_single_shared_item() -> None:
     """n_shared = 1 is valid: the one discordant item scales to all N, so one item suffices."""
     assert size_needed_for_gap(1, 0, 1, 5) == _size_oracle(1, 0, 1, 5, 0.8) == 1
     assert size_needed_for_gap(0, 1, 1, 1) == 1
+
+
+def test_size_needed_for_gap_probability_one_is_reachable() -> None:
+    """Every shared item discordant one way (h = N, lw = 0): P(order) = 1 exactly from n = 1."""
+    assert _p_order(4, 0, 4, 1) == 1.0
+    assert size_needed_for_gap(4, 0, 4, 4, 1.0) == 1
+
+
+def test_size_needed_for_gap_refines_below_the_last_grid_point() -> None:
+    """Only the last grid size (N = 60) reaches 0.9995, but 59 already does: the sizes between
+    the last two grid points (55, 60) are searched one by one."""
+    assert _p_order(2, 0, 60, 58) < 0.9995 <= _p_order(2, 0, 60, 59)
+    assert _p_order(2, 0, 60, 55) < 0.9995
+    assert size_needed_for_gap(2, 0, 60, 60, 0.9995) == _size_oracle(2, 0, 60, 60, 0.9995) == 59
