@@ -71,3 +71,20 @@ def test_two_distinct_values_make_two_strata_and_labels_are_int64():
     one = confidence_strata(np.full(5, 0.3))
     assert one.dtype == np.int64
     np.testing.assert_array_equal(one, 0)
+
+
+def test_strata_are_scikit_learns_seeded_kmeans_ordered_by_mean():
+    from sklearn.cluster import KMeans
+
+    from app.core.selectors.confidence_stratified import confidence_strata
+
+    # uniform proxies have many k-means local optima: the partition is the one of seed 42
+    for seed in range(3):
+        proxy = np.random.default_rng(seed).random(60)
+        ref = KMeans(n_clusters=10, random_state=42, n_init="auto").fit_predict(proxy[:, None])
+        means = np.array([proxy[ref == c].mean() for c in range(10)])
+        rank = np.argsort(np.argsort(means))
+        np.testing.assert_array_equal(confidence_strata(proxy), rank[ref])
+    # ordered by mean, not by total: 20 items at 0.1 (sum 2.0) below one item at 0.9
+    proxy = np.array([0.1] * 20 + [0.9])
+    np.testing.assert_array_equal(confidence_strata(proxy), [0] * 20 + [1])

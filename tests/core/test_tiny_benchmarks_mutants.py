@@ -203,3 +203,25 @@ def test_documented_defaults():
         "ability_prior": 1.0,
         "max_iter": 400,
     }
+
+
+def test_uncalibrated_holdout_is_an_empty_index_array():
+    sel = make_selector("tiny_benchmarks", dims=1, max_iter=10, calibrate_gp_irt=False)
+    sel.fit(_data(m=8, n_items=6, seed=5))
+    assert sel.holdout_.dtype == np.int64 and sel.holdout_.shape == (0,)
+
+
+def test_beta_on_a_candidate_subset_matches_per_model_scoring():
+    y = _data(m=30, n_items=20, seed=6)
+    cand = np.arange(1, 20, 2)  # odd items only: candidate positions != item positions
+    sel = make_selector("tiny_benchmarks", **KW).fit(y, candidates=cand)
+    s = sel.select(4, rng=1)
+    anchors = s.fitted["anchor_candidate_positions"]
+    rest = np.setdiff1d(np.arange(cand.size), anchors)
+    yc = y[np.ix_(sel.holdout_, cand)]
+    bank = sel.irt_train_
+    errs = []
+    for j in range(yc.shape[0]):  # one held-out model at a time
+        theta, _ = bank.score(yc[j : j + 1, anchors], anchors)
+        errs.append(abs(bank.predict_proba(theta, rest).mean() - yc[j, rest].mean()))
+    assert float(s.fitted["beta"]) == pytest.approx(np.mean(errs), rel=1e-9)
