@@ -450,8 +450,11 @@ def test_confidence_estimator_without_confidences_is_unavailable() -> None:
 
 def test_failing_estimator_is_reported_and_the_others_go_on() -> None:
     sel = _sel("dpp", [0, 1, 2], [0.2, 0.3, 0.5])
-    out = score_models(sel, np.array([[1.0, 0.0, 1.0]]), 10, estimators=("nope", "weighted_mean"))
+    out = score_models(
+        sel, np.array([[1.0, 0.0, 1.0]]), 10, estimators=("nope", "weighted_mean"), level=0.8
+    )
     assert [b.estimator for b in out] == ["nope", "weighted_mean"]
+    assert out[0].confidence == 0.8 and out[0].interval is None
     assert not out[0].available and out[0].note.startswith("estimator: unknown estimator 'nope'")
     assert out[1].available and out[1].value[0] == pytest.approx(0.7)
 
@@ -733,6 +736,7 @@ def test_irt_delta_method_ses_without_references() -> None:
         _, p_val, p_se = _irt_oracle(y[i], anchors, 1.5)
         pb = out[1]
         assert pb.interval == "irt_ability_delta_method" and pb.basis == "model"
+        assert pb.confidence == 0.9 and out[2].confidence == 0.9
         assert pb.note == NOT_CALIBRATED
         assert pb.value[i] == pytest.approx(p_val, abs=1e-8)
         assert pb.se[i] == pytest.approx(p_se, rel=1e-6)
@@ -864,3 +868,42 @@ def test_size_needed_for_gap_refines_below_the_last_grid_point() -> None:
     assert _p_order(2, 0, 60, 58) < 0.9995 <= _p_order(2, 0, 60, 59)
     assert _p_order(2, 0, 60, 55) < 0.9995
     assert size_needed_for_gap(2, 0, 60, 60, 0.9995) == _size_oracle(2, 0, 60, 60, 0.9995) == 59
+
+
+def test_calibration_runs_each_estimator_on_the_references() -> None:
+    """p-IRT calibrated on 20 references: the error law is that of p-IRT on them (solved here by
+    brentq), not of the selection's default estimator (the anchor-weighted mean)."""
+    anchors = np.array([0, 2, 5, 7])
+    sel = _tiny(anchors, prior=1.5)
+    rng = np.random.default_rng(12)
+    ref = (rng.random((20, 40)) < rng.uniform(0.2, 0.9, (20, 1))).astype(float)
+    y = np.array([[1.0, 0.0, 1.0, 1.0], [0.0, 1.0, 0.0, 0.0]])
+    (b,) = score_models(sel, y, 40, reference_correct=ref, estimators=("p_irt",))
+    r_est = np.array([_irt_oracle(row[sel.indices], anchors, 1.5)[1] for row in ref])
+    raw = np.array([_irt_oracle(row, anchors, 1.5)[1] for row in y])
+    grid, bb, s, q = _calibration_oracle(r_est, ref.mean(axis=1), 0.95, 1.1)
+    value, lo, hi, se = _apply_oracle(raw, grid, bb, s, q, 0.001)
+    assert b.interval == "reference_calibrated"
+    np.testing.assert_allclose(b.se, se, atol=1e-6)
+    np.testing.assert_allclose(b.raw_value, raw, atol=1e-8)
+    np.testing.assert_allclose(b.value, value, atol=1e-6)
+    np.testing.assert_allclose(b.ci_low, lo, atol=1e-6)
+    np.testing.assert_allclose(b.ci_high, hi, atol=1e-6)
+
+
+def test_irt_delta_failure_keeps_the_point_estimate() -> None:
+    """All candidates anchored: p-IRT is the plain mean (no ability needed), but the delta-method
+    SE scores the ability and a non-positive prior is refused: the estimate is served without
+    interval, with the reason, and the next estimator is still scored."""
+    sel = _tiny(np.arange(10), prior=0.0, lambda_gp=0.4)
+    y = np.array([[1, 0, 1, 1, 0, 1, 1, 0, 0, 1], [0, 0, 1, 1, 0, 1, 0, 0, 0, 1]], float)
+    out = score_models(sel, y, 50, level=0.8, estimators=("p_irt", "gp_irt"))
+    assert [b.estimator for b in out] == ["p_irt", "gp_irt"]
+    w = sel.weights
+    want = {"p_irt": y.mean(axis=1), "gp_irt": 0.4 * (y @ w) + 0.6 * y.mean(axis=1)}
+    for b in out:
+        assert b.available and b.interval is None and b.basis == "model"
+        assert b.note == "prior: must be a positive standard deviation"
+        assert b.confidence == 0.8
+        np.testing.assert_allclose(b.value, want[b.estimator], atol=1e-12)
+        assert b.se.shape == (2,) and np.isnan(b.se).all() and np.isnan(b.ci_low).all()
