@@ -397,6 +397,7 @@ def test_uncalibrated_uniform_01_subset_is_wilson_fpc_with_a_warning() -> None:
     f = 22 / 29
     for b in out:
         assert b.basis == "model" and b.interval == "wilson_kish_fpc" and b.note == NOT_CALIBRATED
+        assert b.confidence == 0.9
         for i, s in enumerate((4, 8, 0, 1)):
             lo, hi = _wilson(s / 8, 8 / f, _z(0.9))
             assert (b.ci_low[i], b.ci_high[i]) == pytest.approx((lo, hi), abs=1e-12)
