@@ -511,3 +511,50 @@ def test_method_statements():
         "(family-wise error rate), alpha = 0.2; a pair is significant when its adjusted p-value "
         "<= 0.2. " + tail.format(simult="simultaneous (family-wise)", pct=80)
     )
+
+
+def test_tiny_subsets_of_a_benchmark():
+    # n = 1 of N = 2: f = (2 - 1) / (2 - 1) = 1, so the accuracy interval is Wilson at n = 1
+    z = stats.norm.ppf(0.975)
+    lb = leaderboard([[1], [0]], population="benchmark", n_population=2)
+    assert (lb.rows.ci_low[0], lb.rows.ci_high[0]) == pytest.approx(_wilson(1.0, 1.0, z))
+    assert (lb.rows.ci_low[1], lb.rows.ci_high[1]) == pytest.approx(_wilson(0.0, 1.0, z))
+    assert lb.pairs.p_better.tolist() == [1.0]  # one item: var_d is taken as 0
+    # n = 2 of N = 5: f = 3 / 4, var_d = ((x + y) - n dbar^2) / (n - 1)
+    c = [[1, 1], [0, 1], [0, 0]]
+    lb = leaderboard(c, population="benchmark", n_population=5)
+    f = 3 / 4
+    for k, (x, y) in enumerate([(1, 0), (2, 0), (1, 0)]):
+        dbar = (x - y) / 2
+        se = math.sqrt(f * ((x + y) - 2 * dbar**2) / 1 / 2)
+        want = stats.norm.cdf(dbar / se) if se > 0 else 1.0
+        assert lb.pairs.p_better[k] == pytest.approx(want, rel=1e-12)
+        assert lb.pairs.p_value[k] == pytest.approx(_fp_sup(x, y, 2, 5, False), rel=1e-12)
+
+
+def test_significance_at_exactly_alpha_and_int_dtypes():
+    # one pair, n10 = 0, n01 = 2: McNemar p = 2 * 0.25 = 0.5 exactly; significant at alpha = 0.5
+    lb = leaderboard([[0, 0], [1, 1]], alpha=0.5)
+    assert lb.pairs.p_value.tolist() == [0.5] and lb.pairs.p_adjusted.tolist() == [0.5]
+    assert lb.pairs.significant.tolist() == [True]
+    assert lb.rows.tier.tolist() == [1, 2]
+    # unshared pairs are int64 row positions
+    c = np.array([[1, 0, 1, 0], [0, 1, 0, 0], [1, 1, 1, 1]])
+    mask = np.array([[1, 1, 0, 0], [0, 0, 1, 1], [1, 1, 1, 1]], dtype=bool)
+    lb = leaderboard(c, coverage=mask)
+    assert lb.unshared_pairs.tolist() == [[0, 1]] and lb.unshared_pairs.dtype == np.int64
+
+
+def test_one_item_subset_emits_no_warnings():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lb = leaderboard([[1], [0], [1]], population="benchmark", n_population=4)
+    assert lb.pairs.p_better.tolist() == [1.0, 0.5, 0.0]
+
+
+def test_tiers_accept_a_0_1_matrix():
+    better = [[0, 1, 1, 1], [0, 0, 0, 0], [0, 1, 0, 1], [0, 0, 0, 0]]
+    assert tiers([0, 2, 1, 3], better).tolist() == [1, 3, 2, 3]
+    assert tiers([0, 2, 1, 3], np.array(better, dtype=np.uint8)).tolist() == [1, 3, 2, 3]

@@ -339,7 +339,7 @@ def _weighted_oracle(y, w, a, b, n_pop, z):
     dbar = diff / wsum
     ss = sum(w[i] ** 2 * ((y[a, i] - y[b, i]) - dbar) ** 2 for i in range(n))
     se = math.sqrt(max(f * ss * (n / (n - 1) if n > 1 else 0.0), 0.0))
-    ci = (max(-1.0, diff - z * se), min(1.0, diff + z * se))
+    ci = tuple(min(1.0, max(-1.0, v)) for v in (diff - z * se, diff + z * se))
     if diff == 0:
         p = 1.0
     elif se > 0:
@@ -418,3 +418,110 @@ def test_weighted_pair_tests_bad_weights(w):
     msg = "weights: expected 3 finite non-negative weights, positive sum"
     with pytest.raises(ValueError, match=_exact(msg)):
         weighted_pair_tests(y, w, np.array([0]), np.array([1]), 10, Z95)
+
+
+def test_adjust_pvalues_integer_input_is_float():
+    for corr in ("none", "holm", "bh"):
+        got = adjust_pvalues([0, 1, 1], corr)
+        assert got.dtype == np.float64 and got.tolist() == [0.0, 1.0, 1.0]
+
+
+def test_finite_population_unsigned_and_empty_counts():
+    """uint64 counts (cast to int64 first, as documented) and an empty set of pairs."""
+    x = np.array([3, 0, 2], dtype=np.uint64)
+    y = np.array([1, 4, 2], dtype=np.uint64)
+    got = finite_population_pvalues(x, y, 6, 15)
+    want = [_fp_oracle(3, 1, 6, 15, False), _fp_oracle(0, 4, 6, 15, False), 1.0]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    empty = finite_population_pvalues(
+        np.array([], dtype=np.int64), np.array([], dtype=np.int64), 5, 9
+    )
+    assert empty.shape == (0,)
+
+
+def test_newcombe_large_counts_and_unit_margins():
+    # margins products beyond int64 (~1e20): the counts are taken as float64
+    big = 50_000
+    diff, lo, hi = newcombe([big], [big + 7000], [big], [big], 1.0, Z95)
+    w = _newcombe(big, big + 7000, big, big, 1.0, Z95)
+    assert (diff[0], lo[0], hi[0]) == pytest.approx(w, rel=1e-12)
+    # all four margins 1 (den = 1): phi = -1 for the table n10 = n01 = 1
+    diff, lo, hi = newcombe([0], [1], [1], [0], 1.0, Z95)
+    w = _newcombe(0, 1, 1, 0, 1.0, Z95)
+    assert (diff[0], lo[0], hi[0]) == pytest.approx(w, rel=1e-12, abs=1e-15)
+
+
+def test_newcombe_empty_table_is_nan_without_warnings():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        diff, lo, hi = newcombe([0, 3], [0, 1], [0, 2], [0, 4], 1.0, Z95)
+    assert np.isnan(diff[0]) and np.isnan(lo[0]) and np.isnan(hi[0])
+    assert diff[1] == pytest.approx(-0.1)
+
+
+def test_weighted_pair_tests_two_items_and_clipped_interval():
+    # n = 2: se uses the n / (n - 1) = 2 factor; here diff - z se < -1, clipped to -1
+    y = np.array([[0.0, 0.0], [1.0, 0.0]])
+    w = np.array([0.5, 0.5])
+    out = weighted_pair_tests(y, w, np.array([0]), np.array([1]), 1000, Z95)
+    d, ci, p, pb, _, _ = _weighted_oracle(y, w, 0, 1, 1000, Z95)
+    assert d == -0.5 and ci[0] == -1.0
+    assert out[3][0] == -0.5 and out[4][0] == -1.0
+    assert out[5][0] == pytest.approx(ci[1], rel=1e-12)
+    assert out[6][0] == pytest.approx(p, rel=1e-12) and out[7][0] == pytest.approx(pb, rel=1e-12)
+
+
+@pytest.mark.parametrize("scale", [0.5, 2.0])
+def test_weighted_pair_tests_unnormalised_weights(scale):
+    """Weights need only a positive sum: Kish's size (Σw)² / Σw², d̄ = Δ / Σw, and the
+    accuracies clipped to [0, 1] before the Wilson bounds (Σ w y can exceed 1)."""
+    rng = np.random.default_rng(9)
+    y = (rng.random((4, 10)) < 0.5).astype(np.float64)
+    y[0] = 1.0
+    w = rng.uniform(0.2, 2.0, 10)
+    w[3] = 0.0  # a zero weight is allowed
+    w *= scale / w.sum()
+    a, b = np.triu_indices(4, 1)
+    acc, lo_acc, hi_acc, diff, ci_lo, ci_hi, p, pb = weighted_pair_tests(y, w, a, b, 50, Z95)
+    for k in range(a.size):
+        d, ci, pv, pbv, _, aci = _weighted_oracle(y, w, a[k], b[k], 50, Z95)
+        assert diff[k] == pytest.approx(d, abs=1e-14)
+        assert (ci_lo[k], ci_hi[k]) == pytest.approx(ci, rel=1e-10, abs=1e-13)
+        assert p[k] == pytest.approx(pv, rel=1e-9) and pb[k] == pytest.approx(pbv, rel=1e-9)
+        assert (lo_acc[a[k]], hi_acc[a[k]]) == pytest.approx(aci[0], rel=1e-12, abs=1e-14)
+    assert acc[0] == pytest.approx(scale)
+
+
+def test_weighted_pair_tests_rounding_threshold_scales_with_the_weight_sum():
+    y = np.array([[1.0, 0.0], [0.0, 0.0]])
+    one = np.array([1e-12, 1 - 1e-12])
+    assert one.sum() == 1.0  # so the difference 1e-12 sits exactly on the threshold
+    out = weighted_pair_tests(y, one, np.array([0]), np.array([1]), 100, Z95)
+    assert out[3][0] == 0.0 and out[6][0] == 1.0
+    two = np.array([1e-12, 2.0])  # threshold 1e-12 * 2: the difference 1e-12 is rounding
+    out = weighted_pair_tests(y, two, np.array([0]), np.array([1]), 100, Z95)
+    assert out[3][0] == 0.0 and out[6][0] == 1.0
+
+
+def test_weighted_pair_tests_small_populations():
+    y = np.array([[1.0], [0.0]])
+    a, b = np.array([0]), np.array([1])
+    # n = 1 of N = 2: f = (2 - 1) / (2 - 1) = 1, accuracy interval Wilson at n_kish = 1
+    _, lo_acc, hi_acc, *_ = weighted_pair_tests(y, np.array([1.0]), a, b, 2, Z95)
+    assert (lo_acc[0], hi_acc[0]) == pytest.approx(_wilson(1.0, 1.0, Z95), rel=1e-12)
+    # N = 1: f = 0, zero-width accuracy intervals
+    _, lo_acc, hi_acc, *_ = weighted_pair_tests(y, np.array([1.0]), a, b, 1, Z95)
+    assert lo_acc.tolist() == [1.0, 0.0] and hi_acc.tolist() == [1.0, 0.0]
+
+
+def test_weighted_pair_tests_whole_benchmark_emits_no_warnings():
+    import warnings
+
+    y = np.array([[1.0, 0.0, 1.0], [1.0, 0.0, 1.0], [0.0, 0.0, 1.0]])
+    a, b = np.triu_indices(3, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = weighted_pair_tests(y, np.full(3, 1 / 3), a, b, 3, Z95)
+    assert out[6].tolist() == [1.0, 0.0, 0.0] and out[7].tolist() == [0.5, 1.0, 1.0]
