@@ -908,3 +908,35 @@ def test_irt_delta_failure_keeps_the_point_estimate() -> None:
         assert b.confidence == 0.8
         np.testing.assert_allclose(b.value, want[b.estimator], atol=1e-12)
         assert b.se.shape == (2,) and np.isnan(b.se).all() and np.isnan(b.ci_low).all()
+
+
+def _pair_matrix(h, lw, n_items):
+    c = np.zeros((2, n_items), dtype=np.uint8)
+    c[0, :h] = 1
+    c[1, h : h + lw] = 1
+    return c
+
+
+@pytest.mark.parametrize(
+    ("h", "lw", "n_items", "prob", "want"),
+    [(13, 12, 26, 0.6, 24), (17, 15, 35, 0.8, 32), (21, 20, 41, 0.6, 33)],
+)
+def test_size_needed_for_gap_follows_smallest_n_where_p_is_not_monotone(
+    h, lw, n_items, prob, want
+) -> None:
+    """P(order) is not monotone in n for near ties (parity), so the answer depends on the search:
+    on the full benchmark it is exact.smallest_n's (48-point geometric grid, then every size
+    between the first grid point reaching ``prob`` and its predecessor)."""
+    from app.core.exact import smallest_n
+
+    sizes = range(1, n_items + 1)
+    p = [_p_order(h, lw, n_items, n) for n in sizes]
+    assert any(p[i + 1] < p[i] for i in range(n_items - 1))  # not monotone
+    # the documented search, with exact pmf sums
+    grid = np.unique(np.geomspace(1, n_items, 48).round().astype(int))
+    first = next(i for i, g in enumerate(grid) if p[g - 1] >= prob)
+    low = 1 if first == 0 else int(grid[first - 1]) + 1
+    searched = next(n for n in range(low, int(grid[first]) + 1) if p[n - 1] >= prob)
+    assert searched == want
+    assert smallest_n(_pair_matrix(h, lw, n_items), 0, 1, prob) == want
+    assert size_needed_for_gap(h, lw, n_items, n_items, prob) == want
