@@ -104,6 +104,9 @@ def test_single_source_has_no_calibration():
 
 def test_selection_matches_scikit_learn_kmeans_and_brute_force_nearest(small):
     _, sel = small
+    for seed in (0, 1, 6):  # the k-means seed is drawn from the selection rng
+        expected = int(np.random.default_rng(seed).integers(0, 2**31 - 1))
+        assert int(sel.select(2, rng=seed).fitted["kmeans_seed"]) == expected
     s = sel.select(5, rng=9)
     km_seed = int(np.random.default_rng(9).integers(0, 2**31 - 1))
     assert int(s.fitted["kmeans_seed"]) == km_seed
@@ -225,3 +228,16 @@ def test_beta_on_a_candidate_subset_matches_per_model_scoring():
         theta, _ = bank.score(yc[j : j + 1, anchors], anchors)
         errs.append(abs(bank.predict_proba(theta, rest).mean() - yc[j, rest].mean()))
     assert float(s.fitted["beta"]) == pytest.approx(np.mean(errs), rel=1e-9)
+
+
+def test_duplicate_embeddings_merge_anchors_without_leaking_warnings():
+    import warnings
+
+    sel = make_selector("tiny_benchmarks", dims=1, max_iter=10).fit(_data(m=10, n_items=24))
+    # 6 distinct embeddings, 4 items each: 12 centroids, at most 6 distinct clusters and anchors
+    sel.embeddings_ = np.repeat(np.random.default_rng(9).standard_normal((6, 2)) * 5, 4, axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # scikit-learn's ConvergenceWarning is handled inside
+        s = sel.select(12, rng=0)
+    assert s.size <= 6 and int(s.fitted["duplicates"]) == 12 - s.size
+    np.testing.assert_allclose(np.sort(s.weights), np.full(s.size, 1 / s.size), rtol=1e-14)
