@@ -88,3 +88,11 @@ def test_strata_are_scikit_learns_seeded_kmeans_ordered_by_mean():
     # ordered by mean, not by total: 20 items at 0.1 (sum 2.0) below one item at 0.9
     proxy = np.array([0.1] * 20 + [0.9])
     np.testing.assert_array_equal(confidence_strata(proxy), [0] * 20 + [1])
+
+
+def test_stratum_allocation_is_int64():
+    from app.core.selectors.confidence_stratified import stratum_allocation
+
+    out = stratum_allocation(np.array([3, 7]), 4)
+    assert out.dtype == np.int64
+    np.testing.assert_array_equal(out, [1, 3])

@@ -241,3 +241,13 @@ def test_duplicate_embeddings_merge_anchors_without_leaking_warnings():
         s = sel.select(12, rng=0)
     assert s.size <= 6 and int(s.fitted["duplicates"]) == 12 - s.size
     np.testing.assert_allclose(np.sort(s.weights), np.full(s.size, 1 / s.size), rtol=1e-14)
+
+
+def test_lambda_gp_is_one_for_a_single_constant_source():
+    """One source model (no held-out calibration: beta = 0) answering every item alike (v = 0):
+    beta^2 / (v' + beta^2) is 0/0; with v' = 0 it equals 1 for every beta > 0, so 1 is its
+    continuous extension."""
+    sel = make_selector("tiny_benchmarks", dims=1, max_iter=10).fit(np.ones((1, 5)))
+    s = sel.select(2, rng=0)
+    assert sel.v_ == 0.0 and float(s.fitted["beta"]) == 0.0
+    assert float(s.fitted["lambda_gp"]) == 1.0
