@@ -525,3 +525,21 @@ def test_weighted_pair_tests_whole_benchmark_emits_no_warnings():
         warnings.simplefilter("error")
         out = weighted_pair_tests(y, np.full(3, 1 / 3), a, b, 3, Z95)
     assert out[6].tolist() == [1.0, 0.0, 0.0] and out[7].tolist() == [0.5, 1.0, 1.0]
+
+
+def test_weighted_pair_tests_differences_beyond_one_are_clipped():
+    # weights summing to 2: Δ = Σ w (y_a - y_b) = -2 with se = 0 (d - d̄ = 0 on every item);
+    # both interval ends are clipped to -1, the difference itself is not
+    y = np.array([[0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
+    out = weighted_pair_tests(y, np.full(4, 0.5), np.array([0, 1]), np.array([1, 0]), 100, Z95)
+    assert out[3].tolist() == [-2.0, 2.0]
+    assert out[4].tolist() == [-1.0, 1.0] and out[5].tolist() == [-1.0, 1.0]
+
+
+def test_wilson_at_zero_size_is_nan_without_warnings():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lo, hi = wilson(np.array([0.5, 0.0]), np.array([0.0, 0.0]), Z95)
+    assert np.isnan(lo).all() and np.isnan(hi).all()
