@@ -96,3 +96,12 @@ def test_stratum_allocation_is_int64():
     out = stratum_allocation(np.array([3, 7]), 4)
     assert out.dtype == np.int64
     np.testing.assert_array_equal(out, [1, 3])
+
+
+def test_fill_items_are_distinct():
+    """n = 4 of 20 (eight singleton strata and one of 12): n_h = 0 (x8) and round(2.4) = 2, so two
+    fill items are drawn from the 18 unselected ones, without replacement."""
+    strata = np.repeat(np.arange(9), [1] * 8 + [12])
+    for seed in range(150):
+        pos, _ = stratified_design(strata, 4, np.random.default_rng(seed))
+        assert pos.shape == (4,) and np.unique(pos).size == 4

@@ -41,6 +41,16 @@ def test_kmeans_plusplus_is_scikit_learns(k, seed):
     np.testing.assert_array_equal(km.labels_, km_ref.labels_)
 
 
+def test_kmeans_plusplus_with_an_outlier_last():
+    """The last point is far away: it carries almost all the D^2 mass, so the candidate draws
+    land on the last index (the one the clip to N - 1 guards)."""
+    x = np.vstack([np.random.default_rng(5).standard_normal((20, 2)), [[100.0, 100.0]]])
+    for seed in range(5):
+        ours = kmeans_plusplus(x, 3, np.random.RandomState(seed))
+        ref, _ = sk_kmeans_plusplus(x, 3, random_state=np.random.RandomState(seed))
+        np.testing.assert_array_equal(ours, ref)
+
+
 def test_kmeans_plusplus_with_duplicate_points():
     x = np.repeat(np.random.default_rng(4).standard_normal((3, 2)), [5, 1, 6], axis=0)
     ours = kmeans_plusplus(x, 3, np.random.RandomState(7))
