@@ -543,3 +543,13 @@ def test_wilson_at_zero_size_is_nan_without_warnings():
         warnings.simplefilter("error")
         lo, hi = wilson(np.array([0.5, 0.0]), np.array([0.0, 0.0]), Z95)
     assert np.isnan(lo).all() and np.isnan(hi).all()
+
+
+def test_weighted_pair_tests_large_integer_weights():
+    # integer weights are taken as float64: w * w = 2.5e19 would overflow int64
+    y = np.array([[1.0, 0.0, 1.0, 1.0], [0.0, 1.0, 0.0, 1.0]])
+    w = np.full(4, 5_000_000_000, dtype=np.int64)
+    out = weighted_pair_tests(y, w, np.array([0]), np.array([1]), 40, Z95)
+    d, ci, p, pb, _, _ = _weighted_oracle(y, [5e9] * 4, 0, 1, 40, Z95)
+    assert out[3][0] == pytest.approx(d) and out[6][0] == pytest.approx(p, rel=1e-9)
+    assert out[7][0] == pytest.approx(pb, rel=1e-9) and (out[4][0], out[5][0]) == pytest.approx(ci)
