@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -101,7 +102,11 @@ def equivalent_mutants() -> dict[str, str]:
 
 
 def run_module(module: str, work: Path, children: int) -> dict[str, object]:
-    work.mkdir(parents=True, exist_ok=True)
+    # A fresh folder every run: mutmut 3 keeps its results in mutants/ and reuses them for every
+    # function whose code did not change, so a kept export would score new tests as absent.
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
     export_tree(work)
     with (work / "pyproject.toml").open("a") as fh:
         tests = json.dumps(TEST_SELECTION.get(module, ["tests/core"]))
