@@ -278,7 +278,10 @@ def smallest_n(
     low = 1 if first == 0 else int(grid[first - 1]) + 1
     cand = np.arange(low, int(grid[first]) + 1)
     p_c = order_probabilities(hi_c, lo_c, n_items, cand).p_greater
-    return int(cand[np.flatnonzero(p_c >= probability)[0]])
+    hit = np.flatnonzero(p_c >= probability)
+    # Round-off: the grid point reached the target in the first call and can land a hair under
+    # it in this one (P = 1 exactly vs 0.9999999999999999); the grid point is then the answer.
+    return int(cand[hit[0]]) if hit.size else int(grid[first])
 
 
 # -- stratified ------------------------------------------------------------------------------------
