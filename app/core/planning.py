@@ -156,9 +156,13 @@ def verdict(
     Returns
     -------
     Verdict
-        ``distinguishable = p_same >= threshold``; ``n_needed`` the smallest size reaching the
-        threshold (exact search for random; for curve-based methods the log-n interpolation of
-        the curve values at the pair's gap, ``None`` if no evaluated size reaches it).
+        ``distinguishable = p_same >= threshold``; ``n_needed`` the size needed: for random and
+        subtask_stratified an exact search (the first size of a geometric grid reaching the
+        threshold, then every size after the grid point before it; P(same order) is not exactly
+        monotone in n, so a smaller size that reaches the threshold only transiently, between
+        two grid points that do not, is not reported); for curve-based methods the log-n
+        interpolation of the curve values at the pair's gap, ``None`` if no evaluated size
+        reaches it.
     """
     c = as_binary(correct)
     n_models, n_items = c.shape
