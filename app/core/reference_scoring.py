@@ -112,7 +112,7 @@ def reference_predictions(selection: Selection, y: np.ndarray, reference_correct
     ``yhat_ij = sigmoid(logit(pbar_j) + theta_i)`` with ``pbar_j`` item ``j``'s accuracy among
     the references (shrunk: ``(s_j + 1/2) / (r + 1)``) and ``theta_i`` solving
     ``sum_{j in S} yhat_ij = sum_{j in S} y_ij`` (a one-parameter Rasch-type shift, batched
-    Newton over models; ``|theta| <= 8``).
+    safeguarded Newton over models; ``|theta| <= 8``).
 
     Returns
     -------
@@ -124,11 +124,19 @@ def reference_predictions(selection: Selection, y: np.ndarray, reference_correct
     bs = base[selection.indices]
     target = y.sum(axis=1)
     theta = np.zeros(y.shape[0])
-    for _ in range(30):  # Newton iterations (vectorised over models)
+    # Safeguarded Newton, vectorised over models: sum_j yhat_ij is increasing in theta, so each
+    # model keeps a bracket [lo, hi] of its root and a Newton step that leaves it is replaced by
+    # bisection (plain Newton clipped to +-8 could cycle between the bounds, e.g. logits
+    # (-3.04, -3.04, -3.04, +3.04) and 2 of 4 right: -8, +8, -8, ... instead of 2.36).
+    lo, hi = np.full_like(theta, -8.0), np.full_like(theta, 8.0)
+    for _ in range(60):
         p = 1.0 / (1.0 + np.exp(-(bs[None, :] + theta[:, None])))
         g = p.sum(axis=1) - target
+        lo = np.where(g < 0, theta, lo)
+        hi = np.where(g > 0, theta, hi)
         h = np.maximum((p * (1.0 - p)).sum(axis=1), 1e-9)
-        theta = np.clip(theta - g / h, -8.0, 8.0)
+        step = theta - g / h
+        theta = np.where((step > lo) & (step < hi), step, 0.5 * (lo + hi))
     return 1.0 / (1.0 + np.exp(-(base[None, :] + theta[:, None])))
 
 
@@ -160,7 +168,9 @@ def model_assisted(
     lo, hi = np.clip(value - q * se, 0.0, 1.0), np.clip(value + q * se, 0.0, 1.0)
     zero = se <= 0
     if zero.any():
-        clo, chi = proportion_interval(np.round(y.sum(axis=1)), k, method="clopper_pearson")
+        clo, chi = proportion_interval(
+            np.round(y.sum(axis=1)), k, method="clopper_pearson", confidence=level
+        )
         lo, hi = np.where(zero, clo, lo), np.where(zero, chi, hi)
     return make_batch(
         "model_assisted", value, lo, hi, se, "difference_fpc", "model-assisted", level
