@@ -115,6 +115,10 @@ def run_module(module: str, work: Path, children: int) -> dict[str, object]:
     # the export lives in a scratch folder: point the tests at the real data beside the repo
     env = dict(os.environ)
     env.setdefault("BENCHSLICE_SHARED_DATA", str(ROOT.parent / "shared" / "data"))
+    # mutmut forks a test process per mutant; OpenBLAS's thread pool, started in the parent,
+    # deadlocks in the child (seen as "timeouts" counted as kills): one BLAS thread per process.
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = "1"
     started = time.perf_counter()
     run = subprocess.run(
         [*mutmut, "run", "--max-children", str(children)],
