@@ -76,6 +76,47 @@ TEST_SELECTION: dict[str, list[str]] = {
             )
         ),
     ],
+    # the selections the issue-17 runs used (bench/RESULTS.md): each module's own tests, exact
+    # oracles first; the whole folder spent 15+ min in mutmut's two full passes per module
+    "intervals": ["tests/core/test_intervals_mutants.py", "tests/core/test_intervals.py"],
+    "scoring": ["tests/core/test_scoring_mutants.py", "tests/core/test_reference_values.py"],
+    "weighted": [
+        "tests/core/test_weighted_mutants.py",
+        "tests/core/test_scoring_mutants.py",
+        "tests/core/test_reference_scoring_mutants.py",
+    ],
+    "reference_scoring": [
+        "tests/core/test_reference_scoring_mutants.py",
+        "tests/core/test_reference_scoring_edges.py",
+        "tests/core/test_scoring_mutants.py",
+        "tests/core/test_reference_values.py",
+    ],
+    "leaderboard": ["tests/core/test_leaderboard_mutants.py", "tests/core/test_leaderboard.py"],
+    "pairwise": ["tests/core/test_pairwise_mutants.py", "tests/core/test_leaderboard_mutants.py"],
+    **{
+        f"selectors/{name}": [
+            "tests/core/test_selector_contract.py",
+            "tests/core/test_selectors_known_answers.py",
+            f"tests/core/test_{name}_mutants.py",
+        ]
+        for name in ("random", "subtask_stratified", "confidence_stratified", "dpp")
+    },
+    "selectors/anchor_points": [
+        "tests/core/test_selector_contract.py",
+        "tests/core/test_selectors_known_answers.py",
+        "tests/core/test_anchor_points.py",
+        "tests/core/test_anchor_points_mutants.py",
+    ],
+    "selectors/tiny_benchmarks": [
+        "tests/core/test_selector_contract.py",
+        "tests/core/test_tiny_benchmarks_mutants.py",
+    ],
+    "irt_model": [
+        "tests/core/test_irt.py",
+        "tests/core/test_irt_model_mutants.py",
+        "--deselect=tests/core/test_irt.py::test_recovers_difficulty_d10_paper_form",
+    ],
+    "irt": ["tests/core/test_irt_mutants.py"],
 }
 
 CONFIG = """
