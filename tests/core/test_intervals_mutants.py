@@ -27,6 +27,8 @@ from app.core.intervals import (
     proportion_interval,
     reference_calibrated_interval,
 )
+from tests.support.calibration_oracle import apply_oracle as _apply_oracle
+from tests.support.calibration_oracle import calibration_oracle as _calibration_oracle
 
 
 def _exact(message: str) -> str:
@@ -281,40 +283,6 @@ def test_difference_estimate_accepts_probability_one() -> None:
 
 
 # -- reference calibration --------------------------------------------------------------------------
-def _calibration_oracle(r_est, truth, level, inflation, bandwidth=None, step=0.001, min_nb=30):
-    r = truth.size
-    h = bandwidth
-    if h is None:
-        h = max(0.01, 1.06 * np.std(truth, ddof=1) * r ** (-0.2))
-    grid = np.arange(0.0, 1.0 + step / 2, step)
-    err = r_est - truth
-    kth = min(min_nb, r)
-    bias, spread, n_effs = [], [], []
-    for a in grid:
-        d = np.abs(a - truth)
-        hg = max(h, np.sort(d)[kth - 1])
-        kk = np.exp(-0.5 * (d / hg) ** 2)
-        b = np.sum(kk * err) / np.sum(kk)
-        n_eff = np.sum(kk) ** 2 / np.sum(kk**2)
-        s2 = np.sum(kk * (err - b) ** 2) / np.sum(kk) * n_eff / max(n_eff - 1, 1e-9)
-        bias.append(b)
-        spread.append(np.sqrt(max(s2, 1e-12)))
-        n_effs.append(max(n_eff - 1, 1))
-    quant = stats.t.ppf(1 - (1 - level) / 2, np.array(n_effs)) * inflation
-    return grid, np.array(bias), np.array(spread), quant
-
-
-def _apply_oracle(est, grid, b, s, q, step):
-    out = []
-    for x in np.ravel(est):
-        dev = (x - grid - b) / s
-        inside = np.flatnonzero(np.abs(dev) <= q).tolist()
-        best = int(np.argmin(np.abs(dev)))
-        first, last = (inside[0], inside[-1]) if inside else (best, best)
-        out.append((grid[best], max(grid[first] - step, 0.0), min(grid[last] + step, 1.0), s[best]))
-    return tuple(np.array(col) for col in zip(*out, strict=True))
-
-
 @pytest.fixture(scope="module")
 def refs():
     rng = np.random.default_rng(41)

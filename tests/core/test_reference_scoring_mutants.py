@@ -23,6 +23,7 @@ from app.core.reference_scoring import (
     reference_predictions,
 )
 from app.core.results import Selection
+from tests.support.calibration_oracle import calibration_oracle as _calibration_oracle
 
 
 def _selection(method, indices, weights=None, estimator="mean", fitted=None) -> Selection:
@@ -306,28 +307,6 @@ def test_reference_estimates_leave_out_a_failing_estimator_and_go_on(refs) -> No
 
 
 # -- reference_calibrations -------------------------------------------------------------------------
-def _calibration_oracle(r_est, truth, level, inflation, step=0.001, min_nb=30):
-    """Bias, spread and quantile on the grid, with loops over grid points."""
-    r = truth.size
-    h = max(0.01, 1.06 * np.std(truth, ddof=1) * r ** (-0.2))
-    grid = np.arange(0.0, 1.0 + step / 2, step)
-    err = r_est - truth
-    kth = min(min_nb, r)
-    bias, spread, n_effs = [], [], []
-    for a in grid:
-        d = np.abs(a - truth)
-        hg = max(h, np.sort(d)[kth - 1])
-        kk = np.exp(-0.5 * (d / hg) ** 2)
-        b = np.sum(kk * err) / np.sum(kk)
-        n_eff = np.sum(kk) ** 2 / np.sum(kk**2)
-        s2 = np.sum(kk * (err - b) ** 2) / np.sum(kk) * n_eff / max(n_eff - 1, 1e-9)
-        bias.append(b)
-        spread.append(np.sqrt(max(s2, 1e-12)))
-        n_effs.append(max(n_eff - 1, 1))
-    quant = stats.t.ppf(1 - (1 - level) / 2, np.array(n_effs)) * inflation
-    return grid, np.array(bias), np.array(spread), quant
-
-
 def test_reference_calibrations_default_level_and_inflation(refs) -> None:
     ref, _, idx, w = refs
     ref20 = ref[:MIN_REFERENCE_MODELS]
