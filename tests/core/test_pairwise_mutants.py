@@ -30,6 +30,8 @@ from app.core.pairwise import (
     weighted_pair_tests,
     wilson,
 )
+from tests.support.pairwise_oracles import newcombe as _newcombe
+from tests.support.pairwise_oracles import wilson as _wilson
 
 Z95 = float(stats.norm.ppf(0.975))
 
@@ -260,13 +262,6 @@ def test_adjust_pvalues_known_numbers_and_errors():
 
 
 # -- Wilson / Newcombe --------------------------------------------------------------------------
-def _wilson(p, n, z):
-    if math.isinf(n):
-        return p, p
-    den = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / den
-    h = z / den * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, c - h), min(1.0, c + h)
 
 
 def test_wilson_closed_form():
@@ -275,22 +270,6 @@ def test_wilson_closed_form():
         assert (float(lo), float(hi)) == pytest.approx(_wilson(p, n, z), rel=1e-13, abs=1e-15)
     lo, hi = wilson(np.array([0.25, 0.6]), np.array([np.inf, np.inf]), Z95)
     assert lo.tolist() == [0.25, 0.6] and hi.tolist() == [0.25, 0.6]
-
-
-def _newcombe(a, b, c, d, factor, z):
-    n = a + b + c + d
-    p1, p2 = (a + b) / n, (a + c) / n
-    l1, u1 = _wilson(p1, n * factor, z)
-    l2, u2 = _wilson(p2, n * factor, z)
-    num = a * d - b * c
-    if num > 0:
-        num = max(num - n / 2, 0.0)
-    den = (a + b) * (c + d) * (a + c) * (b + d)
-    phi = num / math.sqrt(den) if den > 0 else 0.0
-    delta = math.sqrt(max((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2, 0))
-    eps = math.sqrt(max((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2, 0))
-    diff = p1 - p2
-    return diff, max(-1.0, diff - delta), min(1.0, diff + eps)
 
 
 TABLES = [
