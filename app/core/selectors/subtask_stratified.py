@@ -81,7 +81,7 @@ class SubtaskStratifiedSelector(Selector):
                 worst = int(np.argmax(short))
                 raise ValueError(
                     f"n: {n} items need {counts[worst]} from subtask "
-                    f"{self.subtask_labels_[worst]!r}, which has only {self.sizes_[worst]} candidates"
+                    f"{str(self.subtask_labels_[worst])!r}, which has only {self.sizes_[worst]} candidates"
                 )
         else:
             counts = proportional_allocation(n, self.sizes_, rng)
