@@ -7,6 +7,7 @@ import pytest
 from scipy import stats
 
 from app.core.intervals import (
+    calibrate_references,
     clopper_pearson,
     difference_estimate,
     hypergeometric_interval,
@@ -134,3 +135,15 @@ def test_reference_calibrated_interval_removes_bias() -> None:
     assert 0.93 <= cover <= 0.975
     assert abs(np.mean(value - truth)) < 0.003
     assert np.median(se) == pytest.approx(0.02, rel=0.15)
+
+
+@pytest.mark.parametrize("grid_step", [0.001, 0.01, 0.3, 0.0007, 0.25])
+def test_reference_grid_runs_from_zero_to_exactly_one(grid_step):
+    """The candidate accuracies are 0, step, 2 step, ... below 1, then 1 itself, whatever the step."""
+    truth = np.linspace(0.2, 0.8, 40)
+    cal = calibrate_references(truth + 0.01, truth, grid_step=grid_step)
+    n_below = int(np.ceil(1.0 / grid_step - 1e-9))
+    expected = np.append(np.arange(n_below) * grid_step, 1.0)
+    np.testing.assert_allclose(cal.grid, expected, rtol=0, atol=1e-12)
+    assert cal.grid[0] == 0.0 and cal.grid[-1] == 1.0
+    assert np.all(np.diff(cal.grid) > 0)

@@ -464,11 +464,13 @@ def test_calibrate_references_default_bandwidth_binds_with_many_references() -> 
 @pytest.mark.parametrize("step", [0.38, 0.3, 0.07, 0.001])
 def test_calibration_grid_reaches_every_accuracy_within_half_a_step(step) -> None:
     """Every accuracy in [0, 1] lies within ``grid_step / 2`` of a candidate, also for steps
-    that do not divide 1 (0.38: candidates up to 0.76 would leave 1.0 uncovered)."""
+    that do not divide 1 (0.38: candidates up to 0.76 would leave 1.0 uncovered; the last
+    candidate is 1.0 itself)."""
     truth = np.array([0.2, 0.4, 0.6, 0.8])
     cal = calibrate_references(truth + 0.01, truth, grid_step=step)
-    assert cal.grid[0] == 0.0
-    np.testing.assert_allclose(np.diff(cal.grid), step, rtol=1e-9)
+    assert cal.grid[0] == 0.0 and cal.grid[-1] == 1.0  # never a candidate above 1
+    np.testing.assert_allclose(np.diff(cal.grid)[:-1], step, rtol=1e-9)
+    assert 0 < cal.grid[-1] - cal.grid[-2] <= step + 1e-12
     accs = np.linspace(0.0, 1.0, 1001)
     gap = np.min(np.abs(accs[:, None] - cal.grid[None, :]), axis=1)
     assert gap.max() <= step / 2 + 1e-12

@@ -13,7 +13,7 @@ def calibration_oracle(r_est, truth, level, inflation, bandwidth=None, step=0.00
     h = bandwidth
     if h is None:
         h = max(0.01, 1.06 * np.std(truth, ddof=1) * r ** (-0.2))
-    grid = np.arange(0.0, 1.0 + step / 2, step)
+    grid = np.append(np.arange(int(np.ceil(1.0 / step - 1e-9))) * step, 1.0)  # ..., then 1
     err = r_est - truth
     kth = min(min_nb, r)
     bias, spread, n_effs = [], [], []
