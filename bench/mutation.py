@@ -92,7 +92,11 @@ TEST_SELECTION: dict[str, list[str]] = {
         "tests/core/test_reference_values.py",
     ],
     "leaderboard": ["tests/core/test_leaderboard_mutants.py", "tests/core/test_leaderboard.py"],
-    "pairwise": ["tests/core/test_pairwise_mutants.py", "tests/core/test_leaderboard_mutants.py"],
+    "pairwise": [
+        "tests/core/test_pairwise_mutants.py",
+        "tests/core/test_pairwise_rounding_edges.py",
+        "tests/core/test_leaderboard_mutants.py",
+    ],
     **{
         f"selectors/{name}": [
             "tests/core/test_selector_contract.py",
@@ -116,7 +120,13 @@ TEST_SELECTION: dict[str, list[str]] = {
         "tests/core/test_irt_model_mutants.py",
         "--deselect=tests/core/test_irt.py::test_recovers_difficulty_d10_paper_form",
     ],
-    "irt": ["tests/core/test_irt_mutants.py"],
+    "irt": [
+        "tests/core/test_irt_mutants.py",
+        "tests/core/test_irt_fit_mutants.py",
+        "tests/core/test_irt_optimizer_mutants.py",
+        "tests/core/test_irt.py",
+        "tests/core/test_fast_paths.py",
+    ],
 }
 
 CONFIG = """
