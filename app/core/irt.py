@@ -189,7 +189,8 @@ def _make_objective_mixed(y: np.ndarray, w: np.ndarray | None, lay: _Layout, hyp
 
     Accuracy: each elementwise term carries a relative error of ~6e-8 (float32 rounding); sums
     are pairwise within rows and float64 across rows, so the objective is accurate to ~1e-7
-    relative and the gradient entries to ~1e-6 absolute. The fit stops on a relative decrease of
+    relative and the gradient entries to ~1e-6 relative (measured: 8e-5 absolute on entries up to 89 at
+    a converged 300 x 6,000 fit). The fit stops on a relative decrease of
     ``tol`` (2e-5 by default, 10x looser in the intermediate EM rounds) or a gradient max-norm of
     ``tol * max(m, n)``: both two or more orders of magnitude above these errors, so the fit
     converges to the same optimum, to within the optimiser's own tolerance (the difference to a
