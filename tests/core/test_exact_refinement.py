@@ -19,7 +19,7 @@ from app.core.exact import order_probabilities, smallest_n
 def _scan_oracle(n10, n01, n_items, probability, n_grid=48):
     hi, lo = max(n10, n01), min(n10, n01)
     p = {n: float(order_probabilities(hi, lo, n_items, n).p_greater) for n in range(1, n_items + 1)}
-    grid = sorted({int(round(g)) for g in np.geomspace(1, n_items, n_grid)})
+    grid = sorted({round(float(g)) for g in np.geomspace(1, n_items, n_grid)})
     passing = [g for g in grid if p[g] >= probability]
     if not passing:
         return n_items
