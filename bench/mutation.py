@@ -103,8 +103,14 @@ TEST_SELECTION: dict[str, list[str]] = {
             "tests/core/test_selectors_known_answers.py",
             f"tests/core/test_{name}_mutants.py",
         ]
-        for name in ("random", "subtask_stratified", "confidence_stratified", "dpp")
+        for name in ("random", "subtask_stratified", "confidence_stratified")
     },
+    "selectors/dpp": [
+        "tests/core/test_selector_contract.py",
+        "tests/core/test_selectors_known_answers.py",
+        "tests/core/test_dpp_mutants.py",
+        "tests/core/test_dpp_sampler_law.py",
+    ],
     "selectors/anchor_points": [
         "tests/core/test_selector_contract.py",
         "tests/core/test_selectors_known_answers.py",
