@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.core.selectors.dpp import sample_projection_dpp
+from app.core.selectors.dpp import _exact_step, sample_projection_dpp
 
 DRAWS = 6000
 
@@ -43,3 +43,16 @@ def test_inclusion_probabilities_match_the_kernel(method):
     np.fill_diagonal(want, np.diag(k))
     se = np.sqrt(np.maximum(want * (1 - want), 1e-4) / DRAWS)
     assert np.max(np.abs(freq - want) / se) < 4.5
+
+
+def test_exact_step_reaches_the_last_item():
+    """Residual norms 1, 2, 3 (nothing drawn yet): item i is drawn with probability (i + 1) / 6."""
+
+    basis = np.diag(np.sqrt([1.0, 2.0, 3.0]))
+    rng = np.random.default_rng(9)
+    draws = np.array(
+        [_exact_step(basis, np.empty((0, 3)), np.zeros(3, dtype=bool), rng)[0] for _ in range(3000)]
+    )
+    freq = np.bincount(draws, minlength=3) / 3000
+    want = np.array([1.0, 2.0, 3.0]) / 6.0
+    assert np.all(np.abs(freq - want) < 4.5 * np.sqrt(want * (1 - want) / 3000))
