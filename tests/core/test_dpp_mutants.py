@@ -183,3 +183,14 @@ def test_too_large_n_message_is_exact():
     with pytest.raises(ValueError, match=rf"^n: {k + 1} exceeds the {k} candidates left after"):
         sel.select(k + 1, rng=0)
     assert sel.select(k, rng=0).size == k
+
+
+def test_features_default_seed_is_zero():
+    # 80 items x 40 binary sources: d = 4 < 40, randomized PCA, and the seed matters here
+    features = (np.random.default_rng(8).random((40, 80)) < 0.5).astype(float).T
+    kept, x = dpp_features(features)
+    kept0, x0 = dpp_features(features, seed=0)
+    np.testing.assert_array_equal(kept, kept0)
+    np.testing.assert_allclose(x, x0, atol=1e-9)  # threaded BLAS: not bit-exact
+    kept1, x1 = dpp_features(features, seed=1)  # premise: another seed gives other features
+    assert kept1.shape != kept.shape or np.abs(x1 - x).max() > 1e-3
