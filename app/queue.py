@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from app.db.session import after_commit
 from app.errors import ServiceUnavailable
-from app.services import jobs as job_service
+from app.services.platform import jobs as job_service
 from app.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -52,9 +52,9 @@ def load_gpqa(url: str) -> tuple[str, str, list[tuple[str, str]]]:
     from app.db.session import make_engine, make_sessionmaker
     from app.ingest import parse_columnar
     from app.schemas.results import ModelCreate
-    from app.services import subsets
-    from app.services.benchmarks import create_version
-    from app.services.results import store_results
+    from app.services.catalog.benchmarks import create_version
+    from app.services.catalog.results import store_results
+    from app.services.selection import subsets
     from app.settings import Settings
 
     with np.load(DATA / "gpqa.npz", allow_pickle=False) as npz:

@@ -6,10 +6,10 @@ subset of each size; every target is scored from its subset results only, and we
 its full accuracy is inside each interval.
 
 * ``--scorer no-references``: the service's own per-model scoring
-  (``app.services.scoring.estimates_for``) called once per target *without* reference models:
+  (``app.services.selection.scoring.estimates_for``) called once per target *without* reference models:
   design-based intervals for probability subsets, the uncalibrated intervals (with their warning
   note) for DPP / Anchor Points / tinyBenchmarks, no ``model_assisted``;
-* ``--scorer references``: :func:`app.core.scoring.score_models` with the source models as
+* ``--scorer references``: :func:`app.core.scoring.score_models.score_models` with the source models as
   references (plus the alternative small-sample intervals for unweighted probability subsets).
 
 This option was called ``before`` until it started importing the current ``estimates_for``: it no
@@ -32,9 +32,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.core.coverage import coverage_study
-from app.core.intervals import SMALL_N_METHODS
-from app.core.scoring import EstimateBatch, score_models
+from app.core.estimation.intervals import SMALL_N_METHODS
+from app.core.scoring.coverage import coverage_study
+from app.core.scoring.score_models import EstimateBatch, score_models
 
 METHODS = (
     "random",
@@ -56,7 +56,7 @@ def _data_path() -> Path:
 
 def no_references_scorer(selection, y, n_population, reference_correct):
     """The service's scoring function without reference models (one call per target)."""
-    from app.services.scoring import estimates_for
+    from app.services.selection.scoring import estimates_for
 
     per_model = [estimates_for(selection, row, None, n_population) for row in y]
     out = []

@@ -248,7 +248,7 @@ def main() -> int:
             )
 
             from app.db.session import make_engine, make_sessionmaker
-            from app.services.results import load_matrix
+            from app.services.catalog.results import load_matrix
             from app.settings import Settings
 
             engine = make_engine(Settings(database_url=url))

@@ -1,4 +1,4 @@
-"""Time ``app.core.leaderboard.leaderboard`` (issue 14) and count the tiers GPQA forms.
+"""Time ``app.core.ranking.leaderboard.leaderboard`` (issue 14) and count the tiers GPQA forms.
 
 Cases (targets from issue 14):
 
@@ -32,7 +32,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.core.leaderboard import leaderboard  # noqa: E402
+from app.core.ranking.leaderboard import leaderboard  # noqa: E402
 
 SUBSET_SEED = 0
 SUBSET_N = 100

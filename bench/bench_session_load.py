@@ -79,8 +79,8 @@ def load(url: str, data: dict[str, np.ndarray], n_stored: int) -> None:
     from app.db.session import make_engine, make_sessionmaker
     from app.ingest import parse_columnar
     from app.schemas.results import ModelCreate
-    from app.services.benchmarks import create_version
-    from app.services.results import store_results
+    from app.services.catalog.benchmarks import create_version
+    from app.services.catalog.results import store_results
     from app.settings import Settings
 
     ids = [str(x) for x in data["item_ids"]]

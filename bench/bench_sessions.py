@@ -33,7 +33,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.core.session_sim import simulate_random, simulate_sessions  # noqa: E402
+from app.core.sequential.simulation import simulate_random, simulate_sessions  # noqa: E402
 
 
 def _data() -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Time ``app.core.irt.fit_irt`` (D = 10, paper form, hierarchical prior) on SYNTHETIC matrices.
+"""Time ``app.core.irt.fit.fit_irt`` (D = 10, paper form, hierarchical prior) on SYNTHETIC matrices.
 
 Cases: 300 models x 6,000 items (the issue's target: < 10 s on 2 cores), then growth with the
 number of items (1k, 3k, 6k, 12k at 300 models) and of models (100, 300, 450 at 6k items).
@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import app.core.irt as irt
+import app.core.irt.fit as irt
 from bench.synth import make_synthetic
 
 TARGET = (300, 6000)

@@ -57,8 +57,8 @@ def available_methods() -> list[str]:
 
 def split_by_method(correct, sizes, runs, *, confidence=None, subtasks=None, workers=2, seed=0):
     """In-process: protocol seconds per method (CPU-seconds summed over processes) and analysis time."""
-    from app.core.mdad import analyze_protocol
-    from app.core.protocol import run_protocol
+    from app.core.reliability.mdad import analyze_protocol
+    from app.core.reliability.protocol import run_protocol
 
     t0 = time.perf_counter()
     res = run_protocol(
@@ -117,7 +117,9 @@ def case_gpqa(args) -> None:
     )
     t0 = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-c", "import app.core.mdad, app.core.protocol"], check=True, cwd=REPO
+        [sys.executable, "-c", "import app.core.reliability.mdad, app.core.reliability.protocol"],
+        check=True,
+        cwd=REPO,
     )
     print(
         f"| gpqa import app.core (python + numpy + scipy + sklearn) | | | {time.perf_counter() - t0:.2f} s | |"
@@ -173,7 +175,7 @@ def case_mmlu_cli(args) -> None:
 
 
 def case_scaling(args) -> None:
-    from app.core.protocol import run_protocol
+    from app.core.reliability.protocol import run_protocol
     from bench.synth import make_synthetic
 
     sizes = (10, 25, 50, 100)

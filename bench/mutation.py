@@ -35,20 +35,20 @@ EQUIVALENT = ROOT / "bench" / "mutation_equivalent.toml"
 # module -> group; the goal is 90 % of non-equivalent mutants killed for "statistics",
 # 80 % for "selectors" (selectors and IRT)
 MODULES: dict[str, str] = {
-    "exact": "statistics",
-    "agreement": "statistics",
-    "mdad": "statistics",
-    "stats": "statistics",
-    "planning": "statistics",
-    "intervals": "statistics",
-    "scoring": "statistics",
-    "weighted": "statistics",
-    "reference_scoring": "statistics",
-    "sequential": "statistics",
-    "leaderboard": "statistics",
-    "pairwise": "statistics",
-    "irt": "selectors",
-    "irt_model": "selectors",
+    "reliability/exact": "statistics",
+    "reliability/agreement": "statistics",
+    "reliability/mdad": "statistics",
+    "estimation/stats": "statistics",
+    "reliability/planning": "statistics",
+    "estimation/intervals": "statistics",
+    "scoring/score_models": "statistics",
+    "estimation/weighted": "statistics",
+    "scoring/reference": "statistics",
+    "sequential/confidence_sequences": "statistics",
+    "ranking/leaderboard": "statistics",
+    "ranking/pairwise": "statistics",
+    "irt/fit": "selectors",
+    "irt/model": "selectors",
     "selectors/random": "selectors",
     "selectors/subtask_stratified": "selectors",
     "selectors/confidence_stratified": "selectors",
@@ -62,7 +62,7 @@ GOALS = {"statistics": 0.90, "selectors": 0.80}
 TEST_SELECTION: dict[str, list[str]] = {
     # exact small cases plus the fast known answers; the statistical replays and GPQA paths (and
     # the tests/core files that reach sequential through session_sim) stay in the normal suite
-    "sequential": [
+    "sequential/confidence_sequences": [
         "tests/core/test_sequential_mutants.py",
         "tests/core/test_sequential.py",
         *(
@@ -78,21 +78,30 @@ TEST_SELECTION: dict[str, list[str]] = {
     ],
     # the selections the issue-17 runs used (bench/RESULTS.md): each module's own tests, exact
     # oracles first; the whole folder spent 15+ min in mutmut's two full passes per module
-    "intervals": ["tests/core/test_intervals_mutants.py", "tests/core/test_intervals.py"],
-    "scoring": ["tests/core/test_scoring_mutants.py", "tests/core/test_reference_values.py"],
-    "weighted": [
+    "estimation/intervals": [
+        "tests/core/test_intervals_mutants.py",
+        "tests/core/test_intervals.py",
+    ],
+    "scoring/score_models": [
+        "tests/core/test_scoring_mutants.py",
+        "tests/core/test_reference_values.py",
+    ],
+    "estimation/weighted": [
         "tests/core/test_weighted_mutants.py",
         "tests/core/test_scoring_mutants.py",
         "tests/core/test_reference_scoring_mutants.py",
     ],
-    "reference_scoring": [
+    "scoring/reference": [
         "tests/core/test_reference_scoring_mutants.py",
         "tests/core/test_reference_scoring_edges.py",
         "tests/core/test_scoring_mutants.py",
         "tests/core/test_reference_values.py",
     ],
-    "leaderboard": ["tests/core/test_leaderboard_mutants.py", "tests/core/test_leaderboard.py"],
-    "pairwise": [
+    "ranking/leaderboard": [
+        "tests/core/test_leaderboard_mutants.py",
+        "tests/core/test_leaderboard.py",
+    ],
+    "ranking/pairwise": [
         "tests/core/test_pairwise_mutants.py",
         "tests/core/test_pairwise_rounding_edges.py",
         "tests/core/test_leaderboard_mutants.py",
@@ -121,12 +130,12 @@ TEST_SELECTION: dict[str, list[str]] = {
         "tests/core/test_selector_contract.py",
         "tests/core/test_tiny_benchmarks_mutants.py",
     ],
-    "irt_model": [
+    "irt/model": [
         "tests/core/test_irt.py",
         "tests/core/test_irt_model_mutants.py",
         "--deselect=tests/core/test_irt.py::test_recovers_difficulty_d10_paper_form",
     ],
-    "irt": [
+    "irt/fit": [
         "tests/core/test_irt_mutants.py",
         "tests/core/test_irt_fit_mutants.py",
         "tests/core/test_irt_optimizer_mutants.py",

@@ -7,7 +7,7 @@ Model
 -----
 Item parameters and abilities are drawn from the distributions of a one-dimensional 2PL fitted to
 the real GPQA matrix (``shared/data/gpqa.npz``, 420 models x 448 items) with
-``app.core.irt.fit_irt(dims=1, form="scalar_difficulty", prior="hierarchical", rng=0)``; the
+``app.core.irt.fit.fit_irt(dims=1, form="scalar_difficulty", prior="hierarchical", rng=0)``; the
 quantile tables below are the 21 quantiles (0%, 5%, ..., 100%) of the fitted ``theta``, ``a`` and
 ``b`` (sign-aligned so that the median discrimination is positive) and are sampled by inverse-CDF
 linear interpolation. :func:`reference_quantiles` recomputes them.
@@ -203,7 +203,7 @@ def make_synthetic(
 
 def reference_quantiles(path: str | Path = "/work/shared/data/gpqa.npz") -> dict[str, np.ndarray]:
     """Recompute the quantile tables from a D = 1 fit on the real GPQA matrix."""
-    from app.core.irt import fit_irt
+    from app.core.irt.fit import fit_irt
 
     correct = np.load(path)["correct"].astype(np.float64)
     model = fit_irt(

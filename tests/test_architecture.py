@@ -47,7 +47,7 @@ KNOWN_UNTIL_RJOBS: frozenset[str] = frozenset()
 @dataclass(frozen=True)
 class Module:
     path: Path
-    name: str  # dotted, e.g. app.services.verdicts
+    name: str  # dotted, e.g. app.services.reliability.verdicts
     is_package: bool
     tree: ast.Module
 
@@ -198,7 +198,7 @@ def test_the_checks_catch_what_they_should(tmp_path: Path) -> None:
     source = (
         "import worker.tasks\n"
         "from app.core import protocol\n"
-        "from app.core.protocol import _STATE, __all__\n"
+        "from app.core.reliability.protocol import _STATE, __all__\n"
         "from app.core._validation import check\n"
         "from app.core import _validation\n"
         "import sqlalchemy\n"
@@ -208,7 +208,7 @@ def test_the_checks_catch_what_they_should(tmp_path: Path) -> None:
     tree = ast.parse(source)
     fake = Module(ROOT / "app" / "services" / "fake.py", "app.services.fake", False, tree)
     private = list(private_name_violations(fake))
-    assert any("imports _STATE from app.core.protocol" in v for v in private)
+    assert any("imports _STATE from app.core.reliability.protocol" in v for v in private)
     assert not any("__all__" in v or "__doc__" in v or "_own" in v for v in private)
     assert any("private module app.core._validation" in v for v in private)
     assert any("uses protocol._prepare_payload" in v for v in private)
@@ -219,7 +219,7 @@ def test_the_checks_catch_what_they_should(tmp_path: Path) -> None:
     insider = Module(ROOT / "app" / "core" / "x.py", "app.core.x", False, tree)
     inside = list(private_name_violations(insider))
     assert not any("_validation" in v for v in inside), inside
-    assert any("imports _STATE from app.core.protocol" in v for v in inside)
+    assert any("imports _STATE from app.core.reliability.protocol" in v for v in inside)
 
 
 def too_long(limit: int = MAX_LINES) -> list[str]:

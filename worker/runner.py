@@ -2,7 +2,7 @@
 
 :func:`execute_job` marks the job running, looks its handler up in
 :data:`app.services.job_kinds.JOB_KINDS`, calls it with one session and a
-:class:`~app.services.jobs.JobContext` (progress reporter, independent transactions where chunks
+:class:`~app.services.platform.jobs.JobContext` (progress reporter, independent transactions where chunks
 can be shared, the helper publisher), and commits the final status with the handler's writes, or
 rolls them back and records why.
 """
@@ -19,10 +19,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.base import utcnow
 from app.db.models import Job
 from app.enums import JobStatus
-from app.services import analysis_jobs
-from app.services import jobs as job_service
 from app.services.job_kinds import JOB_KINDS, JobKind, job_kind
-from app.services.jobs import JobCancelled, JobContext, no_helpers
+from app.services.platform import jobs as job_service
+from app.services.platform.jobs import JobCancelled, JobContext, no_helpers
+from app.services.reliability import analysis_jobs
 
 Helpers = Callable[[uuid.UUID, int], None]
 

@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session
 from app.db.models import BenchmarkVersion
 from app.db.session import pop_after_commit
 from app.queue import JobQueue
-from app.services.benchmark_refs import resolve_version
-from app.services.keys import ANONYMOUS, Principal, authenticate, require
+from app.services.catalog.benchmark_refs import resolve_version
+from app.services.platform.keys import ANONYMOUS, Principal, authenticate, require
 from app.settings import Settings
 
 

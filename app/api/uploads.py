@@ -6,12 +6,16 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import numpy as np
-from fastapi import Depends, Request
+from fastapi import Depends, Header, Request
+from fastapi.responses import JSONResponse
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
+from app.api.deps import SessionDep
 from app.errors import InvalidInput, PayloadTooLarge
-from app.services.uploads import MULTIPART, PARQUET_TYPES, UploadPart, media_type
+from app.schemas.results import ResultsCreate
+from app.services.catalog.uploads import MULTIPART, PARQUET_TYPES, UploadPart, media_type
+from app.services.platform import idempotency
 
 MAX_FILES = 200
 
@@ -121,3 +125,62 @@ MULTIPART_SCHEMA = {
         "required": ["file"],
     }
 }
+
+
+# --- Idempotency-Key replay of uploads (the results and session/score routes share it) ---------
+
+IdempotencyKeyHeader = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=idempotency.MAX_KEY_LENGTH,
+        description="Retry-safe key: the same key with the same request replays the stored "
+        "response; with another request it is a 422",
+    ),
+]
+
+
+def upload_request_hash(request: Request, upload: list[UploadPart]) -> str:
+    """What an Idempotency-Key is bound to: method, path, query and every uploaded part."""
+    return idempotency.request_hash(
+        [request.method, request.url.path, str(request.url.query)]
+        + [x for p in upload for x in (p.media_type, p.filename or "", p.data)]
+    )
+
+
+def replayed(stored: tuple[int, dict]) -> JSONResponse:
+    return JSONResponse(stored[1], status_code=stored[0], headers={"Idempotency-Replayed": "true"})
+
+
+def replay_upload(
+    request: Request,
+    upload: list[UploadPart],
+    session: SessionDep,
+    principal_id: str,
+    idempotency_key: str | None,
+    ttl_hours: float,
+) -> tuple[str | None, JSONResponse | None]:
+    """``(request hash, stored response to replay)`` of an upload; both None without a key."""
+    if idempotency_key is None:
+        return None, None
+    req_hash = upload_request_hash(request, upload)
+    stored = idempotency.lookup(
+        session, principal_id, idempotency_key, req_hash, ttl_hours=ttl_hours
+    )
+    return req_hash, (replayed(stored) if stored is not None else None)
+
+
+UPLOAD_BODY = request_body(
+    "One model's per-item results. JSON keyed by item id or columnar (see schema); an "
+    "lm-evaluation-harness `--log_samples` JSONL or Open LLM Leaderboard details file "
+    "(JSONL/parquet) with `?model=`; CSV `item_id,correct[,confidence]` with `?model=`; or any "
+    "of these as multipart `file` parts (several sample logs are concatenated).",
+    {
+        "application/json": {"schema": inline_schema(ResultsCreate)},
+        "application/x-ndjson": {"schema": {"type": "string"}},
+        "text/csv": {"schema": {"type": "string"}},
+        "application/vnd.apache.parquet": {"schema": FILE_SCHEMA},
+        "multipart/form-data": MULTIPART_SCHEMA,
+    },
+)

@@ -38,7 +38,7 @@ def create(
 ) -> None:
     """Create a key and print it once (it cannot be shown again)."""
     from app.errors import DomainError
-    from app.services.keys import create_key
+    from app.services.platform.keys import create_key
 
     try:
         with _session() as session:
@@ -57,7 +57,7 @@ def create(
 @keys_app.command("list", epilog="Example: `benchslice keys list`")
 def list_() -> None:
     """List keys (prefix, name, scopes, last use); never the keys themselves."""
-    from app.services.keys import list_keys
+    from app.services.platform.keys import list_keys
 
     with _session() as session:
         for k in list_keys(session):
@@ -70,7 +70,7 @@ def list_() -> None:
 def revoke(prefix: str = typer.Argument(..., help="The key's prefix (from `keys list`)")) -> None:
     """Revoke a key at once."""
     from app.errors import DomainError
-    from app.services.keys import revoke_key
+    from app.services.platform.keys import revoke_key
 
     try:
         with _session() as session:

@@ -2,7 +2,7 @@
 
 No server, database or broker. ``mdad`` runs :func:`app.core.run_protocol`, analyses every
 (method, n, split) cell and prints a table (or exactly one JSON object with ``--json``).
-``coverage`` runs :func:`app.core.coverage.coverage_study` (the engine of
+``coverage`` runs :func:`app.core.scoring.coverage.coverage_study` (the engine of
 ``bench/bench_coverage.py``): the empirical coverage of every interval the service's scoring
 returns, on held-out models. Progress goes to stderr so stdout stays machine-readable.
 """
@@ -85,8 +85,8 @@ def mdad(
     size_list = _int_list(sizes, "--sizes")
     correct, confidence, subtasks = _load(matrix)
 
-    from app.core.mdad import analyze_protocol
-    from app.core.protocol import default_workers, run_protocol
+    from app.core.reliability.mdad import analyze_protocol
+    from app.core.reliability.protocol import default_workers, run_protocol
 
     n_workers = workers or default_workers()
 
@@ -165,7 +165,7 @@ def coverage(
     size_list = _int_list(sizes, "--sizes")
     correct, _, subtasks = _load(matrix)
 
-    from app.core.coverage import coverage_study
+    from app.core.scoring.coverage import coverage_study
     from app.core.selectors import SELECTORS
 
     unknown = [m for m in method_list if m not in SELECTORS]

@@ -205,7 +205,7 @@ def simulate(
     """
     import numpy as np
 
-    from app.core.session_sim import simulate_sessions
+    from app.core.sequential.simulation import simulate_sessions
 
     try:
         with np.load(matrix, allow_pickle=False) as data:

@@ -1,28 +1,38 @@
-"""benchslice engine: selectors, estimators, the paper protocol, MDAD, exact probabilities, planning.
+"""benchslice engine: pure numerical code (numpy, scipy, scikit-learn, kmedoids).
 
-Pure numerical code (numpy, scipy, scikit-learn, kmedoids): no web framework, database, task queue,
-settings or I/O. Submodules: :mod:`~app.core.selectors`, :mod:`~app.core.estimators`,
-:mod:`~app.core.protocol`, :mod:`~app.core.agreement`, :mod:`~app.core.mdad`,
-:mod:`~app.core.exact`, :mod:`~app.core.planning`, :mod:`~app.core.stats`; sessions
-(:mod:`~app.core.sequential`, :mod:`~app.core.adaptive`, :mod:`~app.core.session_sim`), leaderboards
-(:mod:`~app.core.pairwise`, :mod:`~app.core.leaderboard`), calibrated intervals and item health
-(:mod:`~app.core.intervals`, :mod:`~app.core.scoring`, :mod:`~app.core.coverage`,
-:mod:`~app.core.health`, :mod:`~app.core.power`).
+No web framework, database, task queue, settings or I/O. Rooms, lowest first: :mod:`~app.core.irt`
+(2PL fit and model), :mod:`~app.core.estimation` (estimators, intervals, design-based means),
+:mod:`~app.core.selectors` (the six selectors), :mod:`~app.core.reliability` (the paper's protocol,
+MDAD, exact probabilities, planning), :mod:`~app.core.scoring` (scoring from a subset, calibration,
+coverage study), :mod:`~app.core.sequential` (sessions: confidence sequences, policies, simulator),
+:mod:`~app.core.ranking` (pairwise tests, leaderboards), :mod:`~app.core.items` (item health).
+The names below are imported from the module that defines each (no re-export chains).
 """
 
 from app.core._validation import ResultsData, validate_results
-from app.core.adaptive import (
-    FluidState,
-    ItemBank,
-    fluid_estimate,
-    fluid_init,
-    fluid_next,
-    fluid_update,
+from app.core.estimation.estimators import ESTIMATORS, estimate
+from app.core.estimation.intervals import (
+    clopper_pearson,
+    hypergeometric_interval,
+    jeffreys,
+    proportion_interval,
 )
-from app.core.agreement import kendall_tau_b, pair_differences, paper_agree
-from app.core.coverage import CoverageTable, coverage_study
-from app.core.estimators import ESTIMATORS, estimate
-from app.core.exact import (
+from app.core.estimation.stats import (
+    clustered_se,
+    compare_to_baseline,
+    dirichlet_p_better,
+    mcnemar_exact,
+    paired_bootstrap,
+    paired_outcomes,
+    repeated_samples_estimate,
+    score_subset,
+    wilson_interval,
+)
+from app.core.items.health import ItemHealth, item_health
+from app.core.ranking.leaderboard import Leaderboard, leaderboard, leaderboard_for_selection
+from app.core.ranking.pairwise import adjust_pvalues, mcnemar_pvalues, pairwise_counts
+from app.core.reliability.agreement import kendall_tau_b, pair_differences, paper_agree
+from app.core.reliability.exact import (
     discordant_counts,
     exact_agreement,
     order_probabilities,
@@ -30,25 +40,16 @@ from app.core.exact import (
     smallest_n,
     stratified_order_probabilities,
 )
-from app.core.health import ItemHealth, item_health
-from app.core.intervals import (
-    clopper_pearson,
-    hypergeometric_interval,
-    jeffreys,
-    proportion_interval,
-)
-from app.core.leaderboard import Leaderboard, leaderboard, leaderboard_for_selection
-from app.core.mdad import (
+from app.core.reliability.mdad import (
     analyze_cell,
     analyze_protocol,
     isotonic_increasing,
     mdad_paper,
     mdad_robust,
 )
-from app.core.pairwise import adjust_pvalues, mcnemar_pvalues, pairwise_counts
-from app.core.planning import curve_probability, plan, verdict
-from app.core.power import PowerAnswer, paired_sample_size
-from app.core.protocol import GPQA_SIZES, PAPER_SIZES, run_protocol, split_run
+from app.core.reliability.planning import curve_probability, plan, verdict
+from app.core.reliability.power import PowerAnswer, paired_sample_size
+from app.core.reliability.protocol import GPQA_SIZES, PAPER_SIZES, run_protocol, split_run
 from app.core.results import (
     AgreementCurve,
     Estimate,
@@ -61,9 +62,10 @@ from app.core.results import (
     Selection,
     Verdict,
 )
-from app.core.scoring import EstimateBatch, score_models
+from app.core.scoring.coverage import CoverageTable, coverage_study
+from app.core.scoring.score_models import EstimateBatch, score_models
 from app.core.selectors import SELECTORS, Selector, make_selector
-from app.core.sequential import (
+from app.core.sequential.confidence_sequences import (
     CSState,
     confidence_sequence,
     cs_init,
@@ -73,18 +75,15 @@ from app.core.sequential import (
     difference_interval,
     paired_values,
 )
-from app.core.session_sim import SimulationResult, simulate_sessions
-from app.core.stats import (
-    clustered_se,
-    compare_to_baseline,
-    dirichlet_p_better,
-    mcnemar_exact,
-    paired_bootstrap,
-    paired_outcomes,
-    repeated_samples_estimate,
-    score_subset,
-    wilson_interval,
+from app.core.sequential.fluid import (
+    FluidState,
+    ItemBank,
+    fluid_estimate,
+    fluid_init,
+    fluid_next,
+    fluid_update,
 )
+from app.core.sequential.simulation import SimulationResult, simulate_sessions
 
 __all__ = [
     "ESTIMATORS",

@@ -32,7 +32,7 @@ class Selection:
         ``estimate = sum(weights * y[indices])``. For mean-type estimators they are >= 0 and sum
         to 1; for Horvitz-Thompson they are ``1 / (N * pi_i)``.
     estimator : str
-        Name of the default estimator (see :mod:`app.core.estimators`).
+        Name of the default estimator (see :mod:`app.core.estimation.estimators`).
     estimate_on : str
         ``"correct"`` or ``"confidence"``: which per-item signal the default estimator reads.
     signal : str

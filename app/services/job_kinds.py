@@ -15,9 +15,12 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Job
 from app.errors import InvalidInput
-from app.services import analyses, analysis_jobs, irt_fits, ping, subsets
-from app.services import jobs as job_service
-from app.services.jobs import JobHandler, ParamsValidator
+from app.services.catalog import irt_fits
+from app.services.platform import jobs as job_service
+from app.services.platform import ping
+from app.services.platform.jobs import JobHandler, ParamsValidator
+from app.services.reliability import analyses, analysis_jobs
+from app.services.selection import subsets
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 
 from app.errors import DomainError
-from app.services import page_plots
+from app.web import page_plots
 from app.web.routes import TEMPLATES, error_page, router
 from app.web.security import HEADERS, UI_PREFIX, SecurityHeaders
 

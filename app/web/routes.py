@@ -17,12 +17,11 @@ from markupsafe import Markup
 
 from app.api.deps import SessionDep
 from app.errors import DomainError, InvalidInput, NotFound, Unauthorized
-from app.services import analyses as analyses_service
-from app.services import page_views, pages
-from app.services.benchmark_refs import resolve_version
-from app.services.caching import BoundedCache
-from app.services.keys import authenticate, require
-from app.web import security
+from app.services.catalog.benchmark_refs import resolve_version
+from app.services.platform.caching import BoundedCache
+from app.services.platform.keys import authenticate, require
+from app.services.reliability import analyses as analyses_service
+from app.web import page_views, pages, security
 from app.web.svg import inline_svg
 
 TEMPLATES = Jinja2Templates(directory=Path(__file__).parent / "templates")

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import Request
 from fastapi.responses import Response
 
-from app.services.keys import ANONYMOUS, Principal, authenticate, require
+from app.services.platform.keys import ANONYMOUS, Principal, authenticate, require
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session

@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.ingest import parse_columnar
 from app.schemas.results import ModelCreate
-from app.services.benchmarks import create_version
-from app.services.results import store_results
+from app.services.catalog.benchmarks import create_version
+from app.services.catalog.results import store_results
 
 
 @dataclass

@@ -13,19 +13,19 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.core.mdad import analyze_protocol
-from app.core.protocol import run_protocol
+from app.core.reliability.mdad import analyze_protocol
+from app.core.reliability.protocol import run_protocol
 from app.core.results import MDADResult
 from app.db.models import Job, JobStatus
 from app.ingest import ParsedResults
 from app.schemas.analyses import AnalysisCreate
 from app.schemas.results import ModelCreate
-from app.services import analyses as service
-from app.services import analysis_jobs
-from app.services import jobs as job_service
-from app.services.benchmarks import create_version
-from app.services.jobs import JobContext
-from app.services.results import load_matrix, store_results
+from app.services.catalog.benchmarks import create_version
+from app.services.catalog.results import load_matrix, store_results
+from app.services.platform import jobs as job_service
+from app.services.platform.jobs import JobContext
+from app.services.reliability import analyses as service
+from app.services.reliability import analysis_jobs
 from worker.runner import ProgressReporter
 
 N_MODELS = 90

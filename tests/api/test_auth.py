@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
 from app.db.models import ApiKey
-from app.services.keys import authenticate, create_key, revoke_key
+from app.services.platform.keys import authenticate, create_key, revoke_key
 
 PROBLEM = "application/problem+json"
 ITEMS = {"name": "auth-bench", "items": [{"id": "a"}, {"id": "b"}]}

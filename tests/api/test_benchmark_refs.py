@@ -14,9 +14,9 @@ from app.db.models import IdempotencyKey
 from app.schemas.analyses import AnalysisPublic
 from app.schemas.results import ModelResultPublic
 from app.schemas.subsets import SubsetPublic
-from app.services import idempotency
-from app.services import subsets as subset_service
-from app.services.benchmarks import create_version, get_version
+from app.services.catalog.benchmarks import create_version, get_version
+from app.services.platform import idempotency
+from app.services.selection import subsets as subset_service
 from tests.api._subset_data import Seeded, seed_gpqa
 
 PROBLEM = "application/problem+json"

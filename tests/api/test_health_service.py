@@ -18,7 +18,7 @@ ROUTES = Path(__file__).resolve().parents[2] / "app" / "api" / "routes"
 def test_readiness_with_real_database_and_broker(
     engine: Engine, settings: Settings, redis_isolation: str
 ) -> None:
-    from app.services import health
+    from app.services.platform import health
 
     celery_app = make_celery(settings)
     try:
@@ -33,7 +33,7 @@ def test_readiness_with_real_database_and_broker(
 
 
 def test_readiness_names_what_is_down(settings: Settings) -> None:
-    from app.services import health
+    from app.services.platform import health
 
     broken = settings.model_copy(
         update={

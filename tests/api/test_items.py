@@ -7,7 +7,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from app.core.health import FLAGS
+from app.core.items.health import FLAGS
 from tests.api._subset_data import seed_gpqa
 
 PROBLEM = "application/problem+json"
@@ -92,7 +92,7 @@ def test_pagination_and_errors(client: TestClient, db_session: Session) -> None:
 def test_stored_irt_fit_gives_discrimination_difficulty_and_fit(
     client: TestClient, db_session: Session
 ) -> None:
-    from app.core.irt import fit_irt
+    from app.core.irt.fit import fit_irt
     from app.db.models import IrtFit
 
     seeded = seed_gpqa(db_session, n_models=40)

@@ -10,8 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from app.core.leaderboard import leaderboard as core_leaderboard
-from app.core.leaderboard import leaderboard_for_selection, mcnemar_pvalues
+from app.core.ranking.leaderboard import leaderboard as core_leaderboard
+from app.core.ranking.leaderboard import leaderboard_for_selection, mcnemar_pvalues
 from app.ingest import parse_columnar
 from app.schemas.leaderboards import (
     LeaderboardPairPublic,
@@ -20,8 +20,8 @@ from app.schemas.leaderboards import (
     LeaderboardRowPublic,
 )
 from app.schemas.results import ModelCreate
-from app.services import subsets as subset_service
-from app.services.results import store_results
+from app.services.catalog.results import store_results
+from app.services.selection import subsets as subset_service
 from tests.api._subset_data import Seeded, seed_gpqa
 
 PROBLEM = "application/problem+json"
@@ -36,7 +36,7 @@ def seeded(db_session: Session) -> Seeded:
 
 
 def _name(seeded: Seeded, db_session: Session) -> str:
-    from app.services.benchmarks import get_version
+    from app.services.catalog.benchmarks import get_version
 
     return get_version(db_session, seeded.version_id).benchmark.name
 

@@ -16,9 +16,9 @@ from sqlalchemy.orm import Session
 from app.db.models import ModelResult
 from app.ingest import config_fingerprint, parse_columnar, parse_lm_eval_config
 from app.schemas.results import ModelCreate
-from app.services import subsets as subset_service
-from app.services.drift import MIN_SOURCE_MODELS
-from app.services.results import store_results
+from app.services.catalog.results import store_results
+from app.services.selection import subsets as subset_service
+from app.services.selection.drift import MIN_SOURCE_MODELS
 from tests.api._subset_data import Seeded, gpqa, seed_gpqa
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ingest"
@@ -278,7 +278,7 @@ def test_few_source_warning_below_the_threshold_only(
 
 
 def test_config_field_values_count_every_reference(db_session: Session) -> None:
-    from app.services.drift import config_mismatches
+    from app.services.selection.drift import config_mismatches
 
     refs = {f"s{i}": {"num_fewshot": 0, "metric": "acc"} for i in range(3)}
     refs["s3"] = {"num_fewshot": 5}
@@ -291,7 +291,7 @@ def test_config_field_values_count_every_reference(db_session: Session) -> None:
 
 def test_files_with_different_k_are_refused_naming_samples() -> None:
     from app.errors import InvalidInput
-    from app.services.uploads import merge
+    from app.services.catalog.uploads import merge
 
     a = parse_columnar([0.5, 0.25], item_ids=["a", "b"], samples=4)
     b = parse_columnar([1.0, 0.0], item_ids=["c", "d"], samples=2)

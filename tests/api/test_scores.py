@@ -9,10 +9,10 @@ from scipy import stats as st
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.core.scoring import design_inclusion, score_models, size_needed_for_gap
-from app.core.stats import compare_to_baseline, wilson_interval
+from app.core.estimation.stats import compare_to_baseline, wilson_interval
+from app.core.scoring.score_models import design_inclusion, score_models, size_needed_for_gap
 from app.db.models import SubsetScore
-from app.services import subsets as subset_service
+from app.services.selection import subsets as subset_service
 from tests.api._subset_data import Seeded, gpqa, seed_gpqa
 
 PROBLEM = "application/problem+json"
@@ -167,7 +167,7 @@ def test_bad_uploads_are_422(client: TestClient, db_session: Session, seeded: Se
 def test_tiny_benchmarks_irt_estimates_and_shift(
     client: TestClient, db_session: Session, seeded: Seeded
 ) -> None:
-    from app.core.estimators import estimate
+    from app.core.estimation.estimators import estimate
 
     subset, idx = _subset(db_session, seeded, "tiny_benchmarks", 25, dims=2, max_iter=100)
     selection = subset_service.to_selection(subset)

@@ -7,8 +7,8 @@ import io
 
 import numpy as np
 
-from app.core.sequential import CSState, cs_init, cs_update
-from app.services.sessions import STATE_MAGIC, pack_state, unpack_state
+from app.core.sequential.confidence_sequences import CSState, cs_init, cs_update
+from app.services.evaluation.sessions import STATE_MAGIC, pack_state, unpack_state
 
 
 def _npz(parts: dict) -> bytes:  # the first format, as rows written before hold it

@@ -1,7 +1,7 @@
 """Evaluation sessions over HTTP (Postgres): random policy end to end on real GPQA results.
 
 Oracles: the full-benchmark accuracies and differences computed here from the stored matrix;
-the confidence sequence replayed offline with :func:`app.core.sequential.confidence_sequence`
+the confidence sequence replayed offline with :func:`app.core.sequential.confidence_sequences.confidence_sequence`
 on the same values in the same order (the service must give the same intervals).
 """
 
@@ -14,11 +14,11 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from app.core.sequential import confidence_sequence, paired_values
+from app.core.sequential.confidence_sequences import confidence_sequence, paired_values
 from app.ingest import parse_columnar
 from app.schemas.results import ModelCreate
-from app.services.benchmarks import create_version
-from app.services.results import store_results
+from app.services.catalog.benchmarks import create_version
+from app.services.catalog.results import store_results
 from tests.api._subset_data import Seeded, gpqa, seed_gpqa
 
 PROBLEM = "application/problem+json"
@@ -310,8 +310,8 @@ def test_racing_retries_are_applied_once(committed_sessionmaker, cleanup) -> Non
     from app.db.models import Benchmark, BenchmarkVersion, LanguageModel
     from app.ingest import ParsedResults
     from app.schemas.sessions import SessionCreate
-    from app.services import sessions as service
-    from app.services.benchmarks import get_version
+    from app.services.catalog.benchmarks import get_version
+    from app.services.evaluation import sessions as service
     from tests.api._subset_data import committed
 
     seeded = committed(committed_sessionmaker, n_models=12)

@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.core.health import item_health
+from app.core.items.health import item_health
 from app.core.selectors import make_selector
 from app.db.models import Job
 from app.enums import JobStatus

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.core.selectors import SELECTORS, make_selector
 from app.db.models import Job, JobStatus, Subset
 from app.schemas.subsets import method_tags
-from app.services import subsets as service
+from app.services.selection import subsets as service
 from tests.api._subset_data import Seeded, seed_gpqa
 from worker.runner import execute_job
 
@@ -210,7 +210,7 @@ def test_cached_render_answers_404_once_the_subset_is_gone_and_revalidated(
 
 
 def _version(session: Session, seeded: Seeded):
-    from app.services.benchmarks import get_version
+    from app.services.catalog.benchmarks import get_version
 
     return get_version(session, seeded.version_id)
 
@@ -235,7 +235,7 @@ def test_param_defaults_match_the_selectors() -> None:
 def test_scopes_reads_need_read_writes_need_write(
     app, client: TestClient, db_session: Session, seeded: Seeded
 ) -> None:
-    from app.services.keys import create_key
+    from app.services.platform.keys import create_key
 
     req = service.resolve_request(db_session, seeded.version_id, "random", 5, {}, 2, None)
     subset, _ = service.build_subset(db_session, req, None)

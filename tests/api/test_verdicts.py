@@ -9,13 +9,14 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from app.core.exact import exact_agreement, pair_probability, smallest_n
-from app.core.planning import plan as core_plan
+from app.core.reliability.exact import exact_agreement, pair_probability, smallest_n
+from app.core.reliability.planning import plan as core_plan
 from app.ingest import parse_columnar
 from app.schemas.results import ModelCreate
-from app.services import subsets as subset_service
-from app.services.results import store_results
-from app.services.verdicts import exact_grid
+from app.services.catalog import matrices
+from app.services.catalog.results import store_results
+from app.services.reliability.verdicts import exact_grid
+from app.services.selection import subsets as subset_service
 from tests.api._subset_data import Seeded, seed_gpqa
 
 PROBLEM = "application/problem+json"
@@ -184,9 +185,9 @@ def test_curve_method_verdict_and_plan_read_the_latest_analysis(
 ) -> None:
     from sqlalchemy.orm import sessionmaker
 
-    from app.core.planning import curve_probability
+    from app.core.reliability.planning import curve_probability
     from app.db.models import JobStatus
-    from app.services.analyses import latest_analysis
+    from app.services.reliability.analyses import latest_analysis
     from worker.runner import execute_job
 
     r = client.post(
@@ -239,7 +240,7 @@ def test_curve_method_verdict_and_plan_read_the_latest_analysis(
 def test_cached_verdict_follows_results_changes(
     client: TestClient, db_session: Session, seeded: Seeded, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.services import verdicts
+    from app.services.reliability import verdicts
 
     a, b = seeded.names[0], seeded.names[1]
     url = f"/v1/benchmarks/{seeded.version_id}/verdict"
@@ -251,7 +252,7 @@ def test_cached_verdict_follows_results_changes(
         db_session, seeded.version_id, ModelCreate(name=a), parse_columnar(flipped), replace=True
     )
     db_session.commit()
-    monkeypatch.setattr(verdicts, "STAMP_TTL_SECONDS", 0.0)  # no grace window: re-check now
+    monkeypatch.setattr(matrices, "STAMP_TTL_SECONDS", 0.0)  # no grace window: re-check now
     assert verdicts.cached_verdict(seeded.version_id, a, b, size=30) is None
     after = client.get(url, params={"model_a": a, "model_b": b, "size": 30}).json()
     assert after["full_accuracy_a"] == pytest.approx(1 - seeded.correct[0].mean())

@@ -198,7 +198,7 @@ def test_api_key_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     from sqlalchemy import create_engine
     from sqlalchemy.orm import Session
 
-    from app.services.keys import create_key
+    from app.services.platform.keys import create_key
 
     with thread_server(auth_enabled=True) as (url, db_url):
         engine = create_engine(db_url)

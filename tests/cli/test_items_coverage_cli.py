@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.core.coverage import coverage_study
-from app.core.health import item_health
+from app.core.items.health import item_health
+from app.core.scoring.coverage import coverage_study
 from tests.cli.conftest import CLI, HELD_OUT, run_cli
 
 pytestmark = pytest.mark.integration

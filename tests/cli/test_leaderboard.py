@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.core.leaderboard import leaderboard as core_leaderboard
+from app.core.ranking.leaderboard import leaderboard as core_leaderboard
 from tests.cli.conftest import CLI, HELD_OUT
 
 pytestmark = pytest.mark.integration

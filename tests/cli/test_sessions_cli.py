@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.core.session_sim import simulate_sessions
+from app.core.sequential.simulation import simulate_sessions
 from tests.cli.conftest import CLI, HELD_OUT
 
 pytestmark = pytest.mark.integration

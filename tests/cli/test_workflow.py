@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.core.exact import pair_probability
+from app.core.reliability.exact import pair_probability
 from tests.cli.conftest import CLI, FIXTURES, HELD_OUT
 from tests.cli.service import free_port
 

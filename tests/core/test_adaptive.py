@@ -1,4 +1,4 @@
-"""Adaptive (fluid) item choice and model-based estimates (app.core.adaptive)."""
+"""Adaptive (fluid) item choice and model-based estimates (app.core.sequential.fluid)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import pytest
 from scipy.optimize import minimize
 from scipy.special import expit
 
-from app.core.adaptive import (
+from app.core.irt.fit import fit_irt
+from app.core.sequential.fluid import (
     FluidState,
     ItemBank,
     accuracy_gradient,
@@ -20,7 +21,6 @@ from app.core.adaptive import (
     map_ability,
     normal_interval,
 )
-from app.core.irt import fit_irt
 
 
 def _bank(n=60, d=3, seed=0) -> ItemBank:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from app.core.agreement import (
+from app.core.reliability.agreement import (
     kendall_tau_b,
     pair_differences,
     paper_agree,

@@ -1,4 +1,4 @@
-"""Tests that kill the surviving mutants of ``app/core/agreement.py`` (issue 17, ``make mutation``).
+"""Tests that kill the surviving mutants of ``app/core/reliability/agreement.py`` (issue 17, ``make mutation``).
 
 Each test asserts values against an independent computation: slow Python loops over pairs that
 re-state the reference (``math.copysign``, ``math.floor`` on Python floats), or
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from app.core.agreement import (
+from app.core.reliability.agreement import (
     kendall_tau_b,
     pair_differences,
     paper_cell_counts,

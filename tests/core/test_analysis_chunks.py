@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.core.analysis import chunk_bounds, combine_chunks, run_protocol_chunk
-from app.core.protocol import run_protocol
+from app.core.reliability.analysis import chunk_bounds, combine_chunks, run_protocol_chunk
+from app.core.reliability.protocol import run_protocol
 
 FIELDS = (
     "targets",

@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from app.core.coverage import coverage_study, split_models
+from app.core.scoring.coverage import coverage_study, split_models
 from app.core.selectors import SELECTORS
 
 

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from app.core.exact import (
+from app.core.reliability.exact import (
     discordant_counts,
     exact_agreement,
     order_probabilities,

@@ -6,7 +6,7 @@ from itertools import combinations
 
 import numpy as np
 
-from app.core.exact import smallest_n
+from app.core.reliability.exact import smallest_n
 
 
 def _p_same_bruteforce(a: np.ndarray, b: np.ndarray, n: int) -> float:

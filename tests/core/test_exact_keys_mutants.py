@@ -1,4 +1,4 @@
-"""Kills a mutant of the int64 triple keys in ``app.core.exact.order_probabilities`` (issue 17).
+"""Kills a mutant of the int64 triple keys in ``app.core.reliability.exact.order_probabilities`` (issue 17).
 
 The keys are ``(n10 * (N + 1) + n01) * (N + 1) + n``, which fit in int64 up to
 ``N = 2**21 - 1``; a wider base (``N + 2``) overflows there for ``n10 = N``. Oracle: for a
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.exact import order_probabilities
+from app.core.reliability.exact import order_probabilities
 
 
 def test_keys_at_the_largest_int64_safe_benchmark():

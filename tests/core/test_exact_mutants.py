@@ -1,4 +1,4 @@
-"""Tests that kill the surviving mutants of ``app/core/exact.py`` (issue 17, ``make mutation``).
+"""Tests that kill the surviving mutants of ``app/core/reliability/exact.py`` (issue 17, ``make mutation``).
 
 Each test asserts values against an independent computation: the hypergeometric chain
 ``X ~ Hypergeom(N, n10, n)``, ``Y | X ~ Hypergeom(N - n10, n01, n - X)`` summed with scipy, full
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import app.core.exact as exact_module
-from app.core.exact import (
+import app.core.reliability.exact as exact_module
+from app.core.reliability.exact import (
     as_binary,
     discordant_counts,
     exact_agreement,

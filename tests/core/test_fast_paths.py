@@ -23,7 +23,7 @@ def test_dpp_basis_is_the_qr_of_the_entrywise_vandermonde_bit_for_bit(n):
 @pytest.mark.parametrize("form", ["scalar_difficulty", "per_dimension"])
 @pytest.mark.parametrize("masked", [False, True])
 def test_mixed_precision_objective_matches_float64(form, masked):
-    from app.core.irt import _Hyper, _Layout, _make_objective, _make_objective_mixed
+    from app.core.irt.fit import _Hyper, _Layout, _make_objective, _make_objective_mixed
 
     rng = np.random.default_rng(3)
     m, n, d = 40, 70, 4
@@ -40,7 +40,7 @@ def test_mixed_precision_objective_matches_float64(form, masked):
 
 def test_mixed_precision_fit_agrees_with_float64_within_the_optimiser_tolerance(gpqa):
     """On a GPQA-sized fit (300 x 224, D = 10): the two paths land on the same optimum."""
-    from app.core.irt import fit_irt
+    from app.core.irt.fit import fit_irt
 
     correct = gpqa["correct"]
     rng = np.random.default_rng(0)
@@ -65,7 +65,7 @@ def test_kmeans_plusplus_is_sklearns_bit_for_bit(gpqa, n_clusters):
     """tiny_benchmarks' lean k-means++ seeding gives sklearn's KMeans result exactly."""
     from sklearn.cluster import KMeans
 
-    from app.core.irt import fit_irt
+    from app.core.irt.fit import fit_irt
     from app.core.selectors.tiny_benchmarks import kmeans_plusplus
 
     rng = np.random.default_rng(n_clusters)

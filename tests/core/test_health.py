@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.core.health import FLAGS, item_health
-from app.core.irt import fit_irt
+from app.core.irt.fit import fit_irt
+from app.core.items.health import FLAGS, item_health
 
 
 def test_gpqa_constant_items_are_flagged(gpqa) -> None:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from app.core.intervals import (
+from app.core.estimation.intervals import (
     calibrate_references,
     clopper_pearson,
     difference_estimate,
@@ -82,7 +82,7 @@ def test_hypergeometric_collapses_at_full_census() -> None:
 
 
 def test_proportion_interval_wilson_matches_stats() -> None:
-    from app.core.stats import wilson_interval
+    from app.core.estimation.stats import wilson_interval
 
     ref = wilson_interval(7, 25, n_population=448)
     lo, hi = proportion_interval(7, 25, method="wilson_fpc", n_population=448)

@@ -1,4 +1,4 @@
-"""Tests that kill the surviving mutants of ``app/core/intervals.py`` (issue 17, ``make mutation``).
+"""Tests that kill the surviving mutants of ``app/core/estimation/intervals.py`` (issue 17, ``make mutation``).
 
 Each test asserts values against an independent computation: scipy's exact binomial interval and
 Beta / Student quantiles, the hypergeometric interval by scanning every population total with
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from app.core.intervals import (
+from app.core.estimation.intervals import (
     SMALL_N_METHODS,
     ReferenceCalibration,
     calibrate_references,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.optimize import check_grad, minimize
 
-from app.core.irt import IRTModel, _Hyper, _Layout, _make_objective, fit_irt, sigmoid
+from app.core.irt.fit import IRTModel, _Hyper, _Layout, _make_objective, fit_irt, sigmoid
 
 
 def _simulate(n_models, n_items, dims, *, seed, form="scalar_difficulty"):

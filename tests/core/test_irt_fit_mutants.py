@@ -1,4 +1,4 @@
-"""Mutation-driven tests for the driver of ``app.core.irt.fit_irt`` and its spectral start.
+"""Mutation-driven tests for the driver of ``app.core.irt.fit.fit_irt`` and its spectral start.
 
 Oracles:
 
@@ -23,8 +23,8 @@ import math
 import numpy as np
 import pytest
 
-import app.core.irt as irt
-from app.core.irt import _Hyper, _Layout, _make_objective_mixed, _OptResult, fit_irt
+import app.core.irt.fit as irt
+from app.core.irt.fit import _Hyper, _Layout, _make_objective_mixed, _OptResult, fit_irt
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Mutation-driven tests for ``app.core.irt_model`` (the fitted 2PL model).
+"""Mutation-driven tests for ``app.core.irt.model`` (the fitted 2PL model).
 
 Oracles: ``scipy.special.expit`` / ``numpy.logaddexp`` for the stable pieces, the closed forms of
 the logits, the delta-method SE and the l_z person-fit statistic computed directly in the test,
@@ -13,7 +13,7 @@ import pytest
 from scipy.optimize import minimize
 from scipy.special import expit
 
-from app.core.irt_model import AbilityEstimate, IRTModel, _softplus_and_sigmoid, sigmoid
+from app.core.irt.model import AbilityEstimate, IRTModel, _softplus_and_sigmoid, sigmoid
 
 Z = np.array([-800.0, -30.0, -2.5, -1e-3, 0.0, 1e-3, 0.7, 30.0, 800.0])
 

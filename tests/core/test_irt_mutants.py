@@ -1,4 +1,4 @@
-"""Mutation-driven tests for ``app.core.irt`` (the MAP fit), all on tiny problems.
+"""Mutation-driven tests for ``app.core.irt.fit`` (the MAP fit), all on tiny problems.
 
 Oracles: the negative log posterior and its analytic gradient written out in the test from the
 docstring's formulas (``F``, ``G = w (sigmoid(z) - y)``, ``dF/dtheta = G a + theta`` ...), the
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from app.core.irt import (
+from app.core.irt.fit import (
     _Hyper,
     _Layout,
     _lbfgs,

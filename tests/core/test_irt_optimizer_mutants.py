@@ -1,4 +1,4 @@
-"""Mutation-driven tests for the optimiser and objectives of ``app.core.irt`` (``_lbfgs``,
+"""Mutation-driven tests for the optimiser and objectives of ``app.core.irt.fit`` (``_lbfgs``,
 ``_make_objective``, ``_make_objective_mixed``), all on tiny problems.
 
 Oracles:
@@ -23,7 +23,7 @@ import pytest
 from scipy.optimize import minimize, rosen, rosen_der
 from scipy.special import log1p
 
-from app.core.irt import _Hyper, _Layout, _lbfgs, _make_objective, _make_objective_mixed
+from app.core.irt.fit import _Hyper, _Layout, _lbfgs, _make_objective, _make_objective_mixed
 
 
 # ---------------------------------------------------------------------------------------------

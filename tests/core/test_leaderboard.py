@@ -1,7 +1,7 @@
-"""Known answers for the leaderboard engine (app.core.leaderboard); no server needed.
+"""Known answers for the leaderboard engine (app.core.ranking.leaderboard); no server needed.
 
 Oracles: scipy's exact binomial test, statsmodels' ``multipletests``, brute-force counting,
-scipy's hypergeometric distribution, the existing scalar scorers in app.core.stats/scoring, and
+scipy's hypergeometric distribution, the existing scalar scorers in app.core.estimation.stats/scoring, and
 simulations whose sizes are stated next to their bounds.
 """
 
@@ -12,7 +12,8 @@ import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from app.core.leaderboard import (
+from app.core.estimation.stats import compare_to_baseline, wilson_interval
+from app.core.ranking.leaderboard import (
     adjust_pvalues,
     finite_population_pvalues,
     leaderboard,
@@ -22,9 +23,8 @@ from app.core.leaderboard import (
     rank_intervals,
     tiers,
 )
-from app.core.scoring import weighted_estimate, weighted_paired_comparison
+from app.core.scoring.score_models import weighted_estimate, weighted_paired_comparison
 from app.core.selectors import make_selector
-from app.core.stats import compare_to_baseline, wilson_interval
 
 ALPHA = 0.05
 

@@ -1,4 +1,4 @@
-"""Tests that kill the surviving mutants of ``app/core/leaderboard.py`` (issue 17, ``make mutation``).
+"""Tests that kill the surviving mutants of ``app/core/ranking/leaderboard.py`` (issue 17, ``make mutation``).
 
 Every field of small leaderboards is checked against an independent per-pair scalar computation:
 brute-force 2x2 counts, ``scipy.stats.binomtest`` (McNemar), ``scipy.stats.beta.sf`` (P(better)
@@ -18,7 +18,12 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from app.core.leaderboard import leaderboard, leaderboard_for_selection, rank_intervals, tiers
+from app.core.ranking.leaderboard import (
+    leaderboard,
+    leaderboard_for_selection,
+    rank_intervals,
+    tiers,
+)
 from tests.support.pairwise_oracles import newcombe as _newcombe
 from tests.support.pairwise_oracles import wilson as _wilson
 

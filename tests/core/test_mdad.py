@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.optimize import isotonic_regression
 
-from app.core.mdad import (
+from app.core.reliability.mdad import (
     analyze_cell,
     analyze_protocol,
     isotonic_increasing,
@@ -17,7 +17,7 @@ from app.core.mdad import (
     mdad_robust,
     merge_sparse_bins,
 )
-from app.core.protocol import run_protocol
+from app.core.reliability.protocol import run_protocol
 
 
 def _counts(spec: dict[int, tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:

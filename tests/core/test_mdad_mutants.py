@@ -1,4 +1,4 @@
-"""Tests that kill the surviving mutants of ``app/core/mdad.py`` (issue 17, ``make mutation``).
+"""Tests that kill the surviving mutants of ``app/core/reliability/mdad.py`` (issue 17, ``make mutation``).
 
 Each test asserts values against an independent computation: slow Python loops over runs and pairs
 (re-stating §4.1/§4.2), :func:`scipy.stats.kendalltau`, :func:`scipy.optimize.isotonic_regression`,
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from app.core.mdad import (
+from app.core.reliability.mdad import (
     PAPER_SENTINEL,
     analyze_cell,
     analyze_protocol,

@@ -1,4 +1,4 @@
-"""Tests that kill the surviving mutants of ``app/core/pairwise.py`` (issue 17, ``make mutation``).
+"""Tests that kill the surviving mutants of ``app/core/ranking/pairwise.py`` (issue 17, ``make mutation``).
 
 Oracles, all independent of the module: brute-force counting of the 2x2 tables,
 ``scipy.stats.binomtest`` / ``binom`` / ``hypergeom`` (McNemar and the finite-population
@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from app.core import pairwise
-from app.core.pairwise import (
+from app.core.ranking import pairwise
+from app.core.ranking.pairwise import (
     adjust_pvalues,
     as_binary,
     as_mask,

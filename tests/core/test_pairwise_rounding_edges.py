@@ -1,4 +1,4 @@
-"""Rounding edges of ``app.core.pairwise``: the clips, guards and exact-arithmetic switch.
+"""Rounding edges of ``app.core.ranking.pairwise``: the clips, guards and exact-arithmetic switch.
 
 Each case below was found by an exhaustive search (all 2x2 tables up to 60 items, levels 80-99 %,
 finite-population factors 1-3.7) for the inputs where the unclipped floating-point formula leaves
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import norm
 
-from app.core.pairwise import (
+from app.core.ranking.pairwise import (
     finite_population_pvalues,
     mcnemar_pvalues,
     newcombe,

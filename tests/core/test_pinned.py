@@ -13,10 +13,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from app.core.exact import exact_agreement, order_probabilities, stratified_order_probabilities
-from app.core.mdad import mdad_paper, mdad_robust
-from app.core.scoring import size_needed_for_gap
-from app.core.stats import paired_bootstrap, wilson_bounds, wilson_interval
+from app.core.estimation.stats import paired_bootstrap, wilson_bounds, wilson_interval
+from app.core.reliability.exact import (
+    exact_agreement,
+    order_probabilities,
+    stratified_order_probabilities,
+)
+from app.core.reliability.mdad import mdad_paper, mdad_robust
+from app.core.scoring.score_models import size_needed_for_gap
 
 
 # -- stratified exact probabilities -----------------------------------------------------------------

@@ -7,10 +7,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from app.core.exact import exact_agreement, pair_probability, smallest_n
-from app.core.mdad import analyze_protocol
-from app.core.planning import _crossing, curve_probability, plan, recommend, verdict
-from app.core.protocol import run_protocol
+from app.core.reliability.exact import exact_agreement, pair_probability, smallest_n
+from app.core.reliability.mdad import analyze_protocol
+from app.core.reliability.planning import _crossing, curve_probability, plan, recommend, verdict
+from app.core.reliability.protocol import run_protocol
 from app.core.results import MDADResult
 
 

@@ -1,6 +1,6 @@
 """Planning (verdicts, plans, recommendations) against independent oracles.
 
-Written against the surviving mutants of ``app/core/planning.py``: hand-built agreement curves whose
+Written against the surviving mutants of ``app/core/reliability/planning.py``: hand-built agreement curves whose
 log-n interpolation is computed in closed form here, brute-force enumeration of every subset
 (uniform and subtask-stratified) on an 8-item benchmark, and brute-force scans over every size.
 """
@@ -14,8 +14,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from app.core.exact import exact_agreement, stratified_order_probabilities
-from app.core.planning import (
+from app.core.reliability.exact import exact_agreement, stratified_order_probabilities
+from app.core.reliability.planning import (
     _crossing,
     _mdad_at,
     _smallest_n_stratified,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from app.core.power import (
+from app.core.reliability.power import (
     benchmark_power,
     discordance_variance,
     pair_power,

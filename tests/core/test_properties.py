@@ -11,9 +11,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.core.exact import exact_agreement, order_probabilities, pair_probability
+from app.core.estimation.stats import wilson_interval
+from app.core.reliability.exact import exact_agreement, order_probabilities, pair_probability
 from app.core.selectors import make_selector
-from app.core.stats import wilson_interval
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True)
 

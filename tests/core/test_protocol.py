@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.core.protocol import run_protocol, selection_seed, split_run
+from app.core.reliability.protocol import run_protocol, selection_seed, split_run
 from app.core.selectors import make_selector
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import optimize, stats
 
-from app.core.reference_scoring import model_assisted, reference_predictions
 from app.core.results import Selection
+from app.core.scoring.reference import model_assisted, reference_predictions
 
 
 def _selection(indices) -> Selection:

@@ -1,4 +1,4 @@
-"""Tests that kill the surviving mutants of ``app/core/reference_scoring.py`` (issue 17).
+"""Tests that kill the surviving mutants of ``app/core/scoring/reference.py`` (issue 17).
 
 Each test asserts values against an independent computation: the Rasch-type shift solved by
 ``scipy.optimize.brentq`` instead of Newton, the difference estimator and its variance written out
@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from app.core.reference_scoring import (
+from app.core.results import Selection
+from app.core.scoring.reference import (
     CALIBRATION_INFLATION,
     MIN_MODEL_ASSISTED_N,
     MIN_REFERENCE_MODELS,
@@ -22,7 +23,6 @@ from app.core.reference_scoring import (
     reference_estimates,
     reference_predictions,
 )
-from app.core.results import Selection
 from tests.support.calibration_oracle import calibration_oracle as _calibration_oracle
 
 

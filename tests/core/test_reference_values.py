@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.core.scoring import reference_calibrations, reference_estimates, score_models
+from app.core.scoring.score_models import reference_calibrations, reference_estimates, score_models
 from app.core.selectors import make_selector
 
 

@@ -1,18 +1,18 @@
-"""Known answers for app.core.scoring: uniform weights reduce to the plain formulas."""
+"""Known answers for app.core.scoring.score_models: uniform weights reduce to the plain formulas."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from app.core.exact import smallest_n
-from app.core.scoring import (
+from app.core.estimation.stats import compare_to_baseline, wilson_interval
+from app.core.reliability.exact import smallest_n
+from app.core.scoring.score_models import (
     kish_n_eff,
     size_needed_for_gap,
     weighted_estimate,
     weighted_paired_comparison,
 )
-from app.core.stats import compare_to_baseline, wilson_interval
 
 
 def test_uniform_weights_equal_wilson_fpc() -> None:
@@ -68,9 +68,9 @@ def test_size_needed_on_the_full_benchmark_equals_exact_smallest_n() -> None:
 
 
 # -- issue 13: score_models (every estimate of a subset, vectorised over models) -------------------
-from app.core.estimators import estimate as core_estimate  # noqa: E402
-from app.core.intervals import clopper_pearson, difference_estimate  # noqa: E402
-from app.core.scoring import score_models  # noqa: E402
+from app.core.estimation.estimators import estimate as core_estimate  # noqa: E402
+from app.core.estimation.intervals import clopper_pearson, difference_estimate  # noqa: E402
+from app.core.scoring.score_models import score_models  # noqa: E402
 from app.core.selectors import make_selector  # noqa: E402
 
 
@@ -138,7 +138,7 @@ def test_non_probability_subsets_are_calibrated_on_references(split) -> None:
 
 
 def test_model_assisted_on_a_random_subset(split) -> None:
-    from app.core.scoring import reference_predictions
+    from app.core.scoring.score_models import reference_predictions
 
     src, tgt, _ = split
     sel = make_selector("random").fit(src).select(60, rng=6)

@@ -1,4 +1,4 @@
-"""Tests that kill the surviving mutants of ``app/core/scoring.py`` (issue 17, ``make mutation``).
+"""Tests that kill the surviving mutants of ``app/core/scoring/score_models.py`` (issue 17, ``make mutation``).
 
 Small hand-built selections reach every branch of :func:`score_models` in milliseconds. Each test
 asserts values against an independent computation: scipy's exact binomial, Beta, Student and
@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from app.core.intervals import ReferenceCalibration
-from app.core.reference_scoring import model_assisted
+from app.core.estimation.intervals import ReferenceCalibration
 from app.core.results import Selection
-from app.core.scoring import (
+from app.core.scoring.reference import model_assisted
+from app.core.scoring.score_models import (
     DEFAULT_SMALL_N,
     MEASURED_CAVEATS,
     score_models,
@@ -897,7 +897,7 @@ def test_size_needed_for_gap_follows_smallest_n_where_p_is_not_monotone(
     """P(order) is not monotone in n for near ties (parity), so the answer depends on the search:
     on the full benchmark it is exact.smallest_n's (48-point geometric grid, then every size
     between the first grid point reaching ``prob`` and its predecessor)."""
-    from app.core.exact import smallest_n
+    from app.core.reliability.exact import smallest_n
 
     sizes = range(1, n_items + 1)
     p = [_p_order(h, lw, n_items, n) for n in sizes]

@@ -1,4 +1,4 @@
-"""Confidence sequences for sampling without replacement (app.core.sequential)."""
+"""Confidence sequences for sampling without replacement (app.core.sequential.confidence_sequences)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from app.core.sequential import (
+from app.core.sequential.confidence_sequences import (
     BETS,
     BETTER,
     EQUIVALENT,

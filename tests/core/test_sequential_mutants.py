@@ -1,4 +1,4 @@
-"""Exact small cases for app.core.sequential (mutation testing, issue 17).
+"""Exact small cases for app.core.sequential.confidence_sequences (mutation testing, issue 17).
 
 Every expected value comes from an independent oracle written in the test: hand computations of
 the first betting steps (fractions), a plain scalar transcription of the documented formulas
@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from app.core.sequential import (
+from app.core.sequential.confidence_sequences import (
     BETTER,
     EQUIVALENT,
     MAX_GRID,

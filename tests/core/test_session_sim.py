@@ -1,4 +1,4 @@
-"""Session simulator (app.core.session_sim) on real GPQA data."""
+"""Session simulator (app.core.sequential.simulation) on real GPQA data."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from app.core.exact import smallest_n
-from app.core.session_sim import (
+from app.core.reliability.exact import smallest_n
+from app.core.sequential.simulation import (
     GAP_LABELS,
     clopper_pearson,
     fixed_subset_sizes,

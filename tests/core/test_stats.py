@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from app.core.stats import (
+from app.core.estimation.stats import (
     clustered_se,
     compare_to_baseline,
     mcnemar_exact,
@@ -105,7 +105,7 @@ def test_score_subset_and_compare_to_baseline() -> None:
 
 
 # -- issue 13: pairs, repeated samples ------------------------------------------------------------
-from app.core.stats import (  # noqa: E402
+from app.core.estimation.stats import (  # noqa: E402
     dirichlet_p_better,
     mcnemar_exact_counts,
     paired_outcomes,

@@ -1,4 +1,4 @@
-"""Tests that kill the surviving mutants of ``app/core/stats.py`` (issue 17, ``make mutation``).
+"""Tests that kill the surviving mutants of ``app/core/estimation/stats.py`` (issue 17, ``make mutation``).
 
 Each test asserts values against an independent computation (scipy, a closed form, brute force, or
 a slow bootstrap that replays the same random stream), or the exact ``ValueError`` message naming
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from app.core.stats import (
+from app.core.estimation.stats import (
     clustered_se,
     compare_to_baseline,
     dirichlet_p_better,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.core.estimators import estimate
-from app.core.irt import IRTModel
+from app.core.estimation.estimators import estimate
+from app.core.irt.fit import IRTModel
 from app.core.results import Selection
 from app.core.selectors import make_selector
 
@@ -189,7 +189,7 @@ def test_bad_parameters(gpqa_split):
 
 
 def test_item_bank_is_an_irt_model(fitted):
-    from app.core.estimators.irt import item_bank
+    from app.core.estimation.irt_estimates import item_bank
 
     bank = item_bank(fitted.select(10, rng=0))
     assert isinstance(bank, IRTModel) and bank.n_items == 224

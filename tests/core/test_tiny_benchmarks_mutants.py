@@ -14,7 +14,7 @@ from sklearn.cluster import KMeans
 from sklearn.cluster import kmeans_plusplus as sk_kmeans_plusplus
 from sklearn.metrics import pairwise_distances_argmin
 
-from app.core.irt import fit_irt
+from app.core.irt.fit import fit_irt
 from app.core.selectors import make_selector
 from app.core.selectors.tiny_benchmarks import kmeans_plusplus
 

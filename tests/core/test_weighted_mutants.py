@@ -1,4 +1,4 @@
-"""Tests that kill the surviving mutants of ``app/core/weighted.py`` (issue 17, ``make mutation``).
+"""Tests that kill the surviving mutants of ``app/core/estimation/weighted.py`` (issue 17, ``make mutation``).
 
 Each test asserts values against an independent computation: the Wilson bounds as the roots of
 the score-test quadratic, the linearised variance written out item by item, normal quantiles and
@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from app.core.results import Selection
-from app.core.weighted import (
+from app.core.estimation.weighted import (
     LINEAR_ESTIMATORS,
     PROBABILITY_DESIGNS,
     design_inclusion,
@@ -26,6 +25,7 @@ from app.core.weighted import (
     weighted_paired_comparison,
     weighted_se,
 )
+from app.core.results import Selection
 
 
 def _exact(message: str) -> str:

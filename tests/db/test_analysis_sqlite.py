@@ -6,16 +6,16 @@ from pathlib import Path
 
 import numpy as np
 
-from app.core.mdad import analyze_protocol
-from app.core.protocol import run_protocol
+from app.core.reliability.mdad import analyze_protocol
+from app.core.reliability.protocol import run_protocol
 from app.db import migrate
 from app.db.models import Job, JobStatus
 from app.ingest import ParsedResults
 from app.schemas.analyses import AnalysisCreate
 from app.schemas.results import ModelCreate
-from app.services import analyses as service
-from app.services.benchmarks import create_version
-from app.services.results import store_results
+from app.services.catalog.benchmarks import create_version
+from app.services.catalog.results import store_results
+from app.services.reliability import analyses as service
 from worker.runner import execute_job
 
 

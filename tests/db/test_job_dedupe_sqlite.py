@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 
 from app.db import migrate
 from app.db.models import Job, JobStatus
-from app.services import jobs as job_service
+from app.services.platform import jobs as job_service
 from app.settings import Settings
 
 

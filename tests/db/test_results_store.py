@@ -11,8 +11,8 @@ from sqlalchemy.orm import Session
 from app.errors import NotFound
 from app.ingest import ParsedResults, parse_columnar
 from app.schemas.results import ModelCreate
-from app.services.benchmarks import create_version
-from app.services.results import load_matrix, pack, store_results
+from app.services.catalog.benchmarks import create_version
+from app.services.catalog.results import load_matrix, pack, store_results
 
 
 def _version(session: Session, n: int, name: str = "store"):

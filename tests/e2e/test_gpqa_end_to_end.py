@@ -24,11 +24,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 from threadpoolctl import threadpool_limits
 
-from app.core.estimators import estimate as core_estimate
-from app.core.exact import exact_agreement, pair_probability
-from app.core.mdad import analyze_protocol
-from app.core.planning import verdict as core_verdict
-from app.core.protocol import run_protocol
+from app.core.estimation.estimators import estimate as core_estimate
+from app.core.reliability.exact import exact_agreement, pair_probability
+from app.core.reliability.mdad import analyze_protocol
+from app.core.reliability.planning import verdict as core_verdict
+from app.core.reliability.protocol import run_protocol
 from app.core.selectors import make_selector
 from app.db.models import Benchmark, Job, LanguageModel
 from app.settings import Settings
@@ -245,7 +245,7 @@ def test_gpqa_end_to_end(
             float(exact.p_greater),
             float(exact.p_equal),
             float(exact.p_less),
-        ), f"verdict {v} differs from app.core.exact.pair_probability {exact}"
+        ), f"verdict {v} differs from app.core.reliability.exact.pair_probability {exact}"
         assert v["mdad_at_size"] == random_mdad_25, (v, random_mdad_25)
         assert v["distinguishable"] is expected, (
             f"gap {gap:.3f} at n=25: p_same_order={v['p_same_order']:.3f}, expected "
@@ -320,6 +320,8 @@ def test_gpqa_end_to_end(
         want_v.p_same,
         want_v.p_tie,
         want_v.p_reversed,
-    ), f"anchor_points verdict {answered} differs from app.core.planning.verdict {want_v}"
+    ), (
+        f"anchor_points verdict {answered} differs from app.core.reliability.planning.verdict {want_v}"
+    )
     assert answered["mdad_at_size"] == want_v.mdad
     assert answered["distinguishable"] is want_v.distinguishable

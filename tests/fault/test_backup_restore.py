@@ -32,8 +32,8 @@ from sqlalchemy.orm import sessionmaker
 from app.db.models import Job, JobStatus
 from app.schemas.analyses import AnalysisCreate
 from app.schemas.subsets import SubsetCreate
-from app.services.analyses import create_analysis
-from app.services.subsets import request_subset
+from app.services.reliability.analyses import create_analysis
+from app.services.selection.subsets import request_subset
 from tests.api._subset_data import gpqa, seed_gpqa
 from tests.conftest import ADMIN_DATABASE_URL
 from tests.fault.conftest import payload, unique

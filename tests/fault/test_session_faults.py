@@ -5,7 +5,7 @@ runs ``uvicorn`` on it (auth on) and evaluates a held-out GPQA model (row 300, n
 the stored model closest to it in accuracy, goal ``precision`` with an unreachable target so the
 session runs to ``max_items``. The oracles are an uninterrupted session with the same seed on the
 same service (history, final intervals) and the offline confidence sequence
-(:func:`app.core.sequential.confidence_sequence`) on the same values in the seeded order.
+(:func:`app.core.sequential.confidence_sequences.confidence_sequence`) on the same values in the seeded order.
 
 * the API SIGKILLed (its whole process group) and restarted: between batches, while a request
   waits inside its transaction (the test holds the session's row lock, so the kill lands
@@ -34,7 +34,7 @@ import pytest
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.orm import Session
 
-from app.core.sequential import confidence_sequence
+from app.core.sequential.confidence_sequences import confidence_sequence
 from app.db.models import EvaluationSession
 from tests.api._subset_data import Seeded, gpqa, seed_gpqa
 from tests.fault.conftest import payload

@@ -11,13 +11,14 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from app.services import verdicts
+from app.services.catalog.matrices import FullMatrix
+from app.services.reliability import verdicts
 
 
 def test_concurrent_misses_compute_the_exact_mdad_once(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(4)
     correct = (rng.random((60, 120)) < 0.6).astype(np.uint8)
-    fm = verdicts.FullMatrix(
+    fm = FullMatrix(
         version_id=uuid.uuid4(),
         stamp=(60, "single-flight"),
         names=np.array([f"m{i}" for i in range(60)]),
@@ -45,4 +46,4 @@ def test_concurrent_misses_compute_the_exact_mdad_once(monkeypatch: pytest.Monke
         answers = list(pool.map(ask, range(12)))
     assert len(calls) == 1
     assert len(set(answers)) == 1
-    assert not verdicts._INFLIGHT
+    assert not len(verdicts.MDAD_FLIGHTS)

@@ -16,10 +16,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.api.deps import open_session
 from app.db.models import JobStatus
 from app.main import create_app
-from app.services import analyses as analyses_service
-from app.services import analysis_jobs
-from app.services import subsets as subset_service
-from app.services.jobs import JobContext
+from app.services.platform.jobs import JobContext
+from app.services.reliability import analyses as analyses_service
+from app.services.reliability import analysis_jobs
+from app.services.selection import subsets as subset_service
 from app.settings import Settings
 from tests.api._subset_data import Seeded, seed_gpqa
 from worker.runner import ProgressReporter

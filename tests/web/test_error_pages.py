@@ -7,7 +7,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.exc import OperationalError
 
-from app.services import pages
+from app.web import pages
 
 
 def _html(r, status: int) -> str:

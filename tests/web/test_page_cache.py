@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.ingest import parse_columnar
 from app.schemas.results import ModelCreate
-from app.services.results import store_results
+from app.services.catalog.results import store_results
 from tests.api._subset_data import gpqa, seed_gpqa
 
 

@@ -280,8 +280,8 @@ def test_sparse_benchmarks_render(client: TestClient, db_session) -> None:
     """A benchmark with no results, then with two models: pages say what is missing, no 500."""
     from app.ingest import parse_columnar
     from app.schemas.results import ModelCreate
-    from app.services.benchmarks import create_version
-    from app.services.results import store_results
+    from app.services.catalog.benchmarks import create_version
+    from app.services.catalog.results import store_results
 
     version, _ = create_version(
         db_session, f"tiny-{uuid.uuid4().hex[:6]}", ["a", "b", "c"], ["s"] * 3

@@ -14,20 +14,20 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.core.mdad import analyze_protocol
-from app.core.protocol import run_protocol
+from app.core.reliability.mdad import analyze_protocol
+from app.core.reliability.protocol import run_protocol
 from app.db.models import Analysis, Benchmark, Job, JobStatus, LanguageModel
 from app.db.repositories.analyses import AnalysisChunkRepository
 from app.ingest import ParsedResults
 from app.queue import publish_job
 from app.schemas.analyses import AnalysisCreate
 from app.schemas.results import ModelCreate
-from app.services import analyses as service
-from app.services import analysis_jobs
-from app.services.analysis_codecs import chunk_to_bytes
-from app.services.benchmarks import create_version
+from app.services.catalog.benchmarks import create_version
+from app.services.catalog.results import load_matrix, store_results
 from app.services.job_kinds import submit_job
-from app.services.results import load_matrix, store_results
+from app.services.reliability import analyses as service
+from app.services.reliability import analysis_jobs
+from app.services.reliability.analysis_codecs import chunk_to_bytes
 from tests.conftest import WorkerProcess, running_worker, wait_for_job
 from worker.runner import execute_job
 

@@ -9,9 +9,9 @@ from celery.exceptions import SoftTimeLimitExceeded
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Job, JobStatus
-from app.services import jobs as job_service
 from app.services.job_kinds import JOB_KINDS, JobKind, submit_job
-from app.services.jobs import JobCancelled, JobContext
+from app.services.platform import jobs as job_service
+from app.services.platform.jobs import JobCancelled, JobContext
 from worker.runner import ProgressReporter, execute_job
 
 
@@ -139,7 +139,10 @@ def test_reporter_raises_when_cancel_requested(factory: sessionmaker[Session]) -
 
 
 def test_the_table_lists_every_kind_with_its_handler_and_validator() -> None:
-    from app.services import analyses, analysis_jobs, irt_fits, ping, subsets
+    from app.services.catalog import irt_fits
+    from app.services.platform import ping
+    from app.services.reliability import analyses, analysis_jobs
+    from app.services.selection import subsets
 
     assert dict(JOB_KINDS) == {
         "ping": JobKind(ping.run_ping, ping.validate_ping),

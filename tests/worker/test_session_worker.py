@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import BenchmarkVersion, IrtFit, Job, LanguageModel
 from app.db.models.benchmark import Benchmark
-from app.services.irt_fits import IRT_DIMS
+from app.services.catalog.irt_fits import IRT_DIMS
 from tests.api._subset_data import committed, gpqa
 from tests.conftest import WorkerProcess, wait_for_job
 

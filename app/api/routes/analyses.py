@@ -19,10 +19,10 @@ from app.api.responses import AUTH
 from app.enums import JobStatus
 from app.queue import enqueue_job_after_commit
 from app.schemas.analyses import AnalysisCreate, AnalysisPage, AnalysisPublic
-from app.services import analyses as service
-from app.services import jobs as job_service
-from app.services import plots
-from app.services.benchmarks import get_version
+from app.services.catalog.benchmarks import get_version
+from app.services.platform import jobs as job_service
+from app.services.reliability import analyses as service
+from app.services.reliability import plots
 
 router = APIRouter(tags=["analyses"])
 

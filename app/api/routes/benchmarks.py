@@ -19,8 +19,8 @@ from app.schemas.benchmarks import (
     BenchmarkPage,
     BenchmarkPublic,
 )
-from app.services import benchmarks as service
-from app.services.uploads import ParseOptions, parse_sample_logs
+from app.services.catalog import benchmarks as service
+from app.services.catalog.uploads import ParseOptions, parse_sample_logs
 
 router = APIRouter(prefix="/benchmarks", tags=["benchmarks"])
 

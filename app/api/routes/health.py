@@ -5,7 +5,7 @@ from fastapi.responses import JSONResponse
 
 from app.api.errors import UNAVAILABLE, problem_response
 from app.schemas.common import HealthPublic, ReadinessPublic
-from app.services import health
+from app.services.platform import health
 
 router = APIRouter(tags=["health"])
 

@@ -10,7 +10,7 @@ from app.api.deps import BenchmarkVersionDep, ReadPrincipal, SessionDep
 from app.api.errors import CONFLICT, INVALID, NOT_FOUND
 from app.api.responses import AUTH
 from app.schemas.items import MAX_ITEMS_PAGE, ItemHealthPage
-from app.services import items as service
+from app.services.catalog import items as service
 
 router = APIRouter(tags=["benchmarks"])
 

@@ -15,7 +15,7 @@ from app.schemas.leaderboards import (
     LeaderboardPairsPublic,
     LeaderboardPublic,
 )
-from app.services import leaderboards as service
+from app.services.ranking import leaderboards as service
 
 router = APIRouter(tags=["leaderboards"])
 

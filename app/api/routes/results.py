@@ -6,7 +6,7 @@ import re
 from typing import Annotated, Literal
 from urllib.parse import quote
 
-from fastapi import APIRouter, Header, Query, Request, Response, status
+from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
 from app.api.deps import (
@@ -18,70 +18,14 @@ from app.api.deps import (
 )
 from app.api.errors import CONFLICT, INVALID, NOT_FOUND
 from app.api.responses import AUTH, UNSUPPORTED
-from app.api.uploads import FILE_SCHEMA, MULTIPART_SCHEMA, UploadDep, inline_schema, request_body
+from app.api.uploads import FILE_SCHEMA, UPLOAD_BODY, IdempotencyKeyHeader, UploadDep, replay_upload
 from app.schemas.benchmarks import NO_NUL
-from app.schemas.results import ModelCreate, ModelResultList, ResultsCreate, ResultsWritten
-from app.services import idempotency
-from app.services import results as service
-from app.services.uploads import ParseOptions, UploadPart, parse_results_upload
+from app.schemas.results import ModelCreate, ModelResultList, ResultsWritten
+from app.services.catalog import results as service
+from app.services.catalog.uploads import ParseOptions, parse_results_upload
+from app.services.platform import idempotency
 
 router = APIRouter(prefix="/benchmarks", tags=["results"])
-
-IdempotencyKeyHeader = Annotated[
-    str | None,
-    Header(
-        alias="Idempotency-Key",
-        min_length=1,
-        max_length=idempotency.MAX_KEY_LENGTH,
-        description="Retry-safe key: the same key with the same request replays the stored "
-        "response; with another request it is a 422",
-    ),
-]
-
-
-def upload_request_hash(request: Request, upload: list[UploadPart]) -> str:
-    """What an Idempotency-Key is bound to: method, path, query and every uploaded part."""
-    return idempotency.request_hash(
-        [request.method, request.url.path, str(request.url.query)]
-        + [x for p in upload for x in (p.media_type, p.filename or "", p.data)]
-    )
-
-
-def replayed(stored: tuple[int, dict]) -> JSONResponse:
-    return JSONResponse(stored[1], status_code=stored[0], headers={"Idempotency-Replayed": "true"})
-
-
-def replay_upload(
-    request: Request,
-    upload: list[UploadPart],
-    session: SessionDep,
-    principal_id: str,
-    idempotency_key: str | None,
-    ttl_hours: float,
-) -> tuple[str | None, JSONResponse | None]:
-    """``(request hash, stored response to replay)`` of an upload; both None without a key."""
-    if idempotency_key is None:
-        return None, None
-    req_hash = upload_request_hash(request, upload)
-    stored = idempotency.lookup(
-        session, principal_id, idempotency_key, req_hash, ttl_hours=ttl_hours
-    )
-    return req_hash, (replayed(stored) if stored is not None else None)
-
-
-UPLOAD_BODY = request_body(
-    "One model's per-item results. JSON keyed by item id or columnar (see schema); an "
-    "lm-evaluation-harness `--log_samples` JSONL or Open LLM Leaderboard details file "
-    "(JSONL/parquet) with `?model=`; CSV `item_id,correct[,confidence]` with `?model=`; or any "
-    "of these as multipart `file` parts (several sample logs are concatenated).",
-    {
-        "application/json": {"schema": inline_schema(ResultsCreate)},
-        "application/x-ndjson": {"schema": {"type": "string"}},
-        "text/csv": {"schema": {"type": "string"}},
-        "application/vnd.apache.parquet": {"schema": FILE_SCHEMA},
-        "multipart/form-data": MULTIPART_SCHEMA,
-    },
-)
 
 
 @router.post(

@@ -19,17 +19,16 @@ from app.api.deps import (
 )
 from app.api.errors import CONFLICT, INVALID, NOT_FOUND, UNAVAILABLE
 from app.api.responses import AUTH, UNSUPPORTED
-from app.api.routes.results import UPLOAD_BODY, IdempotencyKeyHeader, replay_upload
-from app.api.routes.results import replayed as replay_response
-from app.api.uploads import UploadDep
+from app.api.uploads import UPLOAD_BODY, IdempotencyKeyHeader, UploadDep, replay_upload
+from app.api.uploads import replayed as replay_response
 from app.queue import enqueue_job_after_commit
 from app.schemas.benchmarks import NO_NUL
 from app.schemas.jobs import JobPublic
 from app.schemas.results import ModelCreate
 from app.schemas.sessions import SessionCreate, SessionPublic
-from app.services import idempotency
-from app.services import sessions as service
-from app.services.uploads import ParseOptions, parse_results_upload
+from app.services.catalog.uploads import ParseOptions, parse_results_upload
+from app.services.evaluation import sessions as service
+from app.services.platform import idempotency
 
 router = APIRouter(tags=["sessions"])
 

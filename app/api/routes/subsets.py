@@ -18,12 +18,8 @@ from app.api.deps import (
 )
 from app.api.errors import CONFLICT, INVALID, NOT_FOUND, UNAVAILABLE
 from app.api.responses import AUTH, UNSUPPORTED
-from app.api.routes.results import (
-    UPLOAD_BODY,
-    IdempotencyKeyHeader,
-    replay_upload,
-)
-from app.api.uploads import UploadDep
+from app.api.uploads import UPLOAD_BODY, IdempotencyKeyHeader, UploadDep, replay_upload
+from app.core.reliability.mdad import DEFAULT_THRESHOLD
 from app.queue import enqueue_job_after_commit
 from app.schemas.jobs import JobPublic
 from app.schemas.results import ModelCreate
@@ -36,12 +32,12 @@ from app.schemas.subsets import (
     SubsetVerdictPublic,
     VerdictPublic,
 )
-from app.services import idempotency
-from app.services import jobs as job_service
-from app.services import scoring as scoring_service
-from app.services import subsets as service
-from app.services import verdicts as verdict_service
-from app.services.uploads import ParseOptions, parse_results_upload
+from app.services.catalog.uploads import ParseOptions, parse_results_upload
+from app.services.platform import idempotency
+from app.services.platform import jobs as job_service
+from app.services.reliability import verdicts as verdict_service
+from app.services.selection import scoring as scoring_service
+from app.services.selection import subsets as service
 
 router = APIRouter(tags=["subsets"])
 
@@ -173,7 +169,7 @@ def score_on_subset(
     baseline: Annotated[
         str | None, Query(min_length=1, max_length=300, description="Model with full results")
     ] = None,
-    threshold: Threshold = verdict_service.DEFAULT_THRESHOLD,
+    threshold: Threshold = DEFAULT_THRESHOLD,
     interval: Annotated[
         SmallSampleInterval,
         Query(
@@ -241,7 +237,7 @@ def subset_verdict(
     model_b: ModelName,
     session: SessionDep,
     _: ReadPrincipal,
-    threshold: Threshold = verdict_service.DEFAULT_THRESHOLD,
+    threshold: Threshold = DEFAULT_THRESHOLD,
 ) -> SubsetVerdictPublic:
     """Does this fixed subset order the pair as the full benchmark does (its default linear
     estimator on correctness; a tie is not preserved)? Plus the verdict for a fresh subset of
@@ -263,7 +259,7 @@ async def pair_verdict(
     session: SessionDep,
     size: Annotated[int, Query(ge=1, le=1_000_000)] = 25,
     method: Annotated[str, Query(min_length=1, max_length=64)] = "random",
-    threshold: Threshold = verdict_service.DEFAULT_THRESHOLD,
+    threshold: Threshold = DEFAULT_THRESHOLD,
     min_discordant: Annotated[
         int,
         Query(
@@ -308,7 +304,7 @@ def plan_size(
     gap: Annotated[float, Query(gt=0, lt=1, description="Accuracy difference, e.g. 0.02")],
     session: SessionDep,
     method: Annotated[str, Query(min_length=1, max_length=64)] = "random",
-    probability: Threshold = verdict_service.DEFAULT_THRESHOLD,
+    probability: Threshold = DEFAULT_THRESHOLD,
     model_a: Annotated[
         str | None,
         Query(

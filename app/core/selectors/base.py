@@ -28,6 +28,7 @@ from app.core._validation import (
     validate_results,
     validate_size,
 )
+from app.core.estimation.estimators import estimate as estimate_from_selection
 from app.core.results import Selection
 
 
@@ -144,14 +145,12 @@ class Selector(ABC):
         -------
         ndarray of float64, shape (n_models,)
         """
-        from app.core.estimators import estimate as _estimate
-
         name = estimator or selection.estimator
         if name not in self.estimators:
             raise ValueError(
                 f"estimator: {name!r} is not supported by {self.name} ({self.estimators})"
             )
-        return _estimate(selection, correct, confidence, estimator=name)
+        return estimate_from_selection(selection, correct, confidence, estimator=name)
 
     @property
     def default_estimator(self) -> str:

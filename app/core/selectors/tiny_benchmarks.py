@@ -12,8 +12,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import pairwise_distances_argmin
 
 from app.core._validation import ResultsData
-from app.core.estimators.irt import FORM_CODES, p_irt_parts
-from app.core.irt import FORMS, PRIORS, fit_irt
+from app.core.estimation.irt_estimates import FORM_CODES, p_irt_parts
+from app.core.irt.fit import FORMS, PRIORS, fit_irt
 from app.core.results import Selection
 from app.core.selectors.base import Chosen, Selector
 
@@ -87,7 +87,7 @@ class TinyBenchmarksSelector(Selector):
     dims : int, default 10
         IRT latent dimension (paper: 10).
     form : {"scalar_difficulty", "per_dimension"}, default "scalar_difficulty"
-        IRT logit form (:mod:`app.core.irt`); the paper's py-irt fork uses the scalar form.
+        IRT logit form (:mod:`app.core.irt.fit`); the paper's py-irt fork uses the scalar form.
     prior : {"hierarchical", "fixed"}, default "hierarchical"
     fit_seed : int, default 42
         Seed of the IRT initialisation and of the held-out source split. The fit is done once in
@@ -120,7 +120,7 @@ class TinyBenchmarksSelector(Selector):
     ``fitted["duplicates"]`` counts the merged centroids.
 
     Estimators: ``"irt"`` = ``sum_c w_c y_c`` (the paper's, linear), ``"p_irt"`` and ``"gp_irt"``
-    (:mod:`app.core.estimators.irt`). For gp-IRT, ``lambda' = beta^2 / (v' + beta^2)`` with
+    (:mod:`app.core.estimation.irt_estimates`). For gp-IRT, ``lambda' = beta^2 / (v' + beta^2)`` with
 
     * ``beta`` = mean over held-out source models of ``|IRT part - accuracy on non-anchor
       candidates|``, the IRT part being p-IRT's model prediction from the same anchors, scored

@@ -10,9 +10,9 @@ goal is met. Everything a step needs lives in the row, so a session survives a r
   ``order[items_used : items_used + open_size]``.
 * ``values``: float32 results of the first ``items_used`` items of ``order`` (packed).
 * ``baseline_values``: the baseline's full results (float32), copied at creation.
-* ``engine_state``: the engine's state (:class:`app.core.sequential.CSState` or
-  :class:`app.core.adaptive.FluidState` ``to_dict``) packed by
-  :func:`app.services.sessions.pack_state` (raw arrays behind a JSON header; ``.npz`` in rows
+* ``engine_state``: the engine's state (:class:`app.core.sequential.confidence_sequences.CSState` or
+  :class:`app.core.sequential.fluid.FluidState` ``to_dict``) packed by
+  :func:`app.services.evaluation.sessions.pack_state` (raw arrays behind a JSON header; ``.npz`` in rows
   written before, still read).
 * ``history``: one JSON entry per applied batch.
 * ``step``: incremented by every applied batch; SQLAlchemy's version counter, so an UPDATE that
@@ -82,7 +82,7 @@ class IrtFit(Base):
     """The IRT model fitted once per benchmark version (job kind ``irt_fit``) for ``fluid``.
 
     ``a``: float64 (n_items, dims) little-endian; ``offset``: float64 (n_items,), the item
-    offsets of :meth:`app.core.irt_model.IRTModel.item_offsets`.
+    offsets of :meth:`app.core.irt.model.IRTModel.item_offsets`.
     """
 
     __tablename__ = "irt_fits"

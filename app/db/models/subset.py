@@ -27,7 +27,7 @@ class Subset(Base):
 
     ``id`` is the sha256 (hex) of the canonical request: benchmark version, method, size,
     canonical params JSON, seed, and the sorted source models with their result hashes (see
-    :func:`app.services.subsets.subset_id`). ``indices`` (little-endian int64) and ``weights``
+    :func:`app.services.selection.subsets.subset_id`). ``indices`` (little-endian int64) and ``weights``
     (float64) are packed and aligned, in the selector's order; ``fitted`` is the selector's
     fitted state as ``.npz`` bytes, so scoring never refits.
     """

@@ -1,0 +1,1 @@
+"""Item-level diagnostics: item health statistics and flags (:mod:`.health`)."""

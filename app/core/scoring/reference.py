@@ -1,0 +1,187 @@
+"""Scoring with reference models (models known on every item, e.g. a subset's source models).
+
+* :func:`reference_estimates` / :func:`reference_calibrations`: each model-based estimator's
+  values on the references and the error law :func:`app.core.scoring.score_models.score_models` inverts for
+  a reference-calibrated interval (:func:`app.core.estimation.intervals.calibrate_references`).
+* :func:`reference_predictions` / :func:`model_assisted`: per-item predictions from the
+  references' item accuracies and the model-assisted difference estimator built on them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats as _st
+
+from app.core.estimation.estimate_batch import EstimateBatch, make_batch
+from app.core.estimation.estimators import estimate as _core_estimate
+from app.core.estimation.intervals import (
+    ReferenceCalibration,
+    calibrate_references,
+    difference_estimate,
+    proportion_interval,
+)
+from app.core.estimation.stats import fpc
+from app.core.estimation.weighted import LINEAR_ESTIMATORS, PROBABILITY_DESIGNS, design_inclusion
+from app.core.results import Selection
+from app.core.selectors import SELECTORS
+
+#: Multiplier of the reference-calibrated spread, measured by ``bench/bench_coverage.py``.
+CALIBRATION_INFLATION = 1.1
+#: Smallest subset offered the model-assisted estimator (its tails undercover at n = 25 on GPQA:
+#: 0.921-0.925 in the top 20 %, 20 repeats; >= 0.939 from n = 50).
+MIN_MODEL_ASSISTED_N = 50
+#: Fewest reference models a calibrated interval is computed from.
+MIN_REFERENCE_MODELS = 20
+
+
+def reference_estimates(
+    selection: Selection,
+    reference_correct,
+    *,
+    reference_confidence=None,
+    estimators: tuple[str, ...] | None = None,
+) -> dict[str, np.ndarray]:
+    """Each model-based estimator's values on the reference models, as :func:`app.core.scoring.score_models.score_models`
+    calibrates them (pass the result as its ``reference_values``).
+
+    Only estimators :func:`app.core.scoring.score_models.score_models` calibrates are computed (those of non-probability
+    subsets, and ``irt``-type ones of any subset outside :data:`PROBABILITY_DESIGNS`);
+    ``weighted_confidence`` only with ``reference_confidence``. Estimators that fail on the
+    references are left out (:func:`app.core.scoring.score_models.score_models` then reports them as it would anyway).
+
+    Returns
+    -------
+    dict of str to ndarray, shape (r,)
+    """
+    ref = np.asarray(reference_correct, dtype=np.float64)
+    conf = None if reference_confidence is None else np.asarray(reference_confidence)
+    names = estimators
+    if names is None:
+        cls = SELECTORS.get(selection.method)
+        names = tuple(cls.estimators) if cls is not None else (selection.estimator,)
+    design = selection.method in PROBABILITY_DESIGNS
+    out: dict[str, np.ndarray] = {}
+    c_sub = None if conf is None else conf[:, selection.indices]
+    for name in names:  # a handful of estimators
+        if design and name in LINEAR_ESTIMATORS:
+            continue
+        signal = ref
+        if name == "weighted_confidence":
+            if conf is None:
+                continue
+            signal = conf
+        try:
+            out[name] = _core_estimate(
+                selection, signal[:, selection.indices], c_sub, estimator=name
+            )
+        except ValueError:
+            continue
+    return out
+
+
+def reference_calibrations(
+    selection: Selection,
+    reference_correct,
+    *,
+    level: float = 0.95,
+    inflation: float = CALIBRATION_INFLATION,
+    values: dict[str, np.ndarray] | None = None,
+) -> dict[str, ReferenceCalibration]:
+    """The error law :func:`app.core.scoring.score_models.score_models` inverts for each calibrated estimator, computed once
+    from the reference models (pass the result as its ``calibrations``).
+
+    Empty with fewer than :data:`MIN_REFERENCE_MODELS` references (:func:`app.core.scoring.score_models.score_models` then does
+    not calibrate either). ``values``: :func:`reference_estimates` when already computed.
+    """
+    ref = np.asarray(reference_correct, dtype=np.float64)
+    if ref.ndim != 2 or ref.shape[0] < MIN_REFERENCE_MODELS:
+        return {}
+    vals = reference_estimates(selection, ref) if values is None else values
+    truth = ref.mean(axis=1)
+    return {
+        name: calibrate_references(v, truth, confidence=level, inflation=inflation)
+        for name, v in vals.items()  # a handful of estimators
+        if name != "weighted_confidence"  # calibrated on confidences, not on correctness
+    }
+
+
+def reference_predictions(selection: Selection, y: np.ndarray, reference_correct) -> np.ndarray:
+    """Per-item predictions for each scored model from reference models' item accuracies.
+
+    ``yhat_ij = sigmoid(logit(pbar_j) + theta_i)`` with ``pbar_j`` item ``j``'s accuracy among
+    the references (shrunk: ``(s_j + 1/2) / (r + 1)``) and ``theta_i`` solving
+    ``sum_{j in S} yhat_ij = sum_{j in S} y_ij`` (a one-parameter Rasch-type shift, batched
+    safeguarded Newton over models; ``|theta| <= 8``).
+
+    Returns
+    -------
+    ndarray, shape (m, N)
+    """
+    ref = np.asarray(reference_correct, dtype=np.float64)
+    pbar = (ref.sum(axis=0) + 0.5) / (ref.shape[0] + 1.0)
+    base = np.log(pbar / (1.0 - pbar))
+    bs = base[selection.indices]
+    target = y.sum(axis=1)
+    theta = np.zeros(y.shape[0])
+    # Safeguarded Newton, vectorised over models: sum_j yhat_ij is increasing in theta, so each
+    # model keeps a bracket [lo, hi] of its root and a Newton step that leaves it is replaced by
+    # bisection (plain Newton clipped to +-8 could cycle between the bounds, e.g. logits
+    # (-3.04, -3.04, -3.04, +3.04) and 2 of 4 right: -8, +8, -8, ... instead of 2.36).
+    lo, hi = np.full_like(theta, -8.0), np.full_like(theta, 8.0)
+    for _ in range(60):
+        p = 1.0 / (1.0 + np.exp(-(bs[None, :] + theta[:, None])))
+        g = p.sum(axis=1) - target
+        lo = np.where(g < 0, theta, lo)
+        hi = np.where(g > 0, theta, hi)
+        h = np.maximum((p * (1.0 - p)).sum(axis=1), 1e-9)
+        step = theta - g / h
+        theta = np.where((step > lo) & (step < hi), step, 0.5 * (lo + hi))
+    return 1.0 / (1.0 + np.exp(-(base[None, :] + theta[:, None])))
+
+
+def model_assisted(
+    selection: Selection, y, n_population: int, reference_correct, *, level: float = 0.95
+) -> EstimateBatch:
+    """Model-assisted difference estimator on a probability subset (estimator ``model_assisted``).
+
+    Predictions from :func:`reference_predictions`; value and variance from
+    :func:`app.core.estimation.intervals.difference_estimate` with the design's inclusion probabilities and
+    strata (:func:`design_inclusion`). The residual variance is inflated by ``n / (n - 2)`` for
+    the fitted shift, floored at the SE the predictions themselves imply for 0/1 results,
+    ``sqrt(f mean_S yhat (1 - yhat) / n)`` (small subsets estimate the residual variance poorly;
+    the floor only widens), and the interval uses Student's ``t_{n-2}``. Design-consistent whatever
+    the predictions (basis ``model-assisted``); falls back to Clopper-Pearson bounds when all
+    residuals vanish (never a zero-width interval).
+    """
+    y = np.atleast_2d(np.asarray(y, dtype=np.float64))
+    k = selection.size
+    yhat = reference_predictions(selection, y, reference_correct)
+    pi, strata = design_inclusion(selection, n_population)
+    resid = y - yhat[:, selection.indices]
+    value, se = difference_estimate(resid, yhat.mean(axis=1), pi, n_population, strata=strata)
+    se = se * np.sqrt(k / max(k - 2, 1))
+    ys = yhat[:, selection.indices]
+    se_bernoulli = np.sqrt(fpc(k, n_population) * np.mean(ys * (1.0 - ys), axis=1) / k)
+    se = np.maximum(se, se_bernoulli)  # small-n floor: only ever widens
+    q = float(_st.t.ppf(0.5 + level / 2.0, max(k - 2, 1)))
+    lo, hi = np.clip(value - q * se, 0.0, 1.0), np.clip(value + q * se, 0.0, 1.0)
+    zero = se <= 0
+    if zero.any():
+        clo, chi = proportion_interval(
+            np.round(y.sum(axis=1)), k, method="clopper_pearson", confidence=level
+        )
+        lo, hi = np.where(zero, clo, lo), np.where(zero, chi, hi)
+    return make_batch(
+        "model_assisted", value, lo, hi, se, "difference_fpc", "model-assisted", level
+    )
+
+
+__all__ = [
+    "CALIBRATION_INFLATION",
+    "MIN_MODEL_ASSISTED_N",
+    "MIN_REFERENCE_MODELS",
+    "model_assisted",
+    "reference_calibrations",
+    "reference_estimates",
+    "reference_predictions",
+]

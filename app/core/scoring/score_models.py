@@ -1,0 +1,400 @@
+"""Scoring a model known only on a subset: every estimate with an honest interval, and the
+subset size needed to order a pair at an observed gap.
+
+:func:`score_models` orchestrates the estimators of a subset, vectorised over scored models. It
+builds on :mod:`app.core.estimation.weighted` (design-based weighted estimates: Kish, Horvitz-Thompson,
+inclusion probabilities) and :mod:`app.core.scoring.reference` (reference-calibrated intervals
+and the model-assisted estimator); their public names are re-exported here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats as _st
+
+from app.core.estimation.estimate_batch import BASES, EstimateBatch, make_batch, unavailable_batch
+from app.core.estimation.estimators import estimate as _core_estimate
+from app.core.estimation.intervals import (
+    SMALL_N_METHODS,
+    ReferenceCalibration,
+    difference_estimate,
+    proportion_interval,
+    reference_calibrated_interval,
+)
+from app.core.estimation.irt_estimates import item_bank
+from app.core.estimation.stats import fpc
+from app.core.estimation.weighted import (
+    LINEAR_ESTIMATORS,
+    PROBABILITY_DESIGNS,
+    design_inclusion,
+    kish_n_eff,
+    kish_wilson_bounds,
+    normal_quantile,
+    weighted_estimate,
+    weighted_paired_comparison,
+    weighted_se,
+)
+from app.core.reliability.exact import order_probabilities
+from app.core.results import Selection
+from app.core.scoring.reference import (
+    CALIBRATION_INFLATION,
+    MIN_MODEL_ASSISTED_N,
+    MIN_REFERENCE_MODELS,
+    model_assisted,
+    reference_calibrations,
+    reference_estimates,
+    reference_predictions,
+)
+from app.core.selectors import SELECTORS
+
+#: Default small-sample interval for unweighted 0/1 probability subsets (coverage study, GPQA).
+DEFAULT_SMALL_N = "wilson_fpc"
+
+
+def size_needed_for_gap(
+    n10: int, n01: int, n_shared: int, n_population: int, probability: float = 0.8
+) -> int | None:
+    """Smallest random-subset size ordering a pair correctly with ``probability``, extrapolated
+    from the discordant counts observed on ``n_shared`` items.
+
+    Parameters
+    ----------
+    n10, n01 : int
+        Shared items only the leader / only the other model gets right.
+    n_shared : int
+        Items both were observed on.
+    n_population : int
+        ``N``, the benchmark's size.
+    probability : float
+
+    Returns
+    -------
+    int or None
+        ``None`` when ``n10 == n01`` (no observed gap to detect). At most ``N`` (the full
+        benchmark orders the pair by definition).
+
+    Notes
+    -----
+    The pair's full-benchmark discordant counts are taken as ``round(N n10 / k)`` and
+    ``round(N n01 / k)`` (the observed rates scaled to the benchmark); the exact multivariate
+    hypergeometric P(same order) (:func:`app.core.reliability.exact.order_probabilities`) is evaluated on a
+    geometric grid of sizes, then on every size between the first grid point reaching
+    ``probability`` and its predecessor (as :func:`app.core.reliability.exact.smallest_n`).
+    """
+    if n_shared < 1 or n_population < n_shared:
+        raise ValueError("n_shared: expected 1 <= n_shared <= n_population")
+    if not 0 <= n10 <= n_shared or not 0 <= n01 <= n_shared or n10 + n01 > n_shared:
+        raise ValueError("n10: discordant counts must fit in n_shared")
+    hi, lo = max(n10, n01), min(n10, n01)
+    if hi == lo:
+        return None
+    scale = n_population / n_shared
+    h = min(n_population, round(hi * scale))
+    lw = min(n_population - h, round(lo * scale))
+    if h <= lw:
+        return None
+    grid = np.unique(np.geomspace(1, n_population, 48).round().astype(np.int64))
+    p = order_probabilities(h, lw, n_population, grid).p_greater
+    ok = np.flatnonzero(p >= probability)
+    if ok.size == 0:  # pragma: no cover - n = N always orders the pair
+        return n_population
+    first = int(ok[0])
+    low = 1 if first == 0 else int(grid[first - 1]) + 1
+    cand = np.arange(low, int(grid[first]) + 1)
+    p_c = order_probabilities(h, lw, n_population, cand).p_greater
+    return int(cand[np.flatnonzero(p_c >= probability)[0]])
+
+
+# -- every estimate of a subset, vectorised over scored models (issue 13) -------------------------
+
+
+def _irt_delta(selection: Selection, y: np.ndarray, name: str, n_population: int) -> np.ndarray:
+    """The service's delta-method SEs of p-IRT / gp-IRT (item parameters treated as known)."""
+    f = selection.fitted
+    bank = item_bank(selection)
+    anchors = np.asarray(f["anchor_candidate_positions"], dtype=np.int64)
+    ability = bank.score(y, anchors, prior=float(f["ability_prior"]))
+    rest = np.setdiff1d(np.arange(bank.n_items), anchors, assume_unique=True)
+    lam = anchors.size / bank.n_items
+    se_rest = bank.predict_accuracy(ability, rest)[1] if rest.size else np.zeros(y.shape[0])
+    p_se = (1.0 - lam) * se_rest
+    if name == "p_irt":
+        return p_se
+    lin = weighted_se(y, selection.weights, n_population)
+    lam_gp = float(f.get("lambda_gp", np.nan))
+    return np.hypot(lam_gp * lin, (1.0 - lam_gp) * p_se)
+
+
+# Cells of the coverage study (bench/RESULTS.md, "Interval coverage") that missed the 0.93 goal: the
+# interval is still served, saying so.
+MEASURED_CAVEATS: dict[tuple[str, str], str] = {
+    ("anchor_points", "weighted_mean"): (
+        "measured coverage of this 95 % interval on GPQA held-out models (20 splits): 0.947 at "
+        "n = 50, but 0.927 among the lowest-accuracy 20 % of models (goal 0.93)"
+    ),
+}
+
+
+def score_models(
+    selection: Selection,
+    correct,
+    n_population: int,
+    *,
+    confidence_values=None,
+    reference_correct=None,
+    reference_confidence=None,
+    level: float = 0.95,
+    small_n: str = DEFAULT_SMALL_N,
+    calibrate: bool = True,
+    inflation: float = CALIBRATION_INFLATION,
+    estimators: tuple[str, ...] | None = None,
+    reference_values: dict[str, np.ndarray] | None = None,
+    calibrations: dict[str, ReferenceCalibration] | None = None,
+) -> list[EstimateBatch]:
+    """Every estimate a subset offers for models known only on its items, with honest intervals.
+
+    Parameters
+    ----------
+    selection : Selection
+        The stored subset.
+    correct : array_like, shape (m, k) or (k,)
+        The scored models' per-item scores in [0, 1], in ``selection.indices`` order.
+    n_population : int
+        ``N``, the benchmark's size.
+    confidence_values : array_like, shape (m, k), optional
+        Gold-option probabilities (for ``weighted_confidence``).
+    reference_correct : array_like, shape (r, N), optional
+        Full results of reference models (the subset's source models): needed to calibrate the
+        intervals of non-probability subsets (DPP, Anchor Points, tinyBenchmarks).
+    reference_confidence : array_like, shape (r, N), optional
+        Their gold-option probabilities (calibrates ``weighted_confidence``).
+    level : float
+        Confidence level of the intervals.
+    small_n : {"wilson_fpc", "clopper_pearson", "jeffreys", "hypergeometric"}
+        Interval for unweighted 0/1 probability subsets.
+    calibrate : bool
+        ``False`` keeps the uncalibrated (pre-issue-13) intervals of non-probability subsets.
+    inflation : float
+        Spread multiplier of the reference-calibrated interval (:data:`CALIBRATION_INFLATION`).
+    estimators : tuple of str, optional
+        Which estimators (default: every one the selector offers).
+    reference_values : dict of str to ndarray, optional
+        Precomputed estimator values on the reference models (:func:`reference_estimates` of
+        the same ``reference_correct``): the calibration then skips re-running the estimators
+        on them (a service caches these per subset and results).
+    calibrations : dict of str to ReferenceCalibration, optional
+        Precomputed error laws (:func:`reference_calibrations` of the same references): used
+        for an estimator when computed at this ``level`` and ``inflation``; then neither the
+        estimator nor the kernel smoothing is re-run on the references.
+
+    Returns
+    -------
+    list of EstimateBatch
+        One per estimator, in the selector's order.
+
+    Notes
+    -----
+    * Probability subsets (:data:`PROBABILITY_DESIGNS`), basis ``design``: unweighted 0/1 results
+      get the ``small_n`` interval; weighted (stratified, Horvitz-Thompson) subsets get the
+      stratified HT variance ``sum_h N_h^2 (1 - n_h/N_h) s_h^2 / n_h / N^2`` and a Student
+      ``t_{n-H}`` interval
+      (:func:`app.core.estimation.intervals.difference_estimate` with zero predictions), falling back to
+      Wilson at Kish's size when the residual variance is 0 (never a zero-width interval).
+    * Probability subsets of 0/1 results with reference models and ``k >= MIN_MODEL_ASSISTED_N``
+      also get ``model_assisted`` (:func:`model_assisted`, basis ``model-assisted``), appended
+      after the selector's estimators.
+    * Non-probability subsets, basis ``model``: with ``>= MIN_REFERENCE_MODELS`` reference models,
+      the estimator is applied to them and its error law is inverted
+      (:func:`app.core.estimation.intervals.reference_calibrated_interval`): the value is bias-corrected and
+      ``raw_value`` keeps the estimator's own number. Without references the pre-issue-13
+      interval is returned with a warning ``note`` (it is not calibrated: measured coverage on
+      GPQA 0.63-0.99).
+    """
+    y = np.asarray(correct, dtype=np.float64)
+    if y.ndim == 1:
+        y = y[None, :]
+    k = selection.size
+    if y.ndim != 2 or y.shape[1] != k:
+        raise ValueError(f"correct: expected shape (n_models, {k}), got {np.shape(correct)}")
+    if small_n not in SMALL_N_METHODS:
+        raise ValueError(f"small_n: expected one of {SMALL_N_METHODS}, got {small_n!r}")
+    conf = None if confidence_values is None else np.atleast_2d(np.asarray(confidence_values))
+    ref = None if reference_correct is None else np.asarray(reference_correct, dtype=np.float64)
+    if ref is not None and (ref.ndim != 2 or ref.shape[1] != n_population):
+        raise ValueError(f"reference_correct: expected shape (n_models, {n_population})")
+    z = normal_quantile(level)
+    m = y.shape[0]
+    w = np.asarray(selection.weights, dtype=np.float64)
+    binary = bool(np.all((y == 0) | (y == 1)))
+    uniform = bool(np.allclose(w, 1.0 / k))
+    design = selection.method in PROBABILITY_DESIGNS
+    names = estimators
+    if names is None:
+        cls = SELECTORS.get(selection.method)
+        names = tuple(cls.estimators) if cls is not None else (selection.estimator,)
+    out = []
+    pending: list[EstimateBatch] = []
+    for name in names:  # a handful of estimators
+        signal = y
+        if name == "weighted_confidence":
+            if conf is None:
+                out.append(
+                    unavailable_batch(
+                        name,
+                        m,
+                        "needs confidences (probability on the gold answer) in the upload",
+                        level,
+                    )
+                )
+                continue
+            signal = conf
+        try:
+            value = _core_estimate(
+                selection, signal, None if conf is None else conf, estimator=name
+            )
+        except ValueError as exc:
+            out.append(unavailable_batch(name, m, str(exc), level))
+            continue
+        if (
+            design
+            and name in LINEAR_ESTIMATORS
+            and name == names[0]
+            and ref is not None
+            and binary
+            and k >= MIN_MODEL_ASSISTED_N
+        ):
+            extra = model_assisted(selection, y, n_population, ref, level=level)
+        else:
+            extra = None
+        if design and name in LINEAR_ESTIMATORS:
+            if extra is not None:
+                pending.append(extra)
+            out.append(
+                _design_batch(
+                    name,
+                    value,
+                    signal,
+                    selection,
+                    n_population,
+                    binary and uniform,
+                    small_n,
+                    level,
+                    z,
+                )
+            )
+            continue
+        ref_signal = ref
+        if name == "weighted_confidence":
+            ref_signal = None if reference_confidence is None else np.asarray(reference_confidence)
+        cal = None if calibrations is None else calibrations.get(name)
+        calibrated = None
+        if cal is not None and calibrate and cal.confidence == level and cal.inflation == inflation:
+            calibrated = cal.apply(value)
+        elif calibrate and ref_signal is not None and ref_signal.shape[0] >= MIN_REFERENCE_MODELS:
+            if reference_values is not None and name in reference_values:
+                r_val = np.asarray(reference_values[name], dtype=np.float64)
+            else:
+                r_val = _core_estimate(
+                    selection,
+                    ref_signal[:, selection.indices],
+                    None
+                    if reference_confidence is None
+                    else np.asarray(reference_confidence)[:, selection.indices],
+                    estimator=name,
+                )
+            truth = ref_signal.mean(axis=1)
+            calibrated = reference_calibrated_interval(
+                value, r_val, truth, confidence=level, inflation=inflation
+            )
+        if calibrated is not None:
+            val, lo, hi, se = calibrated
+            out.append(
+                make_batch(
+                    name,
+                    val,
+                    lo,
+                    hi,
+                    se,
+                    "reference_calibrated",
+                    "model",
+                    level,
+                    raw=value,
+                    note=MEASURED_CAVEATS.get((selection.method, name)),
+                )
+            )
+            continue
+        note = (
+            "not a probability sample: interval not calibrated (give reference models)"
+            if not design
+            else None
+        )
+        if name in ("p_irt", "gp_irt"):
+            try:
+                se = _irt_delta(selection, y, name, n_population)
+            except ValueError as exc:
+                out.append(unavailable_batch(name, m, str(exc), level, value))
+                continue
+            lo, hi = np.maximum(0.0, value - z * se), np.minimum(1.0, value + z * se)
+            out.append(
+                make_batch(
+                    name, value, lo, hi, se, "irt_ability_delta_method", "model", level, note=note
+                )
+            )
+            continue
+        lo, hi = kish_wilson_bounds(value, w, n_population, z)
+        se = weighted_se(signal, w, n_population)
+        if uniform and binary and name != "weighted_confidence":
+            lo, hi = proportion_interval(
+                signal.sum(axis=1).round(),
+                k,
+                method="wilson_fpc",
+                n_population=n_population,
+                confidence=level,
+            )
+        out.append(
+            make_batch(name, value, lo, hi, se, "wilson_kish_fpc", "model", level, note=note)
+        )
+    return out + pending
+
+
+def _design_batch(name, value, y, selection, n_population, unweighted01, small_n, level, z):
+    k = selection.size
+    if unweighted01:
+        succ = np.round(y.sum(axis=1))
+        lo, hi = proportion_interval(
+            succ, k, method=small_n, n_population=n_population, confidence=level
+        )
+        p = succ / k
+        se = np.sqrt(fpc(k, n_population) * p * (1.0 - p) / k)
+        return make_batch(name, value, lo, hi, se, small_n, "design", level)
+    pi, strata = design_inclusion(selection, n_population)
+    _, se = difference_estimate(y, np.zeros(y.shape[0]), pi, n_population, strata=strata)
+    df = max(k - int(strata.max()) - 1, 1)  # n - H degrees of freedom of the stratified variance
+    q = float(_st.t.ppf(0.5 + level / 2.0, df))
+    lo, hi = np.maximum(0.0, value - q * se), np.minimum(1.0, value + q * se)
+    zero = se <= 0
+    if zero.any():  # all residuals equal: never a zero-width interval
+        klo, khi = kish_wilson_bounds(value, selection.weights, n_population, z)
+        lo, hi = np.where(zero, klo, lo), np.where(zero, khi, hi)
+    return make_batch(name, value, lo, hi, se, "stratified_ht", "design", level)
+
+
+__all__ = [
+    "BASES",
+    "CALIBRATION_INFLATION",
+    "DEFAULT_SMALL_N",
+    "MIN_MODEL_ASSISTED_N",
+    "MIN_REFERENCE_MODELS",
+    "PROBABILITY_DESIGNS",
+    "EstimateBatch",
+    "design_inclusion",
+    "kish_n_eff",
+    "model_assisted",
+    "reference_calibrations",
+    "reference_estimates",
+    "reference_predictions",
+    "score_models",
+    "size_needed_for_gap",
+    "weighted_estimate",
+    "weighted_paired_comparison",
+]

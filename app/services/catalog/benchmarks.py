@@ -1,0 +1,287 @@
+"""Benchmarks: create a version from an item list (content-hashed, idempotent), list, describe.
+
+Services validate and flush; the request (or CLI) owns the transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.db.models.benchmark import Benchmark, BenchmarkVersion
+from app.db.repositories.benchmarks import BenchmarkRepository, BenchmarkVersionRepository
+from app.db.repositories.model_results import ModelResultRepository
+from app.errors import Conflict, FieldIssue, InvalidInput, NotFound
+from app.ingest import ParsedResults
+from app.schemas.benchmarks import (
+    AccuracySummary,
+    BenchmarkCreate,
+    BenchmarkDetail,
+    BenchmarkPage,
+    BenchmarkPublic,
+    ItemCreate,
+    ModelSummary,
+    SubtaskCount,
+)
+from app.services.catalog.benchmark_refs import ambiguous_name
+from app.services.platform.caching import BoundedCache
+from app.services.platform.pagination import decode_cursor, encode_cursor
+
+DEFAULT_SUBTASK = "all"
+MAX_PAGE = 200
+
+
+def items_hash(ids: Sequence[str], subtasks: Sequence[str], extra: Sequence[object] | None) -> str:
+    """sha256 of the ordered item list (ids, subtasks, optional text/metadata)."""
+    h = hashlib.sha256()
+    h.update(json.dumps([list(ids), list(subtasks)], separators=(",", ":")).encode())
+    if extra is not None:
+        h.update(json.dumps(list(extra), sort_keys=True, separators=(",", ":")).encode())
+    return h.hexdigest()
+
+
+def _encode_subtasks(subtasks: Sequence[str]) -> tuple[list[str], bytes]:
+    names, codes = np.unique(np.asarray(subtasks, dtype=str), return_inverse=True)
+    return [str(n) for n in names], codes.astype("<i4").tobytes()
+
+
+def create_version(
+    session: Session,
+    name: str,
+    ids: Sequence[str],
+    subtasks: Sequence[str | None],
+    extra: Sequence[dict | None] | None = None,
+    description: str | None = None,
+) -> tuple[BenchmarkVersion, bool]:
+    """Return ``(version, created)``: the existing version when the same item list exists."""
+    why = ambiguous_name(name)
+    if why is not None:
+        raise InvalidInput(why, field="name")
+    errors = []
+    seen: dict[str, int] = {}
+    for i, item_id in enumerate(ids):
+        if item_id in seen:
+            errors.append(
+                FieldIssue(
+                    ("items", i, "id"),
+                    f"duplicate item id {item_id!r} (also items[{seen[item_id]}])",
+                )
+            )
+        else:
+            seen[item_id] = i
+    if errors:
+        raise InvalidInput(f"{len(errors)} duplicate item id(s)", errors=errors[:50])
+    subs = [s if s else DEFAULT_SUBTASK for s in subtasks]
+    if extra is not None and all(e is None for e in extra):
+        extra = None
+    content_hash = items_hash(ids, subs, extra)
+
+    benchmarks = BenchmarkRepository(session)
+    versions = BenchmarkVersionRepository(session)
+    benchmark = benchmarks.get_by_name(name, for_update=True)
+    if benchmark is None:
+        try:
+            benchmark = benchmarks.add(Benchmark(name=name, description=description))
+        except IntegrityError:
+            raise Conflict(f"benchmark {name!r} is being created concurrently; retry") from None
+    else:
+        existing = versions.get_by_hash(benchmark.id, content_hash)
+        if existing is not None:
+            return existing, False
+        if description is not None:
+            benchmark.description = description
+    names, codes = _encode_subtasks(subs)
+    version = BenchmarkVersion(
+        benchmark_id=benchmark.id,
+        version=versions.latest_version_number(benchmark.id) + 1,
+        content_hash=content_hash,
+        n_items=len(ids),
+        item_ids=list(ids),
+        subtask_names=names,
+        subtask_codes=codes,
+        items_extra=list(extra) if extra is not None else None,
+    )
+    try:
+        versions.add(version)
+    except IntegrityError:  # a concurrent create won the race; the request rolls back
+        raise Conflict(f"benchmark {name!r} is being created concurrently; retry") from None
+    return version, True
+
+
+def create_benchmark(session: Session, body: BenchmarkCreate) -> tuple[BenchmarkVersion, bool]:
+    items: list[ItemCreate] = body.items
+    extra = [
+        None
+        if it.text is None and it.metadata is None
+        else {"text": it.text, "metadata": it.metadata}
+        for it in items
+    ]
+    return create_version(
+        session,
+        body.name,
+        [it.id for it in items],
+        [it.subtask for it in items],
+        extra,
+        body.description,
+    )
+
+
+def create_from_samples(
+    session: Session,
+    name: str,
+    parsed_files: Sequence[ParsedResults],
+    *,
+    subtask: str = "task",
+    description: str | None = None,
+) -> tuple[BenchmarkVersion, bool]:
+    """Items = the sample logs' ``doc_hash``es in file then ``doc_id`` order; subtask = the task
+    name (``subtask="task"``) or the doc's subject field (``subtask="subject"``)."""
+    ids: list[str] = []
+    subs: list[str | None] = []
+    for k, parsed in enumerate(parsed_files):
+        assert parsed.item_ids is not None
+        if subtask == "subject":
+            if parsed.subjects is None:
+                raise InvalidInput(
+                    "the docs have no subject field",
+                    field="subtask",
+                    message=f"file {k + 1}: no 'subject'/'category' in doc; use subtask=task",
+                )
+            subs.extend(parsed.subjects.tolist())
+        else:
+            subs.extend([parsed.task or DEFAULT_SUBTASK] * parsed.n_items)
+        ids.extend(parsed.item_ids.tolist())
+    return create_version(session, name, ids, subs, None, description)
+
+
+def get_version(session: Session, version_id: uuid.UUID) -> BenchmarkVersion:
+    version = BenchmarkVersionRepository(session).get(version_id)
+    if version is None:
+        raise NotFound(f"benchmark {version_id} does not exist")
+    return version
+
+
+@dataclass(frozen=True)
+class ItemIndex:
+    """A version's items as numpy arrays, with a sorted view for vectorised id lookup."""
+
+    item_ids: np.ndarray
+    subtasks: np.ndarray
+    sorted_ids: np.ndarray
+    order: np.ndarray
+
+    @property
+    def n_items(self) -> int:
+        return int(self.item_ids.shape[0])
+
+    def positions(self, ids: np.ndarray, *, field: str = "item_ids") -> np.ndarray:
+        """Positions of ``ids`` in the item order; InvalidInput naming unknown ids."""
+        pos = np.searchsorted(self.sorted_ids, ids)
+        pos_c = np.minimum(pos, self.n_items - 1)
+        found = self.sorted_ids[pos_c] == ids
+        if not found.all():
+            missing = ids[~found]
+            shown = ", ".join(repr(str(m)) for m in missing[:5])
+            raise InvalidInput(
+                f"{missing.size} item id(s) are not in this benchmark: {shown}"
+                + (" …" if missing.size > 5 else ""),
+                errors=[FieldIssue((field,), f"unknown item id {str(m)!r}") for m in missing[:20]],
+            )
+        return self.order[pos_c]
+
+
+INDEX_CACHE_SIZE = 16
+_INDEXES: BoundedCache[uuid.UUID, ItemIndex] = BoundedCache(INDEX_CACHE_SIZE)
+
+
+def item_index(version: BenchmarkVersion) -> ItemIndex:
+    """Decoded items of a version; cached per version id (versions are immutable)."""
+    hit = _INDEXES.get(version.id)
+    if hit is not None:
+        return hit
+    ids = np.asarray(version.item_ids, dtype=str)
+    names = np.asarray(version.subtask_names, dtype=str)
+    codes = np.frombuffer(version.subtask_codes, dtype="<i4")
+    order = np.argsort(ids, kind="stable")
+    index = ItemIndex(item_ids=ids, subtasks=names[codes], sorted_ids=ids[order], order=order)
+    for arr in (index.item_ids, index.subtasks, index.sorted_ids, index.order):
+        arr.setflags(write=False)
+    _INDEXES.put(version.id, index)
+    return index
+
+
+def _subtask_counts(version: BenchmarkVersion) -> list[SubtaskCount]:
+    counts = np.bincount(
+        np.frombuffer(version.subtask_codes, dtype="<i4"), minlength=len(version.subtask_names)
+    )
+    return [
+        SubtaskCount(name=n, n_items=int(c))
+        for n, c in zip(version.subtask_names, counts, strict=True)
+    ]
+
+
+def to_public(version: BenchmarkVersion, n_models: int) -> BenchmarkPublic:
+    return BenchmarkPublic(
+        id=version.id,
+        benchmark_id=version.benchmark_id,
+        name=version.benchmark.name,
+        version=version.version,
+        content_hash=version.content_hash,
+        n_items=version.n_items,
+        n_models=n_models,
+        subtasks=_subtask_counts(version),
+        description=version.benchmark.description,
+        created_at=version.created_at,
+    )
+
+
+def public(session: Session, version: BenchmarkVersion) -> BenchmarkPublic:
+    return to_public(version, ModelResultRepository(session).count_for_version(version.id))
+
+
+def describe(session: Session, version_id: uuid.UUID) -> BenchmarkDetail:
+    version = get_version(session, version_id)
+    rows = ModelResultRepository(session).summaries(version_id)
+    acc = np.array([r.accuracy for r in rows], dtype=np.float64)
+    summary = None
+    if acc.size:
+        summary = AccuracySummary(
+            mean=float(acc.mean()),
+            min=float(acc.min()),
+            median=float(np.median(acc)),
+            max=float(acc.max()),
+        )
+    public = to_public(version, len(rows))
+    return BenchmarkDetail(
+        **public.model_dump(),
+        models=[
+            ModelSummary(
+                name=r.model.name, accuracy=r.accuracy, coverage=r.n_items / version.n_items
+            )
+            for r in rows
+        ],
+        accuracy=summary,
+    )
+
+
+def list_benchmarks(
+    session: Session, *, limit: int = 50, cursor: str | None = None, name: str | None = None
+) -> BenchmarkPage:
+    limit = max(1, min(limit, MAX_PAGE))
+    after = decode_cursor(cursor) if cursor else None
+    versions = BenchmarkVersionRepository(session)
+    rows = list(versions.page(limit=limit + 1, after=after, name=name))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    counts = versions.model_counts([v.id for v in rows])
+    return BenchmarkPage(
+        items=[to_public(v, counts.get(v.id, 0)) for v in rows],
+        next_cursor=encode_cursor(rows[-1].created_at, rows[-1].id) if more else None,
+    )

@@ -1,0 +1,354 @@
+"""Model results: store one model's per-item vectors packed, load a benchmark as a matrix.
+
+One row per (benchmark version, model). ``correct`` is ``np.packbits`` of the 0/1 vector (or
+float32 scores), ``confidence`` float32, ``coverage`` a packbits mask (NULL = every item).
+Repeated samples: ``correct`` holds float32 per-item means of ``samples_per_item`` (``K``)
+samples and ``within_variance`` their float32 per-item sample variances (when known). The
+evaluation configuration is stored readable (``eval_config``) with its ``config_fingerprint``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import uuid
+from collections.abc import Sequence
+from typing import Literal, NamedTuple
+
+import numpy as np
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.db.models.model_result import LanguageModel, ModelResult
+from app.db.repositories.model_results import LanguageModelRepository, ModelResultRepository
+from app.errors import Conflict, InvalidInput, NotFound
+from app.ingest import ParsedResults, config_fingerprint
+from app.schemas.results import ModelCreate, ModelPublic, ModelResultPublic
+from app.services.catalog.benchmarks import get_version, item_index
+from app.services.platform import idempotency
+
+WriteStatus = Literal["created", "unchanged", "replaced"]
+
+
+class PackedResults(NamedTuple):
+    binary: bool
+    correct: bytes
+    confidence: bytes | None
+    coverage: bytes | None
+    n_items: int
+    accuracy: float
+    content_hash: str
+    samples_per_item: int | None = None
+    within_variance: bytes | None = None
+    config_fingerprint: str | None = None
+
+
+def pack(parsed: ParsedResults, positions: np.ndarray, n_items: int) -> PackedResults:
+    """Scatter parsed values to their item positions and pack them for storage."""
+    binary = parsed.binary
+    full = np.zeros(n_items, dtype=np.uint8 if binary else "<f4")
+    full[positions] = parsed.correct
+    correct = np.packbits(full).tobytes() if binary else full.tobytes()
+    confidence = None
+    if parsed.confidence is not None:
+        conf = np.zeros(n_items, dtype="<f4")
+        conf[positions] = parsed.confidence
+        confidence = conf.tobytes()
+    coverage = None
+    if positions.size != n_items:
+        mask = np.zeros(n_items, dtype=bool)
+        mask[positions] = True
+        coverage = np.packbits(mask).tobytes()
+    k = parsed.samples if parsed.samples is not None and parsed.samples > 1 else None
+    within = None
+    if k is not None and parsed.within_variance is not None:
+        var = np.zeros(n_items, dtype="<f4")
+        var[positions] = parsed.within_variance
+        within = var.tobytes()
+    fingerprint = config_fingerprint(parsed.eval_config)
+    h = hashlib.sha256(b"b" if binary else b"f")
+    for part in (correct, coverage, confidence):
+        h.update(len(part or b"").to_bytes(8, "little"))
+        h.update(part or b"")
+    # only uploads with repeated samples or a configuration hash more (older hashes unchanged)
+    if k is not None:
+        h.update(b"K" + k.to_bytes(8, "little") + len(within or b"").to_bytes(8, "little"))
+        h.update(within or b"")
+    if fingerprint is not None:
+        h.update(b"C" + fingerprint.encode())
+    accuracy = float(parsed.correct.mean(dtype=np.float64))
+    return PackedResults(
+        binary,
+        correct,
+        confidence,
+        coverage,
+        int(positions.size),
+        accuracy,
+        h.hexdigest(),
+        k,
+        within,
+        fingerprint,
+    )
+
+
+def _positions(parsed: ParsedResults, version_index) -> np.ndarray:
+    n = version_index.n_items
+    if parsed.item_ids is None:
+        if parsed.n_items != n:
+            raise InvalidInput(
+                f"correct has {parsed.n_items} values but the benchmark has {n} items",
+                field="correct",
+                message=f"expected {n} values aligned to the item order (or give item_ids)",
+            )
+        return np.arange(n, dtype=np.int64)
+    return version_index.positions(parsed.item_ids)
+
+
+def get_or_create_model(session: Session, ref: ModelCreate) -> LanguageModel:
+    models = LanguageModelRepository(session)
+    model = models.get_by_name(ref.name)
+    if model is None:
+        return models.add(
+            LanguageModel(
+                name=ref.name, params_b=ref.params_b, family=ref.family, tags=list(ref.tags or [])
+            )
+        )
+    if ref.params_b is not None:
+        model.params_b = ref.params_b
+    if ref.family is not None:
+        model.family = ref.family
+    if ref.tags is not None:
+        model.tags = list(ref.tags)
+    return model
+
+
+def store_results(
+    session: Session,
+    version_id: uuid.UUID,
+    model_ref: ModelCreate,
+    parsed: ParsedResults,
+    *,
+    replace: bool = False,
+) -> tuple[ModelResult, WriteStatus]:
+    """Validate against the version's items and upsert the model's row (flush only).
+
+    Identical results are a no-op; different results need ``replace`` (else 409).
+    """
+    version = get_version(session, version_id)
+    index = item_index(version)
+    packed = pack(parsed, _positions(parsed, index), index.n_items)
+    # Concurrent uploads for one model queue here: the second sees the first's committed row
+    # (identical results: 200 unchanged) instead of losing a unique-constraint race (409).
+    LanguageModelRepository(session).lock_name(model_ref.name)
+    model = get_or_create_model(session, model_ref)
+    repo = ModelResultRepository(session)
+    existing = repo.get_for(version.id, model.id)
+    if existing is not None:
+        if existing.content_hash == packed.content_hash:
+            return existing, "unchanged"
+        if not replace:
+            raise Conflict(
+                f"model {model.name!r} already has different results on this benchmark; "
+                "pass ?replace=true to overwrite them",
+                field="replace",
+                message="set to true to overwrite",
+            )
+        row, status = existing, "replaced"
+        idempotency.invalidate(session, idempotency.results_resource(version.id, model.id))
+    else:
+        row, status = (
+            ModelResult(benchmark_version_id=version.id, model_id=model.id, model=model),
+            "created",
+        )
+    row.binary = packed.binary
+    row.correct = packed.correct
+    row.confidence = packed.confidence
+    row.coverage = packed.coverage
+    row.n_items = packed.n_items
+    row.accuracy = packed.accuracy
+    row.content_hash = packed.content_hash
+    row.source_format = parsed.source_format
+    row.metric = parsed.metric.replace("\x00", "")[:64] if parsed.metric else None
+    row.samples_per_item = packed.samples_per_item
+    row.within_variance = packed.within_variance
+    row.config_fingerprint = packed.config_fingerprint
+    row.eval_config = dict(parsed.eval_config) if packed.config_fingerprint else None
+    session.add(row)
+    try:
+        session.flush()
+    except IntegrityError:  # a concurrent upload won the race; the request rolls back
+        raise Conflict(f"concurrent upload for model {model.name!r}; retry") from None
+    return row, status
+
+
+def to_public(row: ModelResult, n_items_total: int) -> ModelResultPublic:
+    return ModelResultPublic(
+        version_id=row.benchmark_version_id,
+        model=ModelPublic(
+            id=row.model.id,
+            name=row.model.name,
+            params_b=row.model.params_b,
+            family=row.model.family,
+            tags=list(row.model.tags or []),
+        ),
+        n_items=row.n_items,
+        coverage=row.n_items / n_items_total,
+        accuracy=row.accuracy,
+        binary=row.binary,
+        has_confidence=row.confidence is not None,
+        source_format=row.source_format,
+        metric=row.metric,
+        samples_per_item=row.samples_per_item,
+        config_fingerprint=row.config_fingerprint,
+        eval_config=row.eval_config,
+        content_hash=row.content_hash,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def to_public_for(session: Session, row: ModelResult) -> ModelResultPublic:
+    return to_public(row, get_version(session, row.benchmark_version_id).n_items)
+
+
+def list_results(session: Session, version_id: uuid.UUID) -> list[ModelResultPublic]:
+    version = get_version(session, version_id)
+    rows = ModelResultRepository(session).summaries(version.id)
+    return [to_public(r, version.n_items) for r in rows]
+
+
+def delete_results(session: Session, version_id: uuid.UUID, model: str) -> None:
+    """Delete a model's results on a version; ``model`` is its name or id."""
+    version = get_version(session, version_id)
+    models = LanguageModelRepository(session)
+    found = models.get_by_name(model) if "\x00" not in model else None
+    if found is None:
+        try:
+            found = models.get(uuid.UUID(model))
+        except ValueError:
+            found = None
+    if found is None or not ModelResultRepository(session).delete_for(version.id, found.id):
+        raise NotFound(f"model {model!r} has no results on benchmark {version_id}")
+    idempotency.invalidate(session, idempotency.results_resource(version.id, found.id))
+
+
+class Matrix(NamedTuple):
+    """A benchmark version's results as arrays (rows = models sorted by name, or as requested).
+
+    ``correct`` and ``confidence`` are float64 with NaN where ``coverage`` is False;
+    ``confidence`` is None unless every model has it.
+    """
+
+    correct: np.ndarray
+    confidence: np.ndarray | None
+    coverage: np.ndarray
+    model_names: np.ndarray
+    item_ids: np.ndarray
+    subtasks: np.ndarray
+
+
+def _unpack_bits(blobs: Sequence[bytes], n_items: int) -> np.ndarray:
+    packed = np.frombuffer(b"".join(list(blobs)), dtype=np.uint8).reshape(len(blobs), -1)
+    return np.unpackbits(packed, axis=1, count=n_items)
+
+
+def load_matrix(
+    session: Session, benchmark_version_id: uuid.UUID, models: Sequence[str] | None = None
+) -> Matrix:
+    """Load a benchmark version's stored results into numpy (one query, vectorised decode).
+
+    Parameters
+    ----------
+    session : Session
+    benchmark_version_id : UUID
+    models : sequence of str, optional
+        Model names, in the row order wanted; default every model with results, by name.
+
+    Returns
+    -------
+    Matrix
+        ``(correct, confidence | None, coverage, model_names, item_ids, subtasks)``; unpacks as
+        a tuple. Raises ``NotFound`` for an unknown version or model name.
+    """
+    version = get_version(session, benchmark_version_id)
+    index = item_index(version)
+    n = index.n_items
+    rows = ModelResultRepository(session).vectors(version.id, models)
+    names = np.array([r[0] for r in rows], dtype=str)
+    if models is not None:
+        wanted = np.asarray(list(models), dtype=str)
+        missing = np.setdiff1d(wanted, names)
+        if missing.size:
+            raise NotFound(f"no results on this benchmark for model(s): {', '.join(missing[:10])}")
+        order = np.argsort(names)
+        perm = order[np.searchsorted(names, wanted, sorter=order)]
+        rows = [rows[i] for i in perm]
+        names = wanted
+    m = len(rows)
+    binary = np.fromiter((r[2] for r in rows), dtype=bool, count=m)
+    if m == 0:
+        correct = np.empty((0, n), dtype=np.float64)
+    elif binary.all():
+        correct = _unpack_bits([r[3] for r in rows], n).astype(np.float64)
+    else:
+        correct = np.empty((m, n), dtype=np.float64)
+        idx = np.flatnonzero(binary)
+        if idx.size:
+            correct[idx] = _unpack_bits([rows[i][3] for i in idx], n)
+        idx = np.flatnonzero(~binary)
+        correct[idx] = np.frombuffer(b"".join(rows[i][3] for i in idx), dtype="<f4").reshape(-1, n)
+    confidence = None
+    if m and all(r[4] is not None for r in rows):
+        packed = np.frombuffer(b"".join([r[4] for r in rows]), dtype="<f4").reshape(m, n)
+        confidence = packed.astype(np.float64)
+    coverage = np.ones((m, n), dtype=bool)
+    partial = np.fromiter((r[5] is not None for r in rows), dtype=bool, count=m)
+    if partial.any():
+        idx = np.flatnonzero(partial)
+        coverage[idx] = _unpack_bits([rows[i][5] for i in idx], n).astype(bool)
+        correct[~coverage] = np.nan
+        if confidence is not None:
+            confidence[~coverage] = np.nan
+    return Matrix(correct, confidence, coverage, names, index.item_ids, index.subtasks)
+
+
+def export_npz(session: Session, benchmark_version_id: uuid.UUID) -> tuple[bytes, str]:
+    """The version's matrix as an ``.npz`` (the layout ``benchslice mdad`` reads) and a filename.
+
+    Keys: ``correct`` (models x items; uint8 0/1 when every row is 0/1 with full coverage,
+    else float32 with NaN where not covered), ``coverage`` (uint8 mask), ``confidence``
+    (float32, only when every model has it), ``item_ids``, ``subtasks``, ``models``,
+    ``params_b`` (float32, NaN unknown), ``benchmark``, ``version``.
+    """
+    version = get_version(session, benchmark_version_id)
+    mat = load_matrix(session, version.id)
+    params = (
+        {
+            r.name: r.params_b
+            for r in LanguageModelRepository(session).get_by_names(mat.model_names.tolist())
+        }
+        if mat.model_names.size
+        else {}
+    )
+    full = bool(mat.coverage.all())
+    finite = np.nan_to_num(mat.correct, nan=0.0)
+    is_binary = full and bool(np.all((finite == 0.0) | (finite == 1.0)))
+    arrays = {
+        "correct": mat.correct.astype(np.uint8) if is_binary else mat.correct.astype(np.float32),
+        "coverage": mat.coverage.astype(np.uint8),
+        "item_ids": mat.item_ids,
+        "subtasks": mat.subtasks,
+        "models": mat.model_names,
+        "params_b": np.array(
+            [np.nan if params.get(n) is None else params[n] for n in mat.model_names.tolist()],
+            dtype=np.float32,
+        ),
+        "benchmark": np.array(version.benchmark.name),
+        "version": np.array(version.version, dtype=np.int32),
+    }
+    if mat.confidence is not None:
+        arrays["confidence"] = mat.confidence.astype(np.float32)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    filename = f"{version.benchmark.name}-v{version.version}.npz".replace("/", "_")
+    return buf.getvalue(), filename

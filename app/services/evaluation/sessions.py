@@ -1,0 +1,543 @@
+"""Evaluation sessions (issue 12): evaluate a model in batches until its question is answered.
+
+A session serves items in batches, takes the model's results on the open batch (any format a
+results upload accepts), updates the engine, checks the goal, and serves the next batch. The
+statistics live in :mod:`app.core.sequential.confidence_sequences` (``random``: seeded uniform order, time-uniform
+confidence sequence for the finite-population mean, ``basis: "design"``) and
+:mod:`app.core.sequential.fluid` (``fluid``: items of largest information under the benchmark's IRT
+fit, :mod:`app.services.catalog.irt_fits`, ``basis: "model"``).
+
+* Accuracy: ``random`` runs a confidence sequence on the model's values; with a baseline a second
+  one on ``x = (y_model - y_baseline + 1) / 2`` gives the interval for ``Delta`` (the baseline's
+  full results are copied into the session at creation). ``fluid``: the model-based estimate
+  ``+- z SE``; ``Delta`` subtracts the baseline's known full accuracy.
+* A confidence sequence starts on the exact 0/1 lattice; the first fractional value rebuilds it
+  on the fine grid from every stored value (the sequence is a deterministic function of the
+  values in serving order, so this is the sequence the fine grid would have given).
+* Goals: ``decide`` (:func:`app.core.sequential.confidence_sequences.decide` on ``Delta``), ``precision`` (half-width
+  of ``Delta``'s interval with a baseline, else of the accuracy's). ``max_items`` reached first:
+  ``exhausted``.
+* Concurrency: the row is read ``FOR UPDATE`` and carries a version counter (``step``); a
+  retry of the batch that was just applied (same items, same values) answers the current state
+  without applying it again.
+* Not done: subtask-stratified orders (the order is uniform over all items).
+
+Services never commit; the request does.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+from typing import Any
+
+import numpy as np
+from sqlalchemy.orm import Session
+from sqlalchemy.orm.exc import StaleDataError
+
+from app.core.sequential.confidence_sequences import (
+    CSState,
+    cs_init,
+    cs_interval,
+    cs_update,
+    decide,
+    decision_names,
+    difference_interval,
+    paired_values,
+    precision_met,
+)
+from app.core.sequential.fluid import (
+    FluidState,
+    fluid_estimate,
+    fluid_init,
+    fluid_next,
+    fluid_update,
+    normal_interval,
+)
+from app.db.models import BenchmarkVersion, EvaluationSession, Job
+from app.db.repositories.sessions import EvaluationSessionRepository
+from app.errors import Conflict, FieldIssue, InvalidInput, NotFound
+from app.ingest import ParsedResults
+from app.schemas.results import ModelCreate
+from app.schemas.sessions import HistoryRow, Interval, SessionCreate, SessionItem, SessionPublic
+from app.services.catalog import irt_fits
+from app.services.catalog.benchmarks import get_version, item_index
+from app.services.catalog.matrices import doc_ids
+from app.services.catalog.results import load_matrix, store_results
+from app.services.platform import jobs as job_service
+
+STATES = ("open", "decided", "exhausted")
+
+
+# --- engine state packing -----------------------------------------------------------------------
+
+
+STATE_MAGIC = b"BSS1"  # engine state: magic, u32 header length, JSON header, raw arrays
+
+
+def pack_state(parts: dict[str, dict[str, Any]]) -> bytes:
+    """``{"acc": CSState.to_dict(), ...}`` as bytes: ``STATE_MAGIC``, a little-endian ``u32``
+    header length, a JSON header (per array: key ``part__field``, dtype, shape, byte offset) and
+    the arrays' raw bytes. A step reads and writes it once; ``.npz`` (the first format, still
+    read) cost about 1 ms of zip and header parsing per step."""
+    header, chunks, offset = [], [], 0
+    for p, d in parts.items():
+        for k, v in d.items():
+            arr = np.asarray(v)
+            if arr.dtype.hasobject:
+                raise TypeError(f"engine state field {p}.{k} is not a plain array")
+            header.append([f"{p}__{k}", arr.dtype.str, list(arr.shape), offset])
+            chunks.append(arr.tobytes(order="C"))
+            offset += arr.nbytes
+    head = json.dumps(header, separators=(",", ":")).encode()
+    return b"".join([STATE_MAGIC, len(head).to_bytes(4, "little"), head, *chunks])
+
+
+def unpack_state(blob: bytes) -> dict[str, dict[str, Any]]:
+    """Inverse of :func:`pack_state` (writable copies); also reads the ``.npz`` of old rows."""
+    out: dict[str, dict[str, Any]] = {}
+    if not blob.startswith(STATE_MAGIC):
+        with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
+            for key in npz.files:
+                part, name = key.split("__", 1)
+                arr = npz[key]
+                out.setdefault(part, {})[name] = arr.item() if arr.ndim == 0 else arr
+        return out
+    n = int.from_bytes(blob[4:8], "little")
+    data = memoryview(blob)[8 + n :]
+    for key, dtype, shape, offset in json.loads(blob[8 : 8 + n]):
+        dt = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        arr = np.frombuffer(data, dtype=dt, count=count, offset=offset).reshape(shape).copy()
+        part, name = key.split("__", 1)
+        out.setdefault(part, {})[name] = arr.item() if arr.ndim == 0 else arr
+    return out
+
+
+def _on_lattice(x: np.ndarray, paired: bool) -> bool:
+    scaled = x * (2.0 if paired else 1.0)
+    return bool(np.all(scaled == np.round(scaled)))
+
+
+def _feed(state: CSState, prev: np.ndarray, x: np.ndarray, paired: bool) -> CSState:
+    """Update with ``x``; leave the exact lattice (rebuild from ``prev``) at the first fraction."""
+    if state.exact_grid and not _on_lattice(x, paired):
+        state = cs_init(state.n_items, alpha=state.alpha, paired=paired, binary=False)
+        x = np.concatenate([prev, x])
+    return cs_update(state, x, inplace=True) if x.size else state
+
+
+# --- reading a session --------------------------------------------------------------------------
+
+
+def get_row(session: Session, sid: uuid.UUID, *, for_update: bool = False) -> EvaluationSession:
+    repo = EvaluationSessionRepository(session)
+    row = repo.get_locked(sid) if for_update else repo.get(sid)
+    if row is None:
+        raise NotFound(f"evaluation session {sid} does not exist")
+    return row
+
+
+def model_name(session: Session, sid: uuid.UUID) -> str:
+    """The model a session evaluates (one small query; 404 when the session does not exist)."""
+    name = EvaluationSessionRepository(session).model_name(sid)
+    if name is None:
+        raise NotFound(f"evaluation session {sid} does not exist")
+    return name
+
+
+def _order(row: EvaluationSession) -> np.ndarray:
+    return np.frombuffer(row.order, dtype="<i4").astype(np.int64)
+
+
+def _values(row: EvaluationSession) -> np.ndarray:
+    return np.frombuffer(row.values, dtype="<f8")
+
+
+def _baseline(row: EvaluationSession) -> np.ndarray | None:
+    return None if row.baseline_values is None else np.frombuffer(row.baseline_values, "<f8")
+
+
+def open_batch(row: EvaluationSession) -> np.ndarray:
+    return _order(row)[row.items_used : row.items_used + row.open_size]
+
+
+def _interval(value, lo, hi, basis: str) -> Interval:
+    v = None if value is None else float(value)
+    return Interval(value=v, lower=float(lo), upper=float(hi), basis=basis)  # type: ignore[arg-type]
+
+
+def _estimates(
+    session: Session, row: EvaluationSession, parts: dict
+) -> tuple[Interval, Interval | None]:
+    """Current accuracy and difference intervals from the engine state."""
+    base = _baseline(row)
+    if row.policy == "random":
+        acc = CSState.from_dict(parts["acc"])
+        lo, hi = cs_interval(acc)
+        t = int(acc.t[0])
+        est = _interval(acc.total[0] / t if t else None, lo[0], hi[0], "design")
+        if base is None:
+            return est, None
+        dif = CSState.from_dict(parts["diff"])
+        dlo, dhi = difference_interval(*cs_interval(dif))
+        dval = 2.0 * dif.total[0] / t - 1.0 if t else None
+        return est, _interval(dval, dlo[0], dhi[0], "design")
+    fit = irt_fits.get_fit(session, row.benchmark_version_id)
+    assert fit is not None
+    bank = irt_fits.item_bank(fit)
+    st = FluidState.from_dict(parts["fluid"])
+    value, se = fluid_estimate(bank, st)
+    lo, hi = normal_interval(value, se, row.alpha)
+    lo, hi = np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
+    est = _interval(value[0], lo[0], hi[0], "model")
+    if base is None:
+        return est, None
+    acc_b = float(base.mean())
+    return est, _interval(value[0] - acc_b, lo[0] - acc_b, hi[0] - acc_b, "model")
+
+
+def _judge(row: EvaluationSession, est: Interval, diff: Interval | None) -> tuple[str, str]:
+    """``(state, decision)`` after a batch."""
+    if row.goal == "decide":
+        assert diff is not None
+        code = decide(diff.lower, diff.upper, margin=row.margin)
+        decision = str(decision_names(code))
+        done = decision != "undecided"
+    else:
+        target = diff if diff is not None else est
+        done = bool(precision_met(target.lower, target.upper, float(row.precision or 0.0)))
+        decision = "precise" if done else "undecided"
+    if done:
+        return "decided", decision
+    if row.items_used >= row.max_items:
+        return "exhausted", decision
+    return "open", decision
+
+
+def to_public(session: Session, row: EvaluationSession, version: BenchmarkVersion | None = None):
+    version = version or get_version(session, row.benchmark_version_id)
+    index = item_index(version)
+    docs = doc_ids(version)
+    batch = open_batch(row)
+    items = [
+        SessionItem(position=int(p), item_id=str(i), doc_id=int(d), subtask=str(s))
+        for p, i, d, s in zip(
+            batch.tolist(),
+            index.item_ids[batch].tolist(),
+            docs[batch].tolist(),
+            index.subtasks[batch].tolist(),
+            strict=True,
+        )
+    ]
+    samples: dict[str, list[int]] = {}
+    for it in items:
+        samples.setdefault(it.subtask, []).append(it.doc_id)
+    history = [HistoryRow.model_validate(h) for h in row.history or []]
+    if history:
+        est, diff = history[-1].estimate, history[-1].difference
+    else:
+        est, diff = _estimates(session, row, unpack_state(row.engine_state))
+    base = _baseline(row)
+    return SessionPublic(
+        id=row.id,
+        version_id=version.id,
+        benchmark=version.benchmark.name,
+        benchmark_version=version.version,
+        model=row.model_name,
+        baseline=row.baseline_name,
+        goal=row.goal,  # type: ignore[arg-type]
+        policy=row.policy,  # type: ignore[arg-type]
+        alpha=row.alpha,
+        margin=row.margin,
+        precision=row.precision,
+        batch_size=row.batch_size,
+        max_items=row.max_items,
+        seed=int(row.seed),
+        n_items=row.n_items,
+        state=row.state,  # type: ignore[arg-type]
+        decision=row.decision,  # type: ignore[arg-type]
+        step=len(row.history or []),
+        items_used=row.items_used,
+        estimate=est,
+        difference=diff,
+        baseline_accuracy=None if base is None else float(base.mean()),
+        next_items=items,
+        samples={k: sorted(v) for k, v in sorted(samples.items())},
+        history=history,
+        stored_result=row.stored_result,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def get_session_public(session: Session, sid: uuid.UUID) -> SessionPublic:
+    return to_public(session, get_row(session, sid))
+
+
+# --- creating a session -------------------------------------------------------------------------
+
+
+def _baseline_values(session: Session, version: BenchmarkVersion, name: str) -> np.ndarray:
+    try:
+        mat = load_matrix(session, version.id, [name])
+    except NotFound:
+        raise InvalidInput(
+            f"model {name!r} has no results on this benchmark",
+            field="baseline",
+            message="unknown model",
+        ) from None
+    if not mat.coverage.all():
+        raise InvalidInput(
+            f"model {name!r} has partial results on this benchmark; a baseline needs results on "
+            "every item",
+            field="baseline",
+            message="partial coverage",
+        )
+    return mat.correct[0].astype(np.float64)
+
+
+def _check(body: SessionCreate, n_items: int) -> int:
+    """Cross-field checks (ranges are the schema's); returns ``max_items``."""
+    errors: list[FieldIssue] = []
+    if body.baseline is not None and body.baseline == body.model:
+        errors.append(FieldIssue(("baseline",), "must differ from model"))
+    if body.goal == "decide" and body.baseline is None:
+        errors.append(FieldIssue(("baseline",), "goal 'decide' compares with a baseline"))
+    if body.goal == "precision" and body.precision is None:
+        errors.append(FieldIssue(("precision",), "goal 'precision' needs a target half-width"))
+    if body.goal != "decide" and body.margin is not None:
+        errors.append(FieldIssue(("margin",), "only with goal 'decide'"))
+    if body.goal != "precision" and body.precision is not None:
+        errors.append(FieldIssue(("precision",), "only with goal 'precision'"))
+    max_items = n_items if body.max_items is None else body.max_items
+    if max_items > n_items:
+        errors.append(FieldIssue(("max_items",), f"at most the {n_items} items of the benchmark"))
+    elif body.batch_size > max_items:
+        errors.append(FieldIssue(("batch_size",), f"at most max_items ({max_items})"))
+    if errors:
+        raise InvalidInput("invalid session", errors=errors)
+    return max_items
+
+
+def create_session(
+    session: Session, version: BenchmarkVersion, body: SessionCreate
+) -> tuple[EvaluationSession | None, Job | None, bool]:
+    """``(session row, None, False)``, or for ``fluid`` before the benchmark's IRT fit exists
+    ``(None, fit job, created)`` (the caller enqueues a created job after commit)."""
+    n = item_index(version).n_items
+    max_items = _check(body, n)
+    base = None if body.baseline is None else _baseline_values(session, version, body.baseline)
+    seed = job_service.new_seed() if body.seed is None else int(body.seed)
+    k = min(body.batch_size, max_items)
+    if body.policy == "random":
+        order = np.random.default_rng(seed).permutation(n)
+        parts = {"acc": cs_init(n, alpha=body.alpha).to_dict()}
+        if base is not None:
+            parts["diff"] = cs_init(n, alpha=body.alpha, paired=True).to_dict()
+    else:
+        fit = irt_fits.get_fit(session, version.id)
+        if fit is None:
+            job, created = irt_fits.request_fit(session, version.id)
+            return None, job, created
+        bank = irt_fits.item_bank(fit)
+        st = fluid_init(bank)
+        order = fluid_next(bank, st, k)[0]
+        parts = {"fluid": st.to_dict()}
+    row = EvaluationSession(
+        benchmark_version_id=version.id,
+        model_name=body.model,
+        baseline_name=body.baseline,
+        goal=body.goal,
+        policy=body.policy,
+        alpha=body.alpha,
+        margin=body.margin,
+        precision=body.precision,
+        batch_size=body.batch_size,
+        max_items=max_items,
+        seed=seed,
+        store_results=body.store_results,
+        state="open",
+        decision="undecided",
+        n_items=n,
+        items_used=0,
+        open_size=k,
+        order=np.asarray(order, dtype="<i4").tobytes(),
+        values=b"",
+        binary=True,
+        baseline_values=None if base is None else base.astype("<f8").tobytes(),
+        engine_state=pack_state(parts),
+        history=[],
+    )
+    EvaluationSessionRepository(session).add(row)
+    return row, None, False
+
+
+# --- posting results ----------------------------------------------------------------------------
+
+
+def _batch_values(
+    row: EvaluationSession, version, parsed: ParsedResults
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(positions, values)`` of the upload, validated (422 naming the field)."""
+    values = np.asarray(parsed.correct, dtype=np.float64)
+    if values.size and (not np.all(np.isfinite(values)) or values.min() < 0 or values.max() > 1):
+        raise InvalidInput("values must be finite and in [0, 1]", field="correct")
+    batch = open_batch(row)
+    if parsed.item_ids is None:
+        if values.size != batch.size:
+            raise InvalidInput(
+                f"{values.size} values given for an open batch of {batch.size} items",
+                field="correct",
+                message=f"expected {batch.size} values in the order served (or give item ids)",
+            )
+        return batch, values
+    pos = item_index(version).positions(np.asarray(parsed.item_ids, dtype=str))
+    uniq, counts = np.unique(pos, return_counts=True)
+    if (counts > 1).any():
+        dup = item_index(version).item_ids[uniq[counts > 1][0]]
+        raise InvalidInput(f"item {str(dup)!r} appears twice", field="item_ids")
+    return pos, values
+
+
+def _is_replay(row: EvaluationSession, pos: np.ndarray, values: np.ndarray) -> bool:
+    """The upload is the batch applied last (same items, same values): a retry."""
+    if not row.history:
+        return False
+    last = np.asarray(row.history[-1].get("items", []), dtype=np.int64)
+    if last.size != pos.size or last.size == 0:
+        return False
+    served = _order(row)[row.items_used - last.size : row.items_used]
+    got = dict(zip(pos.tolist(), values.tolist(), strict=True))
+    prev = _values(row)[-last.size :]
+    return set(got) == set(served.tolist()) and all(
+        got[p] == v for p, v in zip(served.tolist(), prev.tolist(), strict=True)
+    )
+
+
+def _align(row: EvaluationSession, version, pos: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The upload's values in the open batch's serving order (422 on foreign/missing items)."""
+    batch = open_batch(row)
+    slot = {p: i for i, p in enumerate(batch.tolist())}
+    ids = item_index(version).item_ids
+    foreign = [p for p in pos.tolist() if p not in slot]
+    if foreign:
+        raise InvalidInput(
+            f"{len(foreign)} item(s) are not in the open batch",
+            errors=[
+                FieldIssue(("item_ids",), f"item {str(ids[p])!r} is not in the open batch")
+                for p in foreign[:20]
+            ],
+        )
+    if pos.size != batch.size:
+        missing = sorted(set(batch.tolist()) - set(pos.tolist()))
+        raise InvalidInput(
+            f"results missing for {len(missing)} of the open batch's {batch.size} items",
+            errors=[
+                FieldIssue(("item_ids",), f"missing item {str(ids[p])!r}") for p in missing[:20]
+            ],
+        )
+    out = np.empty(batch.size)
+    out[[slot[p] for p in pos.tolist()]] = values
+    return out
+
+
+def post_results(
+    session: Session, sid: uuid.UUID, model_name: str, parsed: ParsedResults
+) -> tuple[SessionPublic, bool]:
+    """Apply the open batch's results; ``(state, replayed)`` (``replayed``: the upload repeated
+    the batch applied last, nothing changed). Flush only."""
+    row = get_row(session, sid, for_update=True)
+    version = get_version(session, row.benchmark_version_id)
+    if model_name != row.model_name:
+        raise InvalidInput(
+            f"this session evaluates {row.model_name!r}, not {model_name!r}", field="model"
+        )
+    pos, values = _batch_values(row, version, parsed)
+    if _is_replay(row, pos, values):
+        return to_public(session, row, version), True
+    if row.state != "open":
+        raise Conflict(
+            f"session {sid} is {row.state}; it takes no more results",
+            field="session_id",
+            message=f"session is {row.state}",
+        )
+    x = _align(row, version, pos, values)
+    prev = _values(row)
+    parts = unpack_state(row.engine_state)
+    batch = open_batch(row)
+    base = _baseline(row)
+    if row.policy == "random":
+        parts["acc"] = _feed(CSState.from_dict(parts["acc"]), prev, x, False).to_dict()
+        if base is not None:
+            seen = _order(row)[: row.items_used]
+            prev_d, xd = paired_values(prev, base[seen]), paired_values(x, base[batch])
+            parts["diff"] = _feed(CSState.from_dict(parts["diff"]), prev_d, xd, True).to_dict()
+    else:
+        fit = irt_fits.get_fit(session, row.benchmark_version_id)
+        assert fit is not None
+        bank = irt_fits.item_bank(fit)
+        st = fluid_update(bank, FluidState.from_dict(parts["fluid"]), batch, x, inplace=True)
+        parts["fluid"] = st.to_dict()
+    row.values = np.concatenate([prev, x]).astype("<f8").tobytes()
+    row.binary = bool(row.binary and _on_lattice(x, False))
+    row.items_used += batch.size
+    est, diff = _estimates(session, row, parts)
+    row.state, row.decision = _judge(row, est, diff)
+    k = min(row.batch_size, row.max_items - row.items_used) if row.state == "open" else 0
+    if k and row.policy == "fluid":
+        nxt = fluid_next(irt_fits.item_bank(fit), st, k)[0]  # type: ignore[possibly-undefined]
+        row.order = np.concatenate([_order(row), nxt]).astype("<i4").tobytes()
+    row.open_size = k
+    row.engine_state = pack_state(parts)
+    entry = HistoryRow(
+        step=len(row.history or []) + 1,
+        items_used=row.items_used,
+        estimate=est,
+        difference=diff,
+        decision=row.decision,  # type: ignore[arg-type]
+        state=row.state,  # type: ignore[arg-type]
+    ).model_dump(mode="json")
+    row.history = [*(row.history or []), {**entry, "items": batch.tolist()}]
+    if row.state != "open" and row.store_results:
+        row.stored_result = _store_partial(session, row, version)
+    try:
+        session.flush()
+    except StaleDataError:
+        raise Conflict(
+            "the session changed while this batch was applied; fetch it and retry",
+            field="session_id",
+        ) from None
+    return to_public(session, row, version), False
+
+
+def _store_partial(session: Session, row: EvaluationSession, version: BenchmarkVersion) -> str:
+    """Store the seen items' results as the model's (partial-coverage) result set."""
+    seen = _order(row)[: row.items_used]
+    vals = _values(row)
+    binary = bool(np.all((vals == 0) | (vals == 1)))
+    parsed = ParsedResults(
+        item_ids=item_index(version).item_ids[seen],
+        correct=vals.astype(np.uint8) if binary else vals.astype(np.float32),
+        source_format="session",
+    )
+    try:
+        _, status = store_results(session, version.id, ModelCreate(name=row.model_name), parsed)
+    except Conflict:
+        return "skipped"
+    return status
+
+
+__all__ = [
+    "STATES",
+    "create_session",
+    "get_row",
+    "get_session_public",
+    "model_name",
+    "open_batch",
+    "pack_state",
+    "post_results",
+    "to_public",
+    "unpack_state",
+]

@@ -1,0 +1,448 @@
+"""Leaderboards that say which differences are real: tiers, rank intervals and pairwise tests.
+
+The numbers come from :mod:`app.core.ranking.leaderboard`; this module chooses the models, loads their
+results and renders the answer.
+
+Matrix: every model of the version with 0/1 results (:func:`app.services.catalog.results.load_matrix`),
+with the coverage mask when some model lacks items (pairs are then compared on the items both
+models have, accuracies on each model's own). Models with non-binary scores cannot be ranked by
+exact tests: they are left out (listed in ``excluded``; 422 when asked for by name). The decoded
+matrix is cached per process under the version's results stamp
+(:func:`app.db.repositories.subsets.results_stamp`: count and newest ``updated_at``), as are the
+computed leaderboards and their renderings, so a repeated request costs one small query.
+
+Model selection: ``models`` (names, comma-separated) and ``match`` (a case-insensitive glob when
+it contains ``*``, ``?`` or ``[``, otherwise a case-insensitive substring) select the union of
+the named and the matching models (all models when neither is given); ``top`` then keeps the
+``top`` most accurate of them (by the accuracy the leaderboard reports: the subset's estimate
+with ``subset``), ties broken by name.
+
+Subset: ``subset`` (a stored subset of this version) ranks the models on the subset's items
+only, testing the *full-benchmark* differences under the subset's design
+(:func:`app.core.ranking.leaderboard.leaderboard_for_selection`: exact hypergeometric for ``random``
+subsets, a weighted normal test otherwise). Models need results on every subset item.
+"""
+
+from __future__ import annotations
+
+import csv
+import fnmatch
+import io
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pydantic_core
+from sqlalchemy.orm import Session
+
+from app.core.ranking.leaderboard import CORRECTIONS, Leaderboard, leaderboard_for_selection
+from app.core.ranking.leaderboard import leaderboard as core_leaderboard
+from app.core.results import Selection
+from app.db.models.benchmark import BenchmarkVersion
+from app.db.repositories.subsets import results_stamp
+from app.errors import InvalidInput, NotFound
+from app.schemas.leaderboards import (
+    ExcludedModel,
+    LeaderboardFormat,
+    LeaderboardInfo,
+)
+from app.services.catalog.results import load_matrix
+from app.services.platform.caching import BoundedCache
+from app.services.selection.subsets import get_subset, to_selection
+
+DEFAULT_ALPHA = 0.05
+MEDIA_TYPES: dict[str, str] = {
+    "json": "application/json",
+    "csv": "text/csv; charset=utf-8",
+    "markdown": "text/markdown; charset=utf-8",
+}
+GLOB_CHARS = frozenset("*?[")
+MATRIX_CACHE_SIZE = 8
+BOARD_CACHE_SIZE = 64
+RENDER_CACHE_SIZE = 128
+
+
+@dataclass(frozen=True)
+class LeaderboardQuery:
+    """What to rank and how (normalised: hashable, part of the cache keys)."""
+
+    models: tuple[str, ...] = ()
+    match: str | None = None
+    top: int | None = None
+    subset: str | None = None
+    alpha: float = DEFAULT_ALPHA
+    correction: str = "holm"
+    mid_p: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        models: str | Sequence[str] | None = None,
+        match: str | None = None,
+        top: int | None = None,
+        subset: str | None = None,
+        alpha: float = DEFAULT_ALPHA,
+        correction: str = "holm",
+        mid_p: bool = False,
+    ) -> LeaderboardQuery:
+        """Parse and check the request's parameters (422 naming the field at fault)."""
+        if isinstance(models, str):
+            models = models.split(",")
+        names = tuple(dict.fromkeys(m.strip() for m in (models or ()) if m.strip()))
+        match = match.strip() if match is not None and match.strip() else None
+        if correction not in CORRECTIONS:
+            raise InvalidInput(
+                f"unknown correction {correction!r}",
+                field="correction",
+                message=f"choose from {list(CORRECTIONS)}",
+            )
+        # below 1e-6 the normal quantiles of the intervals overflow to infinite widths
+        if not 1e-6 <= float(alpha) <= 0.5:
+            raise InvalidInput(
+                "alpha must lie in [1e-6, 0.5]", field="alpha", message="in [1e-6, 0.5]"
+            )
+        if top is not None and top < 2:
+            raise InvalidInput("top must be at least 2", field="top", message="at least 2")
+        return cls(names, match, top, subset or None, float(alpha), correction, bool(mid_p))
+
+
+@dataclass(frozen=True)
+class ResultsMatrix:
+    """A version's models as a 0/1 matrix (rows in code-point order of their names: the engine
+    breaks accuracy ties by row, so tiers do not depend on the database's collation)."""
+
+    stamp: tuple
+    names: np.ndarray
+    rows: dict[str, int]
+    correct: np.ndarray  # uint8, 0 where not covered or not binary
+    coverage: np.ndarray  # bool
+    binary: np.ndarray  # bool per model: every covered result is 0 or 1
+    n_own: np.ndarray  # items each model covers
+
+
+@dataclass(frozen=True)
+class ComputedLeaderboard:
+    """An engine result with the names of its input rows and what the request covered."""
+
+    info: LeaderboardInfo
+    board: Leaderboard
+    names: np.ndarray  # input row -> model name
+    stamp: tuple  # the results stamp it was computed under
+
+
+_MATRICES: BoundedCache[uuid.UUID, ResultsMatrix] = BoundedCache(MATRIX_CACHE_SIZE)
+_BOARDS: BoundedCache[tuple, ComputedLeaderboard] = BoundedCache(BOARD_CACHE_SIZE)
+_RENDERED: BoundedCache[tuple, bytes] = BoundedCache(RENDER_CACHE_SIZE)
+
+
+def results_matrix(session: Session, version_id: uuid.UUID) -> ResultsMatrix:
+    """The version's decoded results, cached per results stamp."""
+    stamp = results_stamp(session, version_id)
+    hit = _MATRICES.get(version_id)
+    if hit is not None and hit.stamp == stamp:
+        return hit
+    mat = load_matrix(session, version_id)
+    order = np.argsort(mat.model_names, kind="stable")  # code-point order, whatever the collation
+    names = mat.model_names[order]
+    values = np.where(mat.coverage[order], mat.correct[order], 0.0)
+    binary = np.all((values == 0.0) | (values == 1.0), axis=1)
+    correct = (values == 1.0).astype(np.uint8)
+    correct[~binary] = 0
+    coverage = np.array(mat.coverage[order], dtype=bool)
+    for a in (correct, coverage):
+        a.setflags(write=False)
+    entry = ResultsMatrix(
+        stamp=stamp,
+        names=names,
+        rows={str(n): i for i, n in enumerate(names.tolist())},
+        correct=correct,
+        coverage=coverage,
+        binary=binary,
+        n_own=coverage.sum(axis=1),
+    )
+    _MATRICES.put(version_id, entry)
+    _BOARDS.discard_where(lambda k: k[0] == version_id and k[1] != stamp)
+    _RENDERED.discard_where(lambda k: k[0] == version_id and k[1] != stamp)
+    return entry
+
+
+def _matches(names: np.ndarray, pattern: str) -> np.ndarray:
+    pat = pattern.lower()
+    lowered = np.char.lower(names.astype(str))
+    if GLOB_CHARS & set(pat):
+        return np.array([fnmatch.fnmatchcase(n, pat) for n in lowered.tolist()], dtype=bool)
+    return np.char.find(lowered, pat) >= 0
+
+
+def _subset_selection(session: Session, version: BenchmarkVersion, sid: str) -> Selection:
+    try:
+        row = get_subset(session, sid)
+    except NotFound:
+        raise NotFound(
+            f"subset {sid} does not exist", field="subset", message="unknown subset"
+        ) from None
+    if row.benchmark_version_id != version.id:
+        raise InvalidInput(
+            f"subset {sid} belongs to benchmark version {row.benchmark_version_id}, not to "
+            f"{version.benchmark.name}@v{version.version} ({version.id})",
+            field="subset",
+            message="a subset of another benchmark version",
+        )
+    return to_selection(row)
+
+
+def _select(
+    rm: ResultsMatrix, query: LeaderboardQuery, selection: Selection | None
+) -> tuple[np.ndarray, list[ExcludedModel]]:
+    """Rows to rank (in name order) and the selected models left out, with the reason."""
+    m = rm.names.shape[0]
+    unknown = [n for n in query.models if n not in rm.rows]
+    if unknown:
+        raise NotFound(
+            f"no results on this benchmark for model(s): {', '.join(map(repr, unknown[:10]))}",
+            field="models",
+            message=f"unknown model {unknown[0]!r}",
+        )
+    explicit = np.zeros(m, dtype=bool)
+    explicit[[rm.rows[n] for n in query.models]] = True
+    if not query.models and query.match is None:
+        chosen = np.ones(m, dtype=bool)
+    else:
+        chosen = explicit.copy()
+        if query.match is not None:
+            chosen |= _matches(rm.names, query.match)
+    usable = rm.binary & (rm.n_own > 0)
+    reason = np.where(rm.binary, "no results", "non-binary scores").astype(object)
+    if selection is not None:
+        on_subset = rm.coverage[:, selection.indices].all(axis=1)
+        reason = np.where(usable & ~on_subset, "no results on some subset items", reason)
+        usable &= on_subset
+    bad_explicit = np.flatnonzero(explicit & ~usable)
+    if bad_explicit.size:
+        i = int(bad_explicit[0])
+        raise InvalidInput(
+            f"model {rm.names[i]!r} cannot be ranked: {reason[i]}",
+            field="models",
+            message=str(reason[i]),
+        )
+    left_out = np.flatnonzero(chosen & ~usable)
+    excluded = [ExcludedModel(model=str(rm.names[i]), reason=str(reason[i])) for i in left_out]
+    return np.flatnonzero(chosen & usable), excluded
+
+
+def _top(rm: ResultsMatrix, rows: np.ndarray, top: int, selection: Selection | None):
+    if selection is None:
+        acc = rm.correct[rows].sum(axis=1) / rm.n_own[rows]
+    elif selection.method == "random":
+        acc = rm.correct[np.ix_(rows, selection.indices)].mean(axis=1)
+    else:
+        acc = rm.correct[np.ix_(rows, selection.indices)] @ np.asarray(selection.weights)
+    keep = np.lexsort((rows, -acc))[:top]  # accuracy descending, then name
+    return np.sort(rows[keep])
+
+
+def compute(
+    session: Session, version: BenchmarkVersion, query: LeaderboardQuery
+) -> ComputedLeaderboard:
+    """The leaderboard for ``query`` on ``version`` (cached per results stamp)."""
+    rm = results_matrix(session, version.id)
+    selection = _subset_selection(session, version, query.subset) if query.subset else None
+    key = (version.id, rm.stamp, query)
+    hit = _BOARDS.get(key)
+    if hit is not None:
+        return hit
+    rows, excluded = _select(rm, query, selection)
+    if query.top is not None and rows.size > query.top:
+        rows = _top(rm, rows, query.top, selection)
+    if rows.size < 2:
+        raise InvalidInput(
+            f"a leaderboard needs at least 2 models with 0/1 results; {rows.size} selected"
+            + (f" ({len(excluded)} left out: {excluded[0].reason})" if excluded else ""),
+            field="models",
+            message="fewer than 2 models",
+        )
+    names = rm.names[rows]
+    if selection is not None:
+        board = leaderboard_for_selection(
+            rm.correct[np.ix_(rows, selection.indices)],
+            selection,
+            alpha=query.alpha,
+            correction=query.correction,  # type: ignore[arg-type]
+            mid_p=query.mid_p,
+        )
+    else:
+        cov = rm.coverage[rows]
+        board = core_leaderboard(
+            rm.correct[rows],
+            coverage=None if cov.all() else cov,
+            alpha=query.alpha,
+            correction=query.correction,  # type: ignore[arg-type]
+            mid_p=query.mid_p,
+        )
+    if board.unshared_pairs.size:
+        a, b = board.unshared_pairs[0]
+        raise InvalidInput(
+            f"{board.unshared_pairs.shape[0]} model pair(s) share no item, e.g. "
+            f"{names[a]!r} and {names[b]!r}; choose models evaluated on common items",
+            field="models",
+            message="models without shared items",
+        )
+    info = LeaderboardInfo(
+        benchmark_version_id=version.id,
+        benchmark=version.benchmark.name,
+        version=version.version,
+        subset_id=query.subset,
+        method=board.method,
+        design=board.design,  # type: ignore[arg-type]
+        population=board.population,  # type: ignore[arg-type]
+        alpha=board.alpha,
+        correction=board.correction,  # type: ignore[arg-type]
+        mid_p=board.mid_p,
+        n_items=board.n_items,
+        n_population=board.n_population,
+        n_models=int(rows.size),
+        n_tiers=board.n_tiers,
+        excluded=excluded,
+    )
+    computed = ComputedLeaderboard(info=info, board=board, names=names, stamp=rm.stamp)
+    _BOARDS.put(key, computed)
+    return computed
+
+
+# --- public answers -----------------------------------------------------------------------------
+
+
+def row_columns(c: ComputedLeaderboard) -> dict[str, list]:
+    """The leaderboard's rows as columns (``LeaderboardRowPublic`` fields), in board order."""
+    r = c.board.rows
+    return {
+        "model": c.names[r.model].tolist(),
+        "accuracy": r.accuracy.tolist(),
+        "ci_low": r.ci_low.tolist(),
+        "ci_high": r.ci_high.tolist(),
+        "rank": r.rank.tolist(),
+        "rank_low": r.rank_low.tolist(),
+        "rank_high": r.rank_high.tolist(),
+        "tier": r.tier.tolist(),
+        "n_items": r.n_items.tolist(),
+    }
+
+
+def pair_columns(c: ComputedLeaderboard) -> dict[str, list]:
+    """Every pair as columns (``LeaderboardPairPublic`` fields): ``model_a`` the one above in
+    leaderboard order, sorted by the position of ``model_a``, then of ``model_b``."""
+    p = c.board.pairs
+    position = np.empty(c.names.shape[0], dtype=np.int64)
+    position[c.board.rows.model] = np.arange(c.names.shape[0])
+    swap = position[p.a] > position[p.b]
+    first = np.where(swap, p.b, p.a)
+    second = np.where(swap, p.a, p.b)
+    sign = np.where(swap, -1.0, 1.0)
+    lo = np.where(swap, -p.ci_high, p.ci_low)
+    hi = np.where(swap, -p.ci_low, p.ci_high)
+    order = np.lexsort((position[second], position[first]))
+    return {
+        "model_a": c.names[first[order]].tolist(),
+        "model_b": c.names[second[order]].tolist(),
+        "difference": (sign * p.difference)[order].tolist(),
+        "ci_low": lo[order].tolist(),
+        "ci_high": hi[order].tolist(),
+        "p_value": p.p_value[order].tolist(),
+        "p_adjusted": p.p_adjusted[order].tolist(),
+        "p_better": np.where(swap, 1.0 - p.p_better, p.p_better)[order].tolist(),
+        "significant": p.significant[order].tolist(),
+        "n10": np.where(swap, p.n01, p.n10)[order].tolist(),
+        "n01": np.where(swap, p.n10, p.n01)[order].tolist(),
+        "n_shared": p.n_shared[order].tolist(),
+    }
+
+
+def records(columns: dict[str, list]) -> list[dict]:
+    return [dict(zip(columns, vals, strict=True)) for vals in zip(*columns.values(), strict=True)]
+
+
+# --- renderings ---------------------------------------------------------------------------------
+
+
+def _csv(columns: dict[str, list]) -> bytes:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(list(columns))
+    writer.writerows(zip(*columns.values(), strict=True))
+    return out.getvalue().encode()
+
+
+def _json(c: ComputedLeaderboard, kind: str) -> bytes:
+    """The JSON of :class:`LeaderboardPublic` / :class:`LeaderboardPairsPublic`, serialised from
+    the columns (building 88k pydantic pairs for GPQA takes seconds; this takes a fraction)."""
+    body = c.info.model_dump(mode="json")
+    if kind == "rows":
+        body["rows"] = records(row_columns(c))
+    else:
+        body["n_pairs"] = int(c.board.pairs.a.shape[0])
+        body["n_significant"] = int(c.board.pairs.significant.sum())
+        body["pairs"] = records(pair_columns(c))
+    return pydantic_core.to_json(body, inf_nan_mode="null")
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e-3 and value != 0 else f"{value:.4f}"
+    return str(value).replace("|", "\\|")
+
+
+def _markdown(info: LeaderboardInfo, columns: dict[str, list], what: str) -> bytes:
+    where = f"{info.benchmark}@v{info.version}" + (
+        f", subset {info.subset_id}" if info.subset_id else ""
+    )
+    lines = [
+        f"| {' | '.join(columns)} |",
+        f"| {' | '.join('---' for _ in columns)} |",
+        *(f"| {' | '.join(map(_cell, row))} |" for row in zip(*columns.values(), strict=True)),
+        "",
+        f"{what} of {info.n_models} models on {where} ({info.n_items} items): "
+        f"{info.n_tiers} tier{'' if info.n_tiers == 1 else 's'} at alpha = {info.alpha:g}, "
+        f"{info.correction} correction.",
+        "",
+        f"Method: {info.method}",
+        "",
+    ]
+    return "\n".join(lines).encode()
+
+
+def rendered(
+    session: Session,
+    version: BenchmarkVersion,
+    query: LeaderboardQuery,
+    *,
+    kind: Literal["rows", "pairs"],
+    fmt: LeaderboardFormat,
+) -> bytes:
+    """The leaderboard (``rows``) or its pairwise table (``pairs``) as JSON, CSV or Markdown
+    bytes (cached per results stamp)."""
+    c = compute(session, version, query)
+    key = (version.id, c.stamp, query, kind, fmt)
+    hit = _RENDERED.get(key)
+    if hit is not None:
+        return hit
+    if fmt == "json":
+        data = _json(c, kind)
+    else:
+        columns = row_columns(c) if kind == "rows" else pair_columns(c)
+        if fmt == "csv":
+            data = _csv(columns)
+        else:
+            what = "Leaderboard" if kind == "rows" else "Pairwise comparisons"
+            data = _markdown(c.info, columns, what)
+    _RENDERED.put(key, data)
+    return data
+
+
+def clear_caches() -> None:
+    for cache in (_MATRICES, _BOARDS, _RENDERED):
+        cache.clear()

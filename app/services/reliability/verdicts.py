@@ -1,0 +1,432 @@
+"""Pair verdicts and sample-size plans for a benchmark, and verdicts for a fixed subset.
+
+``random`` is answered exactly from the stored results (:mod:`app.core.reliability.exact` via
+:func:`app.core.reliability.planning.verdict`); other methods from the robust agreement curves of the latest
+analysis that covers them (409 naming the analysis to run when there is none).
+
+Speed: the decoded full-coverage 0/1 matrix of a benchmark version is cached per process (LRU),
+keyed by the version and a stamp of its results (count, newest ``updated_at``), so a verdict
+costs one small query plus O(items) numpy; a verdict asked before is answered from memory while
+the results stamp was confirmed within the last second (:func:`cached_verdict`). The benchmark-wide exact MDAD of random subsets at a
+size is also cached under the same stamp; the first verdict at a new size computes it over all
+model pairs (seconds on GPQA), later ones read it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from app.core.estimation.stats import MIN_DISCORDANT
+from app.core.reliability.exact import exact_agreement
+from app.core.reliability.mdad import DEFAULT_THRESHOLD
+from app.core.reliability.planning import plan as core_plan
+from app.core.reliability.planning import verdict as core_verdict
+from app.core.results import MDADResult, Verdict
+from app.core.selectors import SELECTORS
+from app.errors import Conflict, InvalidInput
+from app.schemas.subsets import (
+    PairedOutcomePublic,
+    PlanPublic,
+    SubsetVerdictPublic,
+    VerdictPublic,
+)
+from app.services.catalog.matrices import (
+    FullMatrix,
+    fresh_matrix,
+    full_matrix,
+    model_row,
+    on_matrix_reload,
+)
+from app.services.platform.caching import BoundedCache, SingleFlight, memoized
+from app.services.reliability.paired import check_min_discordant, paired_public, significance
+from app.services.selection import drift
+from app.services.selection.subsets import get_subset
+
+EXACT_METHODS = frozenset({"random"})
+PLAN_SIZES_POINTS = 10
+
+
+MDAD_CACHE_SIZE = 256
+VERDICT_CACHE_SIZE = 65536
+_MDADS: BoundedCache[tuple[uuid.UUID, tuple, int, float], MDADResult] = BoundedCache(
+    MDAD_CACHE_SIZE
+)
+_VERDICTS: BoundedCache[tuple, VerdictPublic] = BoundedCache(VERDICT_CACHE_SIZE)
+MDAD_FLIGHTS = SingleFlight()  # one benchmark-wide exact MDAD computation per key at a time
+
+
+def _forget_stale_mdads(version_id: uuid.UUID, stamp: tuple) -> None:
+    _MDADS.discard_where(lambda k: k[0] == version_id and k[1] != stamp)
+
+
+on_matrix_reload(_forget_stale_mdads)
+
+
+def exact_random_mdad(fm: FullMatrix, n: int, threshold: float) -> MDADResult:
+    """Benchmark-wide exact agreement of random ``n``-subsets, cached per results stamp."""
+    key = (fm.version_id, fm.stamp, int(n), float(threshold))
+    hit = _MDADS.get(key)
+    if hit is not None:
+        return hit
+    with MDAD_FLIGHTS(key):
+        hit = _MDADS.get(key)
+        if hit is not None:
+            return hit
+        result = exact_agreement(fm.correct, int(n), threshold=threshold)
+        _MDADS.put(key, result)
+    return result
+
+
+def _analysis_cells(
+    session: Session, version_id: uuid.UUID, method: str
+) -> tuple[Any, list[MDADResult]]:
+    from app.services.reliability.analyses import latest_analysis
+
+    stored = latest_analysis(session, version_id, [method])
+    if stored is None:
+        raise Conflict(
+            f"no robust analysis of method {method!r} exists for benchmark {version_id}; run one "
+            f"first: POST /v1/benchmarks/{version_id}/analyses "
+            f'{{"methods": ["{method}"], "mode": "robust"}}',
+            field="method",
+            message="needs an analysis",
+        )
+    cells = [stored.cell(method, n, "seen") for n in stored.sizes]
+    return stored, cells
+
+
+def _check_method(method: str) -> None:
+    if method not in SELECTORS:
+        raise InvalidInput(
+            f"unknown method {method!r}",
+            field="method",
+            message=f"choose from {sorted(SELECTORS)}",
+        )
+
+
+def _check_threshold(threshold: float, field: str = "threshold") -> None:
+    if not 0.5 <= threshold < 1.0:
+        raise InvalidInput(
+            f"{field} must lie in [0.5, 1)",
+            field=field,
+            message="a probability in [0.5, 1)",
+        )
+
+
+def pair_verdict(
+    session: Session,
+    version_id: uuid.UUID,
+    model_a: str,
+    model_b: str,
+    *,
+    size: int,
+    method: str = "random",
+    threshold: float = DEFAULT_THRESHOLD,
+    min_discordant: int = MIN_DISCORDANT,
+) -> VerdictPublic:
+    """Whether a ``size``-item subset built by ``method`` orders the pair like the benchmark,
+    with the pair's paired outcome on all items (``undecidable`` below ``min_discordant``
+    discordant items)."""
+    _check_method(method)
+    _check_threshold(threshold)
+    check_min_discordant(min_discordant)
+    if model_a == model_b:
+        raise InvalidInput(
+            "model_a and model_b must differ",
+            field="model_b",
+            message="same as model_a",
+        )
+    fm = full_matrix(session, version_id)
+    a = model_row(fm, model_a, "model_a")
+    b = model_row(fm, model_b, "model_b")
+    if size > fm.n_items:
+        raise InvalidInput(
+            f"size {size} exceeds the benchmark's {fm.n_items} items",
+            field="size",
+            message=f"at most {fm.n_items}",
+        )
+    pair = fm.correct[[a, b]]
+    paired = paired_public(pair[0], pair[1], min_discordant)
+    if method in EXACT_METHODS:
+        mdad = exact_random_mdad(fm, size, threshold).mdad
+        v = _exact_verdict(fm.n_items, paired.n10, paired.n01, size, method, threshold, mdad)
+        public = to_public(v, model_a, model_b, fm.accuracy[a], fm.accuracy[b], paired)
+        public.warnings = drift.pair_warnings(session, version_id, model_a, model_b)
+        key = _verdict_key(
+            version_id, fm.stamp, model_a, model_b, size, method, threshold, min_discordant
+        )
+        _VERDICTS.put(key, public)
+        return public
+    _, cells = _analysis_cells(session, version_id, method)
+    v = core_verdict(pair, 0, 1, size, method=method, results=cells, threshold=threshold)
+    public = to_public(v, model_a, model_b, fm.accuracy[a], fm.accuracy[b], paired)
+    public.warnings = drift.pair_warnings(session, version_id, model_a, model_b)
+    return public
+
+
+def _verdict_key(version_id, stamp, model_a, model_b, size, method, threshold, min_discordant):
+    """The key of an exact verdict in ``_VERDICTS`` (one spelling for ``put`` and ``get``)."""
+    return (
+        version_id,
+        stamp,
+        model_a,
+        model_b,
+        int(size),
+        method,
+        float(threshold),
+        int(min_discordant),
+    )
+
+
+def cached_verdict(
+    version_id: uuid.UUID,
+    model_a: str,
+    model_b: str,
+    *,
+    size: int,
+    method: str = "random",
+    threshold: float = DEFAULT_THRESHOLD,
+    min_discordant: int = MIN_DISCORDANT,
+) -> VerdictPublic | None:
+    """An exact verdict computed before, if the version's results stamp was confirmed within
+    ``STAMP_TTL_SECONDS`` of :mod:`app.services.catalog.matrices` (no I/O: callable from the event loop). A results change is therefore
+    seen by this process at most that long after it commits; anything else goes the full way."""
+    fm = fresh_matrix(version_id)
+    if fm is None:
+        return None
+    key = _verdict_key(
+        version_id, fm.stamp, model_a, model_b, size, method, threshold, min_discordant
+    )
+    return _VERDICTS.get(key)
+
+
+@memoized(VERDICT_CACHE_SIZE)
+def _exact_verdict(
+    n_items: int, n10: int, n01: int, size: int, method: str, threshold: float, mdad: float | None
+) -> Verdict:
+    """The exact verdict depends on the pair only through its discordant counts: computed once
+    per ``(N, n10, n01, size, threshold)`` on a canonical two-row matrix with those counts."""
+    pair = np.zeros((2, n_items), dtype=np.uint8)
+    pair[0, :n10] = 1
+    pair[1, n10 : n10 + n01] = 1
+    return core_verdict(pair, 0, 1, size, method=method, threshold=threshold, mdad=mdad)
+
+
+def to_public(
+    v: Verdict,
+    name_a: str,
+    name_b: str,
+    acc_a: float,
+    acc_b: float,
+    paired: PairedOutcomePublic | None = None,
+) -> VerdictPublic:
+    return VerdictPublic(
+        model_a=name_a,
+        model_b=name_b,
+        full_accuracy_a=float(acc_a),
+        full_accuracy_b=float(acc_b),
+        gap=float(v.gap),
+        method=v.method,
+        size=v.n,
+        p_same_order=v.p_same,
+        p_tie=v.p_tie,
+        p_reversed=v.p_reversed,
+        ci=[v.ci_low, v.ci_high],
+        mdad_at_size=v.mdad,
+        distinguishable=v.distinguishable,
+        size_needed=v.n_needed,
+        paired=paired,
+    )
+
+
+def plan_size(
+    session: Session,
+    version_id: uuid.UUID,
+    *,
+    gap: float,
+    method: str = "random",
+    probability: float = DEFAULT_THRESHOLD,
+    model_a: str | None = None,
+    model_b: str | None = None,
+    alpha: float = 0.05,
+    power: float = 0.8,
+) -> PlanPublic:
+    """Smallest subset size whose MDAD at ``probability`` is at most ``gap``.
+
+    ``random``: exact curves at a geometric grid of sizes (10..N, cached per results stamp),
+    bisected to the two sizes bracketing the answer, crossing interpolated in log n
+    (``evidence`` lists the sizes evaluated). Other methods: the latest analysis' robust curves.
+
+    ``significance`` answers the other question (:func:`significance`): the paired sample size
+    detecting ``gap`` at ``alpha`` with ``power``, from the pair's discordance when
+    ``model_a``/``model_b`` are given, else the benchmark's typical discordance.
+    """
+    _check_method(method)
+    _check_threshold(probability, "probability")
+    if not 0.0 < gap < 1.0:
+        raise InvalidInput(
+            "gap must lie in (0, 1) (accuracy units: 0.02 = 2 points)",
+            field="gap",
+            message="in (0, 1)",
+        )
+    for name, value in (("alpha", alpha), ("power", power)):
+        if not 0.0 < value < 1.0:
+            raise InvalidInput(f"{name} must lie in (0, 1)", field=name, message="in (0, 1)")
+    if (model_a is None) != (model_b is None):
+        raise InvalidInput(
+            "give both model_a and model_b (or neither)",
+            field="model_b" if model_b is None else "model_a",
+            message="the other model of the pair is missing",
+        )
+    if model_a is not None and model_a == model_b:
+        raise InvalidInput(
+            "model_a and model_b must differ", field="model_b", message="same as model_a"
+        )
+    fm_all = full_matrix(session, version_id)
+    rows = None
+    if model_a is not None and model_b is not None:
+        rows = (model_row(fm_all, model_a, "model_a"), model_row(fm_all, model_b, "model_b"))
+    sig = significance(
+        fm_all.correct,
+        (fm_all.version_id, fm_all.stamp),
+        gap,
+        alpha=alpha,
+        power=power,
+        rows=rows,
+    )
+    evidence: dict[str, Any] = {}
+    if method in EXACT_METHODS:
+        fm = full_matrix(session, version_id)
+        if fm.correct.shape[0] < 2:
+            raise Conflict("planning needs at least two models with full 0/1 results")
+        cells = _bracketing_cells(fm, gap, probability)
+        evidence["n_models"] = int(fm.correct.shape[0])
+        evidence["n_items"] = fm.n_items
+    else:
+        stored, cells = _analysis_cells(session, version_id, method)
+        evidence["analysis_id"] = str(stored.id)
+        evidence["analysis_runs"] = stored.runs
+    p = core_plan(gap, method, probability, results=cells)
+    evidence["sizes"] = p.sizes.tolist()
+    evidence["mdads"] = [None if np.isnan(x) else float(x) for x in p.mdads.tolist()]
+    return PlanPublic(
+        gap=gap,
+        method=method,
+        probability=probability,
+        size=p.n,
+        basis=p.basis,  # type: ignore[arg-type]
+        evidence=evidence,
+        significance=sig,
+    )
+
+
+def _bracketing_cells(fm: FullMatrix, gap: float, probability: float) -> list[MDADResult]:
+    """Exact curves at the grid sizes that bracket the answer, found by bisection on the grid.
+
+    Assumes the exact agreement at ``gap`` is non-decreasing in ``n`` along the grid (true of
+    exact random curves in practice); then the crossing computed from the first grid size that
+    reaches ``probability`` and its predecessor equals the one from the whole grid, at a third
+    of the cost (each size is one exact pass over all model pairs, cached per results stamp).
+    """
+    grid = exact_grid(fm.n_items)
+    cell = {}
+
+    def reaches(i: int) -> bool:
+        if i not in cell:
+            cell[i] = exact_random_mdad(fm, int(grid[i]), probability)
+        return float(cell[i].curve.at(gap)) >= probability
+
+    lo, hi = -1, len(grid) - 1
+    if not reaches(hi):
+        return [cell[hi]]
+    while hi - lo > 1:  # first reaching index in (lo, hi]
+        mid = (lo + hi) // 2
+        if reaches(mid):
+            hi = mid
+        else:
+            lo = mid
+    if hi > 0:
+        reaches(hi - 1)
+    return [cell[i] for i in sorted(cell)]
+
+
+def exact_grid(n_items: int, points: int = PLAN_SIZES_POINTS) -> Sequence[int]:
+    return np.unique(
+        np.geomspace(min(10, n_items), n_items, points).round().astype(np.int64)
+    ).tolist()
+
+
+def subset_verdict(
+    session: Session,
+    sid: str,
+    model_a: str,
+    model_b: str,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> SubsetVerdictPublic:
+    """Does this fixed subset order the pair like the full benchmark? Plus P for a fresh draw.
+
+    The subset's estimate of each model is its default linear estimator (the stored weights on
+    correctness); ties count as not preserving the order (paper §4.1).
+    """
+    _check_threshold(threshold)
+    row = get_subset(session, sid)
+    if model_a == model_b:
+        raise InvalidInput(
+            "model_a and model_b must differ",
+            field="model_b",
+            message="same as model_a",
+        )
+    fm = full_matrix(session, row.benchmark_version_id)
+    a = model_row(fm, model_a, "model_a")
+    b = model_row(fm, model_b, "model_b")
+    idx = np.frombuffer(row.indices, dtype="<i8")
+    w = np.frombuffer(row.weights, dtype="<f8")
+    est = fm.correct[[a, b]][:, idx].astype(np.float64) @ w
+    gap = float(fm.accuracy[a] - fm.accuracy[b])
+    d_est = float(est[0] - est[1])
+    same = bool(np.copysign(1.0, d_est) == np.copysign(1.0, gap) and d_est != 0)
+    fresh = None
+    unavailable = None
+    try:
+        fresh = pair_verdict(
+            session,
+            row.benchmark_version_id,
+            model_a,
+            model_b,
+            size=row.size,
+            method=row.method,
+            threshold=threshold,
+        )
+    except Conflict as exc:
+        unavailable = exc.detail
+    return SubsetVerdictPublic(
+        subset_id=row.id,
+        model_a=model_a,
+        model_b=model_b,
+        full_accuracy_a=float(fm.accuracy[a]),
+        full_accuracy_b=float(fm.accuracy[b]),
+        gap=gap,
+        subset_estimate_a=float(est[0]),
+        subset_estimate_b=float(est[1]),
+        subset_gap=d_est,
+        same_order=same,
+        tie=d_est == 0,
+        fresh_draw=fresh,
+        fresh_draw_unavailable=unavailable,
+        warnings=[
+            *drift.source_warnings(row.method, row.source_models),
+            *drift.pair_warnings(session, row.benchmark_version_id, model_a, model_b),
+        ],
+    )
+
+
+def clear_caches() -> None:
+    for cache in (_MDADS, _VERDICTS):
+        cache.clear()
+    _exact_verdict.cache_clear()  # type: ignore[attr-defined]

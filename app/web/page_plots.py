@@ -1,0 +1,162 @@
+"""Figures of the browser view that the API's plots do not draw (matplotlib, Agg, no pyplot).
+
+Each data series carries a ``gid`` (``series-<name>``) so a page (and its tests) can find the
+line of one method, model or interval in the SVG.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from app.core.results import AgreementCurve
+from app.schemas.sessions import HistoryRow
+from app.services.reliability.analyses import StoredAnalysis
+
+_SIZE = (7.5, 4.2)
+
+
+# Fixed margins instead of ``bbox_inches="tight"`` or a layout engine: those draw the figure
+# twice (~30 ms of a ~75 ms page figure, paid on a page's first view). The labels of these
+# figures are short and fixed, so margins sized once for them fit.
+_MARGINS = {"left": 0.09, "right": 0.98, "bottom": 0.12, "top": 0.91}
+
+
+def _axes(*, two_line_title: bool = False):
+    fig = Figure(figsize=_SIZE)
+    fig.subplots_adjust(**{**_MARGINS, "top": 0.86 if two_line_title else _MARGINS["top"]})
+    return fig, fig.subplots()
+
+
+def svg(fig: Figure) -> bytes:
+    """The figure as SVG without a date (stable bytes for the same figure)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None})
+    return buf.getvalue()
+
+
+def warm_up() -> None:
+    """Draw a small figure with every kind of element the pages use (fonts loaded, caches built)."""
+    fig, ax = _axes()
+    ax.plot([0.0, 1.0], [0.0, 1.0], marker="o", label="x")
+    ax.hist([0.1, 0.2, 0.2], bins=3)
+    ax.set_title("warm-up 0123456789 (%)")
+    ax.set_xlabel("x")
+    ax.legend()
+    svg(fig)
+
+
+def accuracy_histogram(accuracy: np.ndarray, benchmark_name: str) -> bytes:
+    """Histogram of the models' full-benchmark accuracies (points), median marked."""
+    fig, ax = _axes()
+    acc = 100 * np.asarray(accuracy, dtype=np.float64)
+    bins = np.linspace(np.floor(acc.min()), np.ceil(acc.max()) + 1e-9, 26) if acc.size else 10
+    ax.hist(acc, bins=bins, color="#3b6ea5", edgecolor="white")
+    if acc.size:
+        med = float(np.median(acc))
+        ax.axvline(med, color="0.25", linestyle="--", linewidth=1)
+        ax.text(med, 0.97, f" median {med:.1f}", transform=ax.get_xaxis_transform(), va="top")
+    ax.set_xlabel("full-benchmark accuracy (%)")
+    ax.set_ylabel("models")
+    ax.set_title(f"{benchmark_name}: accuracy of {acc.size} models", fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
+    return svg(fig)
+
+
+def _curve_xy(curve: AgreementCurve) -> tuple[np.ndarray, np.ndarray]:
+    """Bin midpoints (points) and the curve's value (isotonic fit when present)."""
+    upper = np.minimum(curve.gap_upper, max(curve.max_gap, float(curve.gaps[-1])))
+    mid = 100 * (curve.gaps + upper) / 2
+    y = curve.fitted if curve.fitted is not None else curve.p_same
+    return mid, np.asarray(y, dtype=np.float64)
+
+
+def agreement_by_method(
+    analysis: StoredAnalysis, benchmark_name: str, n: int, split: str = "seen"
+) -> bytes:
+    """P(same order) against the full-benchmark gap at size ``n``: one line per method."""
+    fig, ax = _axes(two_line_title=True)
+    for method in analysis.methods:
+        cell = analysis.cell(method, n, split)
+        if cell.curve is None:
+            continue
+        x, y = _curve_xy(cell.curve)
+        (line,) = ax.plot(x, y, marker=".", label=method, gid=f"series-{method}")
+        if cell.reached and cell.mdad is not None:
+            ax.axvline(100 * cell.mdad, color=line.get_color(), linestyle=":", linewidth=1)
+    ax.axhline(analysis.threshold, color="tab:red", linestyle="--", linewidth=1)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlim(left=0)
+    ax.set_xlabel("|full-benchmark gap| between two models (accuracy points)")
+    ax.set_ylabel("P(same order as the full benchmark)")
+    ax.set_title(
+        f"{benchmark_name}: agreement curves at n={n} ({analysis.mode} mode, {split} split);"
+        f"\ndotted: each method's MDAD, dashed: threshold {analysis.threshold:g}",
+        fontsize=10,
+    )
+    ax.grid(True, alpha=0.3)
+    ax.legend(title="method", fontsize=8, loc="lower right")
+    return svg(fig)
+
+
+def pair_on_curve(
+    curve: AgreementCurve, gap: float, p_same: float, size: int, threshold: float
+) -> bytes:
+    """The exact agreement curve of random ``size``-subsets, with the pair marked on it."""
+    fig, ax = _axes()
+    x, y = _curve_xy(curve)
+    ax.plot(x, y, color="#3b6ea5", label=f"random, n={size} (exact)", gid="series-curve")
+    ax.plot(
+        [100 * abs(gap)],
+        [p_same],
+        marker="o",
+        markersize=9,
+        color="tab:orange",
+        linestyle="none",
+        label="this pair",
+        gid="series-pair",
+    )
+    ax.axhline(threshold, color="tab:red", linestyle="--", linewidth=1)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlim(left=0)
+    ax.set_xlabel("|full-benchmark gap| (accuracy points)")
+    ax.set_ylabel("P(same order)")
+    ax.set_title(
+        f"where the pair sits on the exact agreement curve (n={size}); "
+        f"dashed: threshold {threshold:g}",
+        fontsize=10,
+    )
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return svg(fig)
+
+
+def session_narrowing(history: Sequence[HistoryRow], *, difference: bool) -> bytes:
+    """The session's interval after each batch (items used on x): the accuracy's, or the
+    difference with the baseline's when there is one."""
+    fig, ax = _axes()
+    items = np.array([h.items_used for h in history], dtype=np.float64)
+    rows = [
+        h.difference if difference and h.difference is not None else h.estimate for h in history
+    ]
+    lo = 100 * np.array([r.lower for r in rows], dtype=np.float64)
+    hi = 100 * np.array([r.upper for r in rows], dtype=np.float64)
+    val = 100 * np.array([np.nan if r.value is None else r.value for r in rows], dtype=np.float64)
+    ax.fill_between(items, lo, hi, step="post", color="#3b6ea5", alpha=0.2, linewidth=0)
+    ax.step(items, lo, where="post", color="#3b6ea5", gid="series-lower")
+    ax.step(items, hi, where="post", color="#3b6ea5", gid="series-upper")
+    ax.plot(items, val, marker="o", color="0.2", gid="series-estimate")
+    if difference:
+        ax.axhline(0.0, color="tab:red", linestyle="--", linewidth=1)
+    ax.set_xlabel("items evaluated")
+    ax.set_ylabel(("difference with the baseline" if difference else "accuracy") + " (points)")
+    ax.set_title("interval after each batch", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    return svg(fig)

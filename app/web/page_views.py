@@ -1,0 +1,250 @@
+"""The pair, session and subset pages of the browser view (read-only; see app/web/pages.py)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.core.reliability.mdad import DEFAULT_THRESHOLD
+from app.core.selectors import SELECTORS
+from app.db.models import BenchmarkVersion
+from app.db.repositories.subsets import SubsetScoreRepository
+from app.errors import DomainError, InvalidInput
+from app.schemas.sessions import SessionPublic
+from app.schemas.subsets import SubsetPublic, VerdictPublic
+from app.services.catalog import matrices
+from app.services.catalog.benchmarks import get_version
+from app.services.evaluation import sessions as sessions_service
+from app.services.platform.caching import BoundedCache
+from app.services.reliability import verdicts
+from app.services.reliability.analyses import latest_analysis
+from app.services.selection import subsets as subsets_service
+from app.web import page_plots
+from app.web.pages import pts
+
+DEFAULT_SIZE = 25
+EXPORT_FORMATS = tuple(subsets_service.MEDIA_TYPES)
+
+
+# --- /ui/benchmarks/{benchmark}/pair ---------------------------------------------------------------
+
+
+@dataclass
+class PairView:
+    models: list[str]
+    n_items: int
+    model_a: str = ""
+    model_b: str = ""
+    size: str = str(DEFAULT_SIZE)
+    method: str = "random"
+    methods: list[str] = field(default_factory=list)
+    verdict: VerdictPublic | None = None
+    sentence: str = ""
+    placement: str = ""
+    curve_svg: str | None = None
+    error: str | None = None
+    status: int = 200
+
+
+def _size(raw: str, n_items: int) -> int:
+    try:
+        size = int(raw.strip())
+    except ValueError:
+        raise InvalidInput(
+            f"size {raw!r} is not a whole number", field="size", message="a whole number"
+        ) from None
+    if not 1 <= size <= n_items:
+        raise InvalidInput(
+            f"size {size} is out of range: choose between 1 and {n_items} items",
+            field="size",
+            message=f"between 1 and {n_items}",
+        )
+    return size
+
+
+def verdict_sentence(v: VerdictPublic) -> str:
+    """The verdict in words, as ``benchslice verdict`` prints it."""
+    answer = "DISTINGUISHABLE" if v.distinguishable else "NOT distinguishable"
+    need = f"; needs about {v.size_needed} items" if v.size_needed and not v.distinguishable else ""
+    return (
+        f"{answer}: {v.model_a} ({100 * v.full_accuracy_a:.1f}%) vs {v.model_b} "
+        f"({100 * v.full_accuracy_b:.1f}%), gap {pts(abs(v.gap))} pts — a {v.method} subset of "
+        f"{v.size} orders them as the full benchmark with P = {v.p_same_order:.2f}{need}"
+    )
+
+
+def _placement(v: VerdictPublic) -> str:
+    if v.mdad_at_size is None:
+        return (
+            f"At {v.size} items no gap on this benchmark reaches P(same order) ≥ the threshold; "
+            f"this pair is {pts(abs(v.gap))} pts apart."
+        )
+    side = "at or beyond" if abs(v.gap) >= v.mdad_at_size else "below"
+    return (
+        f"The pair is {pts(abs(v.gap))} pts apart; the MDAD at {v.size} items is "
+        f"{pts(v.mdad_at_size)} pts, so the pair sits {side} the point where the curve crosses "
+        "the threshold."
+    )
+
+
+_CURVES: BoundedCache[tuple, str] = BoundedCache(256)
+
+
+def _curve_svg(session: Session, version: BenchmarkVersion, v: VerdictPublic) -> str | None:
+    threshold = DEFAULT_THRESHOLD
+    fm = matrices.full_matrix(session, version.id)
+    key = (version.id, fm.stamp, v.method, v.size, round(v.gap, 12), round(v.p_same_order, 12))
+    hit = _CURVES.get(key)
+    if hit is not None:
+        return hit
+    if v.method in verdicts.EXACT_METHODS:
+        curve = verdicts.exact_random_mdad(fm, v.size, threshold).curve
+    else:
+        stored = latest_analysis(session, version.id, [v.method])
+        curve = (
+            stored.cell(v.method, v.size).curve
+            if stored is not None and v.size in stored.sizes
+            else None
+        )
+    if curve is None:
+        return None
+    out = page_plots.pair_on_curve(curve, v.gap, v.p_same_order, v.size, threshold).decode()
+    _CURVES.put(key, out)
+    return out
+
+
+def pair_view(
+    session: Session,
+    version: BenchmarkVersion,
+    *,
+    model_a: str | None,
+    model_b: str | None,
+    size: str | None,
+    method: str | None,
+) -> PairView:
+    """The form (prefilled) and, when both models are given, the verdict; a client mistake is
+    reported on the page with its 4xx status."""
+    fm = matrices.full_matrix(session, version.id)
+    view = PairView(
+        models=fm.names.astype(str).tolist(),
+        n_items=fm.n_items,
+        model_a=(model_a or "").strip(),
+        model_b=(model_b or "").strip(),
+        size=(size or str(min(DEFAULT_SIZE, fm.n_items))).strip(),
+        method=(method or "random").strip(),
+        methods=sorted(SELECTORS),
+    )
+    if not view.model_a and not view.model_b:
+        return view
+    try:
+        if not view.model_a or not view.model_b:
+            missing = "model_a" if not view.model_a else "model_b"
+            raise InvalidInput("choose both models", field=missing, message="required")
+        n = _size(view.size, fm.n_items)
+        v = verdicts.pair_verdict(
+            session, version.id, view.model_a, view.model_b, size=n, method=view.method
+        )
+    except DomainError as exc:
+        view.error, view.status = exc.detail, exc.status_code
+        return view
+    view.verdict = v
+    view.sentence = verdict_sentence(v)
+    view.placement = _placement(v)
+    view.curve_svg = _curve_svg(session, version, v)
+    return view
+
+
+# --- /ui/sessions/{id} ----------------------------------------------------------------------------
+
+DECISIONS = {
+    "undecided": "undecided so far",
+    "better": "better than the baseline (the interval for the difference lies above 0)",
+    "worse": "worse than the baseline (the interval for the difference lies below 0)",
+    "equivalent": "equivalent to the baseline (the interval lies within the margin)",
+    "precise": "precise enough (the interval is as narrow as requested)",
+}
+
+
+@dataclass(frozen=True)
+class SessionView:
+    session: SessionPublic
+    decision_words: str
+    plot_svg: str | None
+
+
+_SESSION_SVGS: BoundedCache[tuple, str] = BoundedCache(128)
+
+
+def session_view(session: Session, session_id: uuid.UUID) -> SessionView:
+    public = sessions_service.get_session_public(session, session_id)
+    svg = None
+    if public.history:
+        key = (public.id, public.step)
+        svg = _SESSION_SVGS.get(key)
+        if svg is None:
+            svg = page_plots.session_narrowing(
+                public.history, difference=public.difference is not None
+            ).decode()
+            _SESSION_SVGS.put(key, svg)
+    return SessionView(public, DECISIONS.get(public.decision, public.decision), svg)
+
+
+# --- /ui/subsets/{id} -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScoreRow:
+    model: str
+    n_items: int
+    subset_accuracy: float
+    estimate: dict[str, Any] | None
+    created_at: Any
+
+
+@dataclass(frozen=True)
+class SubsetView:
+    subset: SubsetPublic
+    ref: str
+    formats: tuple[str, ...]
+    scores: list[ScoreRow]
+
+
+def subset_view(session: Session, subset_id: str) -> SubsetView:
+    row = subsets_service.get_subset(session, subset_id)
+    version = get_version(session, row.benchmark_version_id)
+    public = subsets_service.to_public(row, version)
+    scores = []
+    for s in SubsetScoreRepository(session).for_subset(subset_id):
+        items = (s.estimates or {}).get("items") or []
+        chosen = next((e for e in items if e.get("estimator") == row.estimator), None)
+        scores.append(
+            ScoreRow(
+                s.model_name,
+                s.n_items,
+                s.subset_accuracy,
+                chosen or (items[0] if items else None),
+                s.created_at,
+            )
+        )
+    ref = f"{version.benchmark.name}@v{version.version}"
+    return SubsetView(public, ref, EXPORT_FORMATS, scores)
+
+
+def subset_export(session: Session, subset_id: str, fmt: str) -> tuple[bytes, str]:
+    """One export of a subset and its media type (the API's renderings)."""
+    if fmt not in EXPORT_FORMATS:
+        raise InvalidInput(
+            f"unknown export format {fmt!r}",
+            field="format",
+            message=f"choose from {', '.join(EXPORT_FORMATS)}",
+        )
+    data = subsets_service.rendered_subset(session, subset_id, fmt)  # type: ignore[arg-type]
+    return data, subsets_service.MEDIA_TYPES[fmt]
+
+
+def clear_caches() -> None:
+    for cache in (_CURVES, _SESSION_SVGS):
+        cache.clear()
