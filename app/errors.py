@@ -45,7 +45,7 @@ class DomainError(Exception):
     """A client-visible failure with a status code.
 
     ``field`` (+ ``message``, default the detail) names one field at fault; ``errors`` lists
-    several. Mappings in ``errors`` are taken as already located (``{"loc": [...], "message":
+    several (``errors_total``: how many there were, when ``errors`` holds only the first). Mappings in ``errors`` are taken as already located (``{"loc": [...], "message":
     ...}``): only the HTTP layer writes those.
     """
 
@@ -61,6 +61,7 @@ class DomainError(Exception):
         message: str | None = None,
         location: Location | None = None,
         errors: Sequence[FieldIssue | Mapping[str, Any]] | None = None,
+        errors_total: int | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
         self.detail = detail or self.title
@@ -71,6 +72,8 @@ class DomainError(Exception):
             issue = field_issue(field, message or self.detail, location=location)
             issues = [issue, *(issues or [])]
         self.errors = issues
+        # how many problems there were when ``errors`` lists only the first of them
+        self.errors_total = errors_total
         self.headers = headers or {}
         super().__init__(self.detail)
 

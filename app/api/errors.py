@@ -32,6 +32,7 @@ def problem_response(
     detail: str | None = None,
     type_slug: str | None = None,
     errors: list[dict[str, Any]] | None = None,
+    errors_total: int | None = None,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
     body: dict[str, Any] = {
@@ -43,6 +44,8 @@ def problem_response(
     }
     if errors is not None:
         body["errors"] = [_field_error(e) for e in errors]
+        if errors_total is not None and errors_total > len(errors):
+            body["errors_total"] = errors_total  # the list holds only the first problems
     return JSONResponse(body, status_code=status, headers=headers, media_type=PROBLEM_JSON)
 
 
@@ -113,6 +116,7 @@ async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
         detail=exc.detail,
         type_slug=exc.type_slug,
         errors=errors,
+        errors_total=exc.errors_total,
         headers=exc.headers,
     )
 

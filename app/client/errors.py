@@ -32,6 +32,8 @@ class BenchsliceError(Exception):
         The problem type URI (``about:blank`` when the server gave none).
     errors : list of dict
         Field errors, each ``{"loc": [...], "field": "query.metric", "message": "..."}``.
+    errors_total : int or None
+        How many field errors there were when the server listed only the first.
     retry_after : float or None
         Seconds from the ``Retry-After`` header, when present.
     """
@@ -46,12 +48,14 @@ class BenchsliceError(Exception):
         errors: Sequence[Mapping[str, Any]] | None = None,
         instance: str | None = None,
         retry_after: float | None = None,
+        errors_total: int | None = None,
     ) -> None:
         self.title = title
         self.status = status
         self.detail = detail or title
         self.type = type
         self.errors = [dict(e) for e in errors or ()]
+        self.errors_total = max(errors_total or 0, len(self.errors))
         self.instance = instance
         self.retry_after = retry_after
         super().__init__(str(self))
@@ -72,8 +76,9 @@ class BenchsliceError(Exception):
         text = head if self.detail == self.title else f"{head}: {self.detail}"
         for e, f in zip(self.errors[:5], self.fields, strict=False):
             text += f"\n  {f}: {e.get('message', 'invalid')}"
-        if len(self.errors) > 5:
-            text += f"\n  … and {len(self.errors) - 5} more"
+        shown = min(5, len(self.errors))
+        if self.errors_total > shown:
+            text += f"\n  … and {self.errors_total - shown} more"
         return text
 
     @classmethod
@@ -90,6 +95,9 @@ class BenchsliceError(Exception):
             detail=body.get("detail") if isinstance(body.get("detail"), str) else None,
             type=str(body.get("type") or "about:blank"),
             errors=body.get("errors") if isinstance(body.get("errors"), list) else None,
+            errors_total=body.get("errors_total")
+            if isinstance(body.get("errors_total"), int)
+            else None,
             instance=body.get("instance"),
             retry_after=retry_after_seconds(response),
         )

@@ -36,6 +36,7 @@ class IngestError(ValueError):
     def __init__(self, errors: Sequence[LineError]) -> None:
         self.errors: tuple[LineError, ...] = tuple(errors[:MAX_REPORTED_ERRORS])
         self.truncated = len(errors) > MAX_REPORTED_ERRORS
+        self.total = len(errors)
         first = str(self.errors[0]) if self.errors else "invalid upload"
         more = len(errors) - 1
         super().__init__(first + (f" (and {more} more)" if more > 0 else ""))

@@ -25,6 +25,16 @@ class SubsetRepository(Repository[Subset]):
         stmt = select(Subset.id).where(Subset.id == subset_id)
         return self.session.scalar(stmt) is not None
 
+    def ids_starting(self, prefix: str, limit: int) -> Sequence[str]:
+        """Up to ``limit`` subset ids that start with ``prefix`` (primary-key range scan)."""
+        stmt = (
+            select(Subset.id)
+            .where(Subset.id.startswith(prefix, autoescape=True))
+            .order_by(Subset.id)
+            .limit(limit)
+        )
+        return self.session.scalars(stmt).all()
+
 
 class SubsetScoreRepository(Repository[SubsetScore]):
     model = SubsetScore

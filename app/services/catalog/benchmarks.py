@@ -77,7 +77,9 @@ def create_version(
         else:
             seen[item_id] = i
     if errors:
-        raise InvalidInput(f"{len(errors)} duplicate item id(s)", errors=errors[:50])
+        raise InvalidInput(
+            f"{len(errors)} duplicate item id(s)", errors=errors[:50], errors_total=len(errors)
+        )
     subs = [s if s else DEFAULT_SUBTASK for s in subtasks]
     if extra is not None and all(e is None for e in extra):
         extra = None

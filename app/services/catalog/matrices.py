@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from app.db.models.benchmark import BenchmarkVersion
 from app.db.repositories.subsets import results_stamp
 from app.errors import Conflict, NotFound
+from app.services.catalog.names import did_you_mean
 from app.services.catalog.results import load_matrix
 from app.services.platform.caching import BoundedCache, SingleFlight
 
@@ -123,14 +124,16 @@ def model_row(fm: FullMatrix, name: str, field: str) -> int:
     if name in fm.unusable:
         raise Conflict(
             f"model {name!r} has {fm.unusable[name]} on this benchmark; verdicts need full 0/1 "
-            "results",
+            "results: push its results on every item (`benchslice push --benchmark NAME "
+            "--model MODEL PATH --replace`)",
             field=field,
             message=fm.unusable[name],
         )
+    hint = did_you_mean(name, [*fm.rows, *fm.unusable])
     raise NotFound(
-        f"model {name!r} has no results on this benchmark",
+        f"model {name!r} has no results on this benchmark{hint}",
         field=field,
-        message="unknown model",
+        message=f"unknown model{hint}",
     )
 
 

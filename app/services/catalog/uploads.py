@@ -86,7 +86,7 @@ def ingest_error(exc: IngestError, *, file: int | None = None) -> InvalidInput:
         # content of the upload: its field names may shadow a query parameter (task, model)
         errors.append(FieldIssue(tuple(path), in_file + where + e.message, location="body"))
     detail = str(exc) if file is None else f"file {file}: {exc}"
-    return InvalidInput(detail, errors=errors)
+    return InvalidInput(detail, errors=errors, errors_total=exc.total)
 
 
 @dataclass(frozen=True)

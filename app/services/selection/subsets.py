@@ -15,6 +15,7 @@ import csv
 import hashlib
 import io
 import json
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -47,6 +48,10 @@ from app.services.selection import drift
 
 JOB_KIND = "subset"
 EXCLUDE_KEY = "exclude"  # recorded in the subset's params when items were excluded by flag
+ID_LENGTH = 64  # sha256 hex
+MIN_ID_PREFIX = 6  # shortest prefix resolved (the CLI and the pages show 12)
+PREFIX_CANDIDATES = 10  # candidates listed for an ambiguous prefix
+_HEX = re.compile(r"[0-9a-f]+")
 ExportFormat = Literal["json", "ids", "csv", "lm-eval"]
 _SUBSET_ADAPTER: TypeAdapter[Any] = TypeAdapter(SubsetCreate)
 
@@ -163,7 +168,11 @@ def resolve_request(
                         FieldIssue(("source_models", i), f"model {name!r} lacks full results")
                     )
             if errors:
-                raise InvalidInput(f"{len(errors)} unusable source model(s)", errors=errors[:50])
+                raise InvalidInput(
+                    f"{len(errors)} unusable source model(s)",
+                    errors=errors[:50],
+                    errors_total=len(errors),
+                )
             chosen = [full[n] for n in sorted(set(source_models))]
         names = [r[0] for r in chosen]
         keys = [(r[1], r[2]) for r in chosen]
@@ -351,11 +360,42 @@ def run_subset_job(session: Session, job: Job, ctx: job_service.JobContext) -> N
 # --- read side ----------------------------------------------------------------------------------
 
 
-def get_subset(session: Session, sid: str, *, with_fitted: bool = False) -> Subset:
+def resolve_subset_id(session: Session, sid: str) -> str:
+    """The full id of the subset ``sid`` names: the id itself, or a unique prefix of at least
+    :data:`MIN_ID_PREFIX` hex digits (the CLI and the pages show the first 12). 404 when none
+    matches; 422 listing the candidates when several do."""
     if "\x00" in sid:  # Postgres text cannot hold NUL: no stored id has one (was a 500 on /ui)
         raise NotFound(f"subset {sid!r} does not exist")
     repo = SubsetRepository(session)
-    row = repo.get_with_fitted(sid) if with_fitted else repo.get(sid)
+    if len(sid) == ID_LENGTH or len(sid) < MIN_ID_PREFIX or not _HEX.fullmatch(sid):
+        if repo.exists(sid):
+            return sid
+        raise NotFound(f"subset {sid} does not exist{_prefix_hint(sid)}")
+    found = repo.ids_starting(sid, PREFIX_CANDIDATES + 1)
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise NotFound(f"no subset id starts with {sid}")
+    shown = ", ".join(found[:PREFIX_CANDIDATES])
+    more = " …" if len(found) > PREFIX_CANDIDATES else ""
+    raise InvalidInput(
+        f"{sid} is the start of several subset ids ({shown}{more}); give more digits",
+        field="subset_id",
+        message=f"ambiguous prefix: {shown}{more}",
+    )
+
+
+def _prefix_hint(sid: str) -> str:
+    if _HEX.fullmatch(sid) and len(sid) < MIN_ID_PREFIX:
+        return f" (a short id needs at least {MIN_ID_PREFIX} hex digits)"
+    return ""
+
+
+def get_subset(session: Session, sid: str, *, with_fitted: bool = False) -> Subset:
+    """The subset with id ``sid`` (or a unique prefix of it, :func:`resolve_subset_id`)."""
+    full = resolve_subset_id(session, sid)
+    repo = SubsetRepository(session)
+    row = repo.get_with_fitted(full) if with_fitted else repo.get(full)
     if row is None:
         raise NotFound(f"subset {sid} does not exist")
     return row
@@ -488,6 +528,8 @@ def rendered_subset(session: Session, sid: str, fmt: ExportFormat) -> bytes:
     existence is re-checked by primary key at most every ``RENDER_REVALIDATE_SECONDS``, which
     bounds how long a process may keep serving a subset deleted behind its back.
     """
+    if len(sid) != ID_LENGTH:  # a short id: resolved every time (a new subset may share it)
+        sid = resolve_subset_id(session, sid)
     key = (sid, fmt)
     now = time.monotonic()
     hit = _RENDERED.get(key)
