@@ -313,7 +313,23 @@ class PairedOutcomePublic(BaseModel):
     )
 
 
+class NextStep(BaseModel):
+    """What to do after a verdict (its third answer)."""
+
+    kind: Literal["none", "larger_subset", "no_subset", "evaluate"] = Field(
+        description="none: the subset is enough; larger_subset: a subset of `size` items is; "
+        "no_subset: the full benchmark does not separate the pair, so no subset can; evaluate: "
+        "no evaluated size reaches the threshold, an evaluation session can decide"
+    )
+    size: int | None = Field(default=None, description="larger_subset: the size to use")
+    command: str | None = Field(default=None, description="The CLI command that does it")
+    text: str = Field(description="The step in one sentence")
+
+
 class VerdictPublic(BaseModel):
+    benchmark: str | None = Field(
+        default=None, description="The benchmark version asked about, as name@vN"
+    )
     model_a: str
     model_b: str
     full_accuracy_a: float
@@ -326,11 +342,40 @@ class VerdictPublic(BaseModel):
     p_reversed: float
     ci: list[float] = Field(description="[low, high] for p_same_order (equal when exact)")
     mdad_at_size: float | None = Field(description="Method's MDAD at this size (accuracy units)")
+    threshold: float = Field(
+        default=0.8, description="P(same order) needed to call the pair distinguishable"
+    )
     distinguishable: bool
-    size_needed: int | None
+    size_needed: int | None = Field(
+        description="Smallest subset size at which P(same order) reaches the threshold for "
+        "this pair (its own discordance; `plan` answers for a typical pair at a gap)"
+    )
+    basis: Literal["exact", "exact_stratified", "robust_curve"] = Field(
+        default="exact",
+        description="How p_same_order, mdad_at_size and size_needed were computed",
+    )
+    basis_note: str = Field(
+        default="", description="The basis in words (e.g. 'exact, over all 87,990 model pairs')"
+    )
     paired: PairedOutcomePublic | None = Field(
         default=None, description="Paired outcome on all the benchmark's items"
     )
+    full_benchmark_differs: bool | None = Field(
+        default=None,
+        description="The exact McNemar test on all items rejects equal accuracy at "
+        "full_benchmark_alpha (null without the paired outcome)",
+    )
+    full_benchmark_alpha: float = Field(default=0.05, description="Level of that test")
+    headline: str = Field(
+        default="", description="The answer in one line: verdict, pair, accuracies, gap"
+    )
+    answers: list[str] = Field(
+        default_factory=list,
+        description="The verdict in words, in order: is the pair different on the full "
+        "benchmark; can a subset of this size tell them apart; what to do next (what the CLI "
+        "and the pair page print)",
+    )
+    next_step: NextStep | None = Field(default=None, description="The third answer, as data")
     warnings: list[Warning] = Field(
         default_factory=list,
         description="config_mismatch per evaluation-configuration field where the pair differs",

@@ -15,7 +15,6 @@ from app.ingest import parse_columnar
 from app.schemas.results import ModelCreate
 from app.services.catalog import matrices
 from app.services.catalog.results import store_results
-from app.services.reliability.verdicts import exact_grid
 from app.services.selection import subsets as subset_service
 from tests.api._subset_data import Seeded, seed_gpqa
 
@@ -37,6 +36,15 @@ FIELDS = {
     "size_needed",
     "paired",
     "warnings",
+    "benchmark",
+    "threshold",
+    "basis",
+    "basis_note",
+    "full_benchmark_differs",
+    "full_benchmark_alpha",
+    "headline",
+    "answers",
+    "next_step",
 }
 
 
@@ -131,7 +139,9 @@ def test_non_random_method_without_analysis_is_409_naming_it(
         params={"model_a": seeded.names[0], "model_b": seeded.names[1], "method": "dpp"},
     )
     assert r.status_code == 409 and r.headers["content-type"] == PROBLEM
-    assert f"/v1/benchmarks/{seeded.version_id}/analyses" in r.json()["detail"]
+    detail = r.json()["detail"]
+    assert "benchslice analyze --benchmark " in detail and "--methods dpp" in detail
+    assert "/analyses" in detail and '{"methods"' not in detail  # the API call, no raw recipe
     r = client.get(
         f"/v1/benchmarks/{seeded.version_id}/plan", params={"gap": 0.05, "method": "dpp"}
     )
@@ -139,22 +149,54 @@ def test_non_random_method_without_analysis_is_409_naming_it(
 
 
 def test_random_plan_equals_the_engine_on_exact_curves(client: TestClient, seeded: Seeded) -> None:
+    """The plan's size is the engine's exact answer (grid, then bisection on the integers with
+    exact curves), and its evidence holds the answer's row and the size just below it."""
     r = client.get(f"/v1/benchmarks/{seeded.version_id}/plan", params={"gap": 0.1})
     assert r.status_code == 200, r.text
     body = r.json()
-    grid = exact_grid(448)
-    cells = [exact_agreement(seeded.correct, n, threshold=0.8) for n in grid]
-    expected = core_plan(0.1, "random", 0.8, results=cells)
+    expected = core_plan(0.1, "random", 0.8, correct=seeded.correct)
     assert body["size"] == expected.n and body["basis"] == "exact"
-    sizes = body["evidence"]["sizes"]  # bisection: the bracketing sizes are among those evaluated
-    assert set(sizes) <= set(grid) and len(sizes) < len(grid)
-    for n, mdad in zip(sizes, body["evidence"]["mdads"], strict=True):
-        assert mdad == cells[list(grid).index(n)].mdad
+    rows = dict(zip(body["evidence"]["sizes"], body["evidence"]["mdads"], strict=True))
+    for n, mdad in rows.items():
+        assert mdad == exact_agreement(seeded.correct, n, threshold=0.8).mdad
+    n = body["size"]
+    assert rows[n] is not None and rows[n] <= 0.1
+    if n > 1:
+        assert rows[n - 1] is None or rows[n - 1] > 0.1
     for gap in (0.03, 0.3, 0.9):  # small, large, unreachable-at-small-n gaps
         got = client.get(f"/v1/benchmarks/{seeded.version_id}/plan", params={"gap": gap}).json()
-        assert got["size"] == core_plan(gap, "random", 0.8, results=cells).n, gap
+        assert got["size"] == core_plan(gap, "random", 0.8, correct=seeded.correct).n, gap
     bad = client.get(f"/v1/benchmarks/{seeded.version_id}/plan", params={"gap": 0})
     assert bad.status_code == 422
+
+
+def test_verdict_answers_in_order(client: TestClient, seeded: Seeded) -> None:
+    """Full benchmark (exact McNemar, discordant counts), then this subset, then what next;
+    a pair the full benchmark does not separate is told "no subset can"."""
+    from app.core.estimation.stats import paired_outcomes
+
+    url = f"/v1/benchmarks/{seeded.version_id}/verdict"
+    for target in (0.0, 0.02, 0.15):
+        a, b = _pair_with_gap(seeded, target)
+        if a == b:
+            continue
+        v = client.get(
+            url, params={"model_a": seeded.names[a], "model_b": seeded.names[b], "size": 25}
+        ).json()
+        po = paired_outcomes(seeded.correct[a], seeded.correct[b])
+        assert len(v["answers"]) == 3 and v["answers"][2].startswith("Next: ")
+        assert f"only A right on {po.n10} items, only B on {po.n01}" in v["answers"][0]
+        step = v["next_step"]
+        if po.n10 + po.n01 >= 10 and po.mcnemar_p < 0.05:
+            assert v["full_benchmark_differs"] is True
+            assert step["kind"] in ("none", "larger_subset", "evaluate")
+            if step["kind"] == "larger_subset":
+                assert step["size"] == v["size_needed"]
+                assert f"--size {v['size_needed']}" in step["command"]
+        else:
+            assert step["kind"] == "no_subset"
+            assert "no subset can: the full benchmark does not separate them" in step["text"]
+        assert (step["kind"] == "none") == (v["distinguishable"] and step["kind"] != "no_subset")
 
 
 def test_subset_verdict_says_whether_this_subset_keeps_the_order(

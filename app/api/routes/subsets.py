@@ -323,9 +323,12 @@ def plan_size(
     `alpha` with `power`, from the pair's discordance when `model_a` and `model_b` are given,
     else the benchmark's typical (median) discordance over all model pairs.
 
-    `random`: exact agreement curves over all model pairs at 10 geometric sizes (cached per
-    benchmark results; the first call computes them), crossing interpolated in log n. Other
-    methods: the latest robust analysis (409 when there is none)."""
+    `random`: exact. Exact agreement curves over all model pairs at a geometric grid of sizes,
+    bisected to the two grid sizes around the answer and then to the size itself (about
+    log2(N) exact passes, cached per benchmark results: the first call computes them, ~15 s on
+    GPQA); `evidence` lists every size evaluated, so the answer's row and the one below it are
+    both there. Other methods: the latest robust analysis' curves, interpolated in log n (409
+    naming the `benchslice analyze` command when there is none)."""
     return verdict_service.plan_size(
         session,
         version.id,

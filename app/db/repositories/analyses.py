@@ -40,6 +40,20 @@ class AnalysisRepository(Repository[Analysis]):
         stmt = stmt.order_by(Analysis.created_at.desc(), Analysis.id.desc()).limit(limit)
         return self.session.scalars(stmt).unique().all()
 
+    def succeeded_methods(self, version_id: uuid.UUID, mode: str) -> set[str]:
+        """Every method some succeeded analysis of ``mode`` covers (results not loaded)."""
+        stmt = (
+            select(Analysis.methods)
+            .join(Job, Job.id == Analysis.job_id)
+            .where(
+                Analysis.benchmark_version_id == version_id,
+                Job.status == JobStatus.succeeded,
+                Analysis.result.is_not(None),
+                Analysis.mode == mode,
+            )
+        )
+        return {m for methods in self.session.scalars(stmt).all() for m in methods}
+
     def succeeded(self, version_id: uuid.UUID, mode: str | None) -> Sequence[Analysis]:
         """Succeeded analyses of a version, newest first, with their results loaded."""
         stmt = (

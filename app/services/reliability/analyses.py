@@ -138,6 +138,11 @@ def latest_analysis(
     return None
 
 
+def analysed_methods(session: Session, benchmark_version_id: uuid.UUID) -> set[str]:
+    """The methods a verdict or plan can answer from a stored robust analysis."""
+    return AnalysisRepository(session).succeeded_methods(benchmark_version_id, "robust")
+
+
 def stored_analysis(row: Analysis) -> StoredAnalysis:
     result = row.result
     if result is None:

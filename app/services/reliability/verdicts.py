@@ -28,7 +28,8 @@ from app.core.reliability.planning import plan as core_plan
 from app.core.reliability.planning import verdict as core_verdict
 from app.core.results import MDADResult, Verdict
 from app.core.selectors import SELECTORS
-from app.errors import Conflict, InvalidInput
+from app.db.models.benchmark import BenchmarkVersion
+from app.errors import Conflict, InvalidInput, NotFound
 from app.schemas.subsets import (
     PairedOutcomePublic,
     PlanPublic,
@@ -43,6 +44,7 @@ from app.services.catalog.matrices import (
     on_matrix_reload,
 )
 from app.services.platform.caching import BoundedCache, SingleFlight, memoized
+from app.services.reliability import verdict_story
 from app.services.reliability.paired import check_min_discordant, paired_public, significance
 from app.services.selection import drift
 from app.services.selection.subsets import get_subset
@@ -89,15 +91,21 @@ def _analysis_cells(
 
     stored = latest_analysis(session, version_id, [method])
     if stored is None:
+        ref = version_ref(session, version_id)
         raise Conflict(
-            f"no robust analysis of method {method!r} exists for benchmark {version_id}; run one "
-            f"first: POST /v1/benchmarks/{version_id}/analyses "
-            f'{{"methods": ["{method}"], "mode": "robust"}}',
+            f"method {method!r} is answered from an analysis, and {ref} has none of it yet: run "
+            f"`{analyze_command(ref, method)}` (API: POST /v1/benchmarks/{ref}/analyses), "
+            "or use --method random (exact, no analysis needed)",
             field="method",
             message="needs an analysis",
         )
     cells = [stored.cell(method, n, "seen") for n in stored.sizes]
     return stored, cells
+
+
+def analyze_command(ref: str, method: str) -> str:
+    """The CLI command that makes verdicts and plans of ``method`` possible."""
+    return f"benchslice analyze --benchmark {ref} --methods {method}"
 
 
 def _check_method(method: str) -> None:
@@ -152,21 +160,34 @@ def pair_verdict(
         )
     pair = fm.correct[[a, b]]
     paired = paired_public(pair[0], pair[1], min_discordant)
+    ref = version_ref(session, version_id)
     if method in EXACT_METHODS:
-        mdad = exact_random_mdad(fm, size, threshold).mdad
-        v = _exact_verdict(fm.n_items, paired.n10, paired.n01, size, method, threshold, mdad)
+        exact = exact_random_mdad(fm, size, threshold)
+        v = _exact_verdict(fm.n_items, paired.n10, paired.n01, size, method, threshold, exact.mdad)
         public = to_public(v, model_a, model_b, fm.accuracy[a], fm.accuracy[b], paired)
+        public.basis_note = verdict_story.basis_note(v.basis, n_pairs=exact.n_pairs)
+        verdict_story.tell(public, ref, fm.n_items)
         public.warnings = drift.pair_warnings(session, version_id, model_a, model_b)
         key = _verdict_key(
             version_id, fm.stamp, model_a, model_b, size, method, threshold, min_discordant
         )
         _VERDICTS.put(key, public)
         return public
-    _, cells = _analysis_cells(session, version_id, method)
+    stored, cells = _analysis_cells(session, version_id, method)
     v = core_verdict(pair, 0, 1, size, method=method, results=cells, threshold=threshold)
     public = to_public(v, model_a, model_b, fm.accuracy[a], fm.accuracy[b], paired)
+    public.basis_note = verdict_story.basis_note(v.basis, runs=stored.runs)
+    verdict_story.tell(public, ref, fm.n_items)
     public.warnings = drift.pair_warnings(session, version_id, model_a, model_b)
     return public
+
+
+def version_ref(session: Session, version_id: uuid.UUID) -> str:
+    """``name@vN`` of a version: how the commands a verdict suggests address its benchmark."""
+    row = session.get(BenchmarkVersion, version_id)
+    if row is None:
+        raise NotFound(f"benchmark {version_id} does not exist")
+    return f"{row.benchmark.name}@v{row.version}"
 
 
 def _verdict_key(version_id, stamp, model_a, model_b, size, method, threshold, min_discordant):
@@ -238,8 +259,11 @@ def to_public(
         p_reversed=v.p_reversed,
         ci=[v.ci_low, v.ci_high],
         mdad_at_size=v.mdad,
+        threshold=v.threshold,
         distinguishable=v.distinguishable,
         size_needed=v.n_needed,
+        basis=v.basis,  # type: ignore[arg-type]
+        basis_note=verdict_story.basis_note(v.basis),
         paired=paired,
     )
 
@@ -304,55 +328,73 @@ def plan_size(
         fm = full_matrix(session, version_id)
         if fm.correct.shape[0] < 2:
             raise Conflict("planning needs at least two models with full 0/1 results")
-        cells = _bracketing_cells(fm, gap, probability)
+        size, cells = _exact_plan(fm, gap, probability)
         evidence["n_models"] = int(fm.correct.shape[0])
         evidence["n_items"] = fm.n_items
+        evidence["sizes"] = [c.n for c in cells]
+        evidence["mdads"] = [c.mdad for c in cells]
+        basis = "exact"
     else:
         stored, cells = _analysis_cells(session, version_id, method)
         evidence["analysis_id"] = str(stored.id)
         evidence["analysis_runs"] = stored.runs
-    p = core_plan(gap, method, probability, results=cells)
-    evidence["sizes"] = p.sizes.tolist()
-    evidence["mdads"] = [None if np.isnan(x) else float(x) for x in p.mdads.tolist()]
+        p = core_plan(gap, method, probability, results=cells)
+        size, basis = p.n, p.basis
+        evidence["sizes"] = p.sizes.tolist()
+        evidence["mdads"] = [None if np.isnan(x) else float(x) for x in p.mdads.tolist()]
     return PlanPublic(
         gap=gap,
         method=method,
         probability=probability,
-        size=p.n,
-        basis=p.basis,  # type: ignore[arg-type]
+        size=size,
+        basis=basis,  # type: ignore[arg-type]
         evidence=evidence,
         significance=sig,
     )
 
 
-def _bracketing_cells(fm: FullMatrix, gap: float, probability: float) -> list[MDADResult]:
-    """Exact curves at the grid sizes that bracket the answer, found by bisection on the grid.
+def _exact_plan(fm: FullMatrix, gap: float, probability: float) -> tuple[int | None, list]:
+    """The smallest random-subset size whose exact MDAD is at most ``gap``, and the exact
+    curves it was read from (ascending size).
 
-    Assumes the exact agreement at ``gap`` is non-decreasing in ``n`` along the grid (true of
-    exact random curves in practice); then the crossing computed from the first grid size that
-    reaches ``probability`` and its predecessor equals the one from the whole grid, at a third
-    of the cost (each size is one exact pass over all model pairs, cached per results stamp).
+    The grid sizes bracketing the answer are found by bisection on the grid, then the size
+    itself by bisection on the integers between them, each step one exact pass over all model
+    pairs (cached per results stamp): about log2(N) passes. The evidence therefore shows the
+    answer's own row (its MDAD is at most the gap) next to the size just below it (whose MDAD
+    is not), never a size read off an interpolation. Assumes the exact agreement at ``gap`` is
+    non-decreasing in ``n`` between the two grid sizes (true of exact random curves in
+    practice).
     """
+    cell: dict[int, MDADResult] = {}
+
+    def reaches(n: int) -> bool:
+        if n not in cell:
+            cell[n] = exact_random_mdad(fm, n, probability)
+        return float(cell[n].curve.at(gap)) >= probability
+
     grid = exact_grid(fm.n_items)
-    cell = {}
-
-    def reaches(i: int) -> bool:
-        if i not in cell:
-            cell[i] = exact_random_mdad(fm, int(grid[i]), probability)
-        return float(cell[i].curve.at(gap)) >= probability
-
     lo, hi = -1, len(grid) - 1
-    if not reaches(hi):
-        return [cell[hi]]
-    while hi - lo > 1:  # first reaching index in (lo, hi]
+    if not reaches(grid[hi]):
+        return None, [cell[n] for n in sorted(cell)]
+    while hi - lo > 1:  # first reaching grid index in (lo, hi]
         mid = (lo + hi) // 2
-        if reaches(mid):
+        if reaches(grid[mid]):
             hi = mid
         else:
             lo = mid
+    low_n = 0 if hi == 0 else int(grid[hi - 1])
+    high_n = int(grid[hi])
     if hi > 0:
-        reaches(hi - 1)
-    return [cell[i] for i in sorted(cell)]
+        reaches(low_n)
+    while high_n - low_n > 1:  # first reaching size in (low_n, high_n]
+        mid = (low_n + high_n) // 2
+        if reaches(mid):
+            high_n = mid
+        else:
+            low_n = mid
+    if low_n >= 1:
+        reaches(low_n)  # the row just below the answer, for the evidence
+    return high_n, [cell[n] for n in sorted(cell)]
 
 
 def exact_grid(n_items: int, points: int = PLAN_SIZES_POINTS) -> Sequence[int]:
