@@ -48,7 +48,7 @@ def analyze(
     plots: Path | None = typer.Option(
         None,
         "--plots",
-        help="Save mdad.<fmt> and agreement-<method>.<fmt> into this folder",
+        help="Save mdad.svg and agreement-METHOD.svg (.png with --image-format png) into this folder",
         file_okay=False,
     ),
     image_format: str = typer.Option("svg", "--image-format", help="svg | png"),

@@ -375,10 +375,11 @@ def with_choices(call: Callable[[dict[str, Any]], T], opts: dict[str, Any], inte
                     f"the results hold several {name}s; pass --{name} with one of: "
                     + ", ".join(choices)
                 ) from None
-            opts[name] = _ask(name, choices)
+            opts[name] = ask_choice(name, choices)
 
 
-def _ask(name: str, choices: list[str]) -> str:
+def ask_choice(name: str, choices: list[str]) -> str:
+    """Ask on the terminal which of ``choices`` (metrics or filters) gives correctness."""
     while True:
         answer = typer.prompt(
             f"Several {name}s in the results ({', '.join(choices)}); which one gives correctness?",

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from app.cli.common import ApiKeyOpt, UrlOpt, api, fmt, pct, print_json, print_table
+from app.cli.summary import SummaryOpt, leaderboard_summary, write_summary
 
 FORMATS = ("table", "json", "csv", "markdown")
 CORRECTIONS = ("holm", "bh", "none")
@@ -42,6 +45,7 @@ def leaderboard(
     pairs: bool = typer.Option(False, "--pairs", help="Print the pairwise table instead"),
     format: str = typer.Option("table", "--format", "-f", help="table | json | csv | markdown"),
     as_json: bool = typer.Option(False, "--json", help="Same as --format json"),
+    summary: Path | None = SummaryOpt,
     url: str | None = UrlOpt,
     api_key: str | None = ApiKeyOpt,
 ) -> None:
@@ -66,6 +70,10 @@ def leaderboard(
         raise typer.BadParameter(f"choose from {', '.join(CORRECTIONS)}", param_hint="--correction")
     if not 0 < alpha < 1:
         raise typer.BadParameter("expected a level in (0, 1)", param_hint="--alpha")
+    if summary is not None and pairs:
+        raise typer.BadParameter(
+            "the summary reports the ranking; drop --pairs", param_hint="--summary"
+        )
     query = {
         "models": models,
         "match": match,
@@ -76,6 +84,10 @@ def leaderboard(
         "mid_p": mid_p or None,
     }
     with api(url, api_key) as client:
+        base = client.url
+        if summary is not None:
+            ranked = client.leaderboard(benchmark, **query)  # type: ignore[arg-type]
+            write_summary(summary, leaderboard_summary(ranked, base))
         if format in ("csv", "markdown"):
             typer.echo(
                 client.export_leaderboard(benchmark, format, pairs=pairs, **query),  # type: ignore[arg-type]

@@ -7,6 +7,7 @@ import fnmatch
 import io
 import json
 import re
+import statistics
 import sys
 import uuid
 from pathlib import Path
@@ -21,6 +22,7 @@ from app.cli.common import (
     Source,
     UrlOpt,
     api,
+    ask_choice,
     err,
     fail,
     find_source,
@@ -288,6 +290,9 @@ def push(
             if name is None and source.kind != "json":
                 raise fail("which model are these results for? pass --model")
             items = {"csv": lambda: _csv_items(path), "json": lambda: _json_items(path)}
+            interactive = not no_input and sys.stdin.isatty()
+            if source.kind == "samples":  # settle the metric before creating anything
+                metric, filter_ = _settle_choices(source, metric, filter_, task, interactive)
             bench, created = _ensure_benchmark(
                 client, benchmark, create, source, items.get(source.kind)
             )
@@ -299,7 +304,6 @@ def push(
                 "params_b": params_b,
                 "replace": replace,
             }
-            interactive = not no_input and sys.stdin.isatty()
             if source.kind == "samples":
                 reply = with_choices(
                     lambda o: client.upload_results_file(
@@ -314,6 +318,45 @@ def push(
                 )
             replies = [reply]
         _report(bench, created, source, replies, as_json)
+
+
+def _settle_choices(
+    source: Source, metric: str | None, filter_: str | None, task: str | None, interactive: bool
+) -> tuple[str | None, str | None]:
+    """Read the sample files here and settle an ambiguous metric or filter (ask on a terminal,
+    otherwise exit 2 listing the choices) before the server is asked to create anything, so a
+    failed `push --create` leaves no benchmark behind. Other problems are the server's to
+    report."""
+    from app.ingest.lm_eval import parse_lm_eval_samples
+    from app.ingest.types import AmbiguousChoiceError, IngestError
+
+    chosen = {"metric": metric, "filter": filter_}
+    for f in source.files:
+        if f.suffix.lower() not in (".jsonl", ".ndjson"):
+            continue
+        while True:
+            try:
+                parse_lm_eval_samples(
+                    f.read_bytes(),
+                    metric=chosen["metric"],
+                    filter=chosen["filter"],
+                    task=task,
+                    filename=f.name,
+                    strict=False,
+                )
+                break
+            except AmbiguousChoiceError as exc:
+                for name, choices in exc.choices.items():
+                    if not interactive:
+                        raise fail(
+                            f"the results hold several {name}s; pass --{name} with one of: "
+                            + ", ".join(choices)
+                            + " (nothing was created or uploaded)"
+                        ) from None
+                    chosen[name] = ask_choice(name, choices)
+            except (IngestError, OSError):
+                break
+    return chosen["metric"], chosen["filter"]
 
 
 def _report(
@@ -360,7 +403,7 @@ def _report(
                 counts["unchanged"],
                 counts["replaced"],
                 full,
-                f"{pct(acc[0])} / {pct(acc[len(acc) // 2])} / {pct(acc[-1])}",
+                f"{pct(acc[0])} / {pct(statistics.median(acc))} / {pct(acc[-1])}",
             ]
         ],
     )

@@ -26,6 +26,7 @@ from app.cli.common import (
     print_json,
     print_table,
 )
+from app.cli.summary import SummaryOpt, session_summary, write_summary
 
 if TYPE_CHECKING:
     from app.client import Client
@@ -113,6 +114,7 @@ def evaluate(
     ),
     metric: str | None = typer.Option(None, "--metric", help="lm-eval metric (if several)"),
     filter_: str | None = typer.Option(None, "--filter", help="lm-eval filter (if several)"),
+    summary: Path | None = SummaryOpt,
     url: str | None = UrlOpt,
     api_key: str | None = ApiKeyOpt,
     as_json: bool = JsonOpt,
@@ -170,8 +172,11 @@ def evaluate(
                 s = _run_batch(client, s, run or "", Path(tmp), step, opts)
             if not as_json:
                 typer.echo(_line(s))
+        base = client.url
     if as_json:
         print_json(s)
+    if summary is not None:
+        write_summary(summary, session_summary(s, base))
     if s.state == "exhausted":
         raise typer.Exit(EXIT_EXHAUSTED)
 

@@ -125,6 +125,7 @@ def get(
     Examples:
 
         benchslice subset get $SUBSET
+
         benchslice subset get $SUBSET --format lm-eval -o subset.json
     """
     if format_ not in FORMATS:

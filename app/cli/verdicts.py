@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
+from app import formatting as F
 from app.cli.common import (
     BENCHMARK_HELP,
     ApiKeyOpt,
     JsonOpt,
     UrlOpt,
     api,
-    fmt,
-    pct,
     print_json,
     print_table,
 )
+from app.cli.summary import SummaryOpt, verdict_summary, write_summary
 
 EXIT_DISTINGUISHABLE = 0
 EXIT_NOT_DISTINGUISHABLE = 1
-
-
-def _pts(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f} pts"
 
 
 def verdict(
@@ -45,6 +43,7 @@ def verdict(
         min=0,
         help="Fewest items only one model gets right for the paired outcome to decide [10]",
     ),
+    summary: Path | None = SummaryOpt,
     url: str | None = UrlOpt,
     api_key: str | None = ApiKeyOpt,
     as_json: bool = JsonOpt,
@@ -72,6 +71,7 @@ def verdict(
     if benchmark is None or size is None:
         raise typer.BadParameter("--benchmark and --size are required (or --subset)")
     with api(url, api_key) as client:
+        base = client.url
         v = client.verdict(
             benchmark,
             model_a,
@@ -84,51 +84,38 @@ def verdict(
     if as_json:
         print_json(v)
     else:
-        answer = "DISTINGUISHABLE" if v.distinguishable else "NOT distinguishable"
-        need = (
-            f"; needs about {v.size_needed} items"
-            if v.size_needed and not v.distinguishable
-            else ""
-        )
-        typer.echo(
-            f"{answer}: {v.model_a} ({pct(v.full_accuracy_a)}) vs {v.model_b} "
-            f"({pct(v.full_accuracy_b)}), gap {_pts(abs(v.gap))} — a {v.method} subset of "
-            f"{v.size} orders them as the full benchmark with P = {v.p_same_order:.2f}{need}"
-        )
-        print_table(
-            [
-                "P(same order)",
-                "CI",
-                "P(tie)",
-                "P(reversed)",
-                f"MDAD at {v.size}",
-                "size needed",
-            ],
-            [
-                [
-                    fmt(v.p_same_order),
-                    f"[{fmt(v.ci[0])}, {fmt(v.ci[1])}]" if len(v.ci) == 2 else "-",
-                    fmt(v.p_tie),
-                    fmt(v.p_reversed),
-                    _pts(v.mdad_at_size),
-                    v.size_needed,
-                ]
-            ],
-        )
-        if v.paired is not None:
-            _print_paired(v.paired)
-        for w in v.warnings:
-            typer.echo(f"warning ({w.code}): {w.message}")
+        print_verdict(v)
+    if summary is not None:
+        write_summary(summary, verdict_summary(v, base))
     raise typer.Exit(EXIT_DISTINGUISHABLE if v.distinguishable else EXIT_NOT_DISTINGUISHABLE)
 
 
-def _print_paired(p) -> None:
-    typer.echo(
-        f"paired on all items: both right {p.n11}, only A {p.n10}, only B {p.n01}, both wrong "
-        f"{p.n00}; P(A better) = {p.p_a_better:.3f} (Dirichlet posterior), exact McNemar "
-        f"p = {p.mcnemar_p:.3g}; {p.status.upper()} "
-        f"({p.n10 + p.n01} discordant items, {p.min_discordant} needed)"
+def print_verdict(v) -> None:
+    """The verdict as people read it: the headline, the three answers in order (full
+    benchmark, this subset, next step), then the numbers with how they were computed."""
+    typer.echo(v.headline)
+    for i, line in enumerate(v.answers, start=1):
+        typer.echo(f"{i}. {line}")
+    p_same = (
+        F.prob(v.p_same_order)
+        if len(v.ci) != 2 or v.ci[0] == v.ci[1]
+        else f"{F.prob(v.p_same_order)} {F.interval(v.ci[0], v.ci[1], F.prob)}"
     )
+    print_table(
+        ["P(same order)", "P(tie)", "P(reversed)", f"MDAD at {v.size}", "size needed (pair)"],
+        [
+            [
+                p_same,
+                F.prob(v.p_tie),
+                F.prob(v.p_reversed),
+                F.pts(v.mdad_at_size),
+                F.count(v.size_needed),
+            ]
+        ],
+    )
+    typer.echo(f"computed: {v.basis_note}")
+    for w in v.warnings:
+        typer.echo(f"warning ({w.code}): {w.message}")
 
 
 def _subset_verdict(
@@ -148,17 +135,15 @@ def _subset_verdict(
         answer = "SAME ORDER" if v.same_order else "TIE" if v.tie else "REVERSED"
         typer.echo(
             f"{answer}: subset {v.subset_id[:12]} estimates {v.model_a} at "
-            f"{pct(v.subset_estimate_a)} and {v.model_b} at {pct(v.subset_estimate_b)}; the full "
-            f"benchmark says {pct(v.full_accuracy_a)} vs {pct(v.full_accuracy_b)} "
-            f"(gap {_pts(abs(v.gap))})"
+            f"{F.pct(v.subset_estimate_a)} and {v.model_b} at {F.pct(v.subset_estimate_b)}; the "
+            f"full benchmark says {F.pct(v.full_accuracy_a)} vs {F.pct(v.full_accuracy_b)} "
+            f"(gap {F.pts(abs(v.gap))})"
         )
         fresh = v.fresh_draw
         if fresh is not None:
-            typer.echo(
-                f"a fresh {fresh.method} subset of {fresh.size} would order them right with "
-                f"P = {fresh.p_same_order:.2f} "
-                f"({'distinguishable' if fresh.distinguishable else 'not distinguishable'})"
-            )
+            typer.echo(f"a fresh subset of its method and size: {fresh.headline}")
+            for i, line in enumerate(fresh.answers, start=1):
+                typer.echo(f"{i}. {line}")
         elif v.fresh_draw_unavailable:
             typer.echo(f"fresh draw: {v.fresh_draw_unavailable}")
         for w in v.warnings:
@@ -192,6 +177,7 @@ def plan(
     Example:
 
         benchslice plan --benchmark gpqa --gap 0.05
+
         benchslice plan --benchmark gpqa --gap 0.03 --pair org/model-a org/model-b --power 0.9
     """
     if not 0 < gap < 1:
@@ -210,35 +196,52 @@ def plan(
     if as_json:
         print_json(p)
         return
+    how = (
+        f"exact over all {F.count(p.evidence.get('n_models', 0) * (p.evidence.get('n_models', 0) - 1) // 2)} model pairs"
+        if p.basis == "exact"
+        else f"from analysis {str(p.evidence.get('analysis_id', ''))[:8]}, "
+        f"{p.evidence.get('analysis_runs')} runs"
+    )
     if p.size is None:
         typer.echo(
-            f"no evaluated {p.method} subset size detects a {_pts(p.gap)} gap at "
-            f"P >= {p.probability:g} on {benchmark} (basis: {p.basis})"
+            f"no evaluated {p.method} subset size has an MDAD of at most {F.pts(p.gap)} on "
+            f"{benchmark} (P(same order) >= {F.prob(p.probability)}; {how})"
         )
     else:
         typer.echo(
             f"{p.size} items: the smallest {p.method} subset whose MDAD on {benchmark} is at "
-            f"most {_pts(p.gap)} (P >= {p.probability:g}; basis: {p.basis})"
+            f"most {F.pts(p.gap)} (P(same order) >= {F.prob(p.probability)} for a typical pair "
+            f"that far apart; {how})"
         )
-    rows = _evidence_rows(p.evidence)
+    rows = _evidence_rows(p.evidence, p.gap)
     if rows:
-        print_table(["size", "MDAD"], rows)
+        print_table(["size", "MDAD", f"at most {F.pts(p.gap)}"], rows)
+    typer.echo(
+        "MDAD is the smallest gap (in 0.5-point bins) that a subset of that size orders like the "
+        "full benchmark with that probability, averaged over all pairs that far apart; one pair's "
+        "own size needed (`benchslice verdict … --size N`) is larger when more items separate it."
+    )
     sig = p.significance
     if sig is not None:
         source = "this pair's" if sig.source == "pair" else "the benchmark's typical (median)"
         typer.echo(
-            f"significance (paired test, a different question): {sig.n} shared items detect a "
-            f"{_pts(sig.delta)} gap at alpha = {sig.alpha:g} with power {sig.power:g}, from "
-            f"{source} discordance (omega^2 = {sig.omega2:.4f})"
+            f"significance (paired test, a different question): {F.count(sig.n)} shared items "
+            f"detect a {F.pts(sig.delta)} gap at alpha = {sig.alpha:g} with power "
+            f"{sig.power:g}, from {source} discordance (omega^2 = {sig.omega2:.4f})"
         )
 
 
-def _evidence_rows(evidence: dict) -> list[list[object]]:
-    """The (size, MDAD) pairs of a plan's evidence, whatever its exact layout."""
+def _evidence_rows(evidence: dict, gap: float) -> list[list[object]]:
+    """The (size, MDAD, MDAD <= gap) rows of a plan's evidence."""
     sizes = evidence.get("sizes")
-    mdads = evidence.get("mdads", evidence.get("mdad"))
-    if isinstance(sizes, list) and isinstance(mdads, list) and len(sizes) == len(mdads):
-        return [[n, _pts(m)] for n, m in zip(sizes, mdads, strict=True)]
-    if isinstance(mdads, dict):
-        return [[int(n), _pts(m)] for n, m in sorted(mdads.items(), key=lambda kv: int(kv[0]))]
-    return []
+    mdads = evidence.get("mdads")
+    if not (isinstance(sizes, list) and isinstance(mdads, list) and len(sizes) == len(mdads)):
+        return []
+    return [
+        [
+            n,
+            "not reached" if m is None else F.pts(m),
+            "yes" if m is not None and m <= gap + 1e-12 else "no",
+        ]
+        for n, m in zip(sizes, mdads, strict=True)
+    ]
