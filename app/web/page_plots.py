@@ -19,19 +19,17 @@ from matplotlib.figure import Figure
 from app.core.results import AgreementCurve
 from app.schemas.sessions import HistoryRow
 from app.services.reliability.analyses import StoredAnalysis
+from app.services.reliability.plots import NARROW as PLOTS_NARROW
+from app.services.reliability.plots import Look
 
-_SIZE = (7.5, 4.2)
+# Page figures are a little flatter than the API's; NARROW is the phone variant (text >= 11 px
+# on a 360-px screen, see app.services.reliability.plots.Look).
+WIDE = Look(width=7.5, height=4.2, title=10, text=10, small=8)
+NARROW = PLOTS_NARROW
 
 
-# Fixed margins instead of ``bbox_inches="tight"`` or a layout engine: those draw the figure
-# twice (~30 ms of a ~75 ms page figure, paid on a page's first view). The labels of these
-# figures are short and fixed, so margins sized once for them fit.
-_MARGINS = {"left": 0.09, "right": 0.98, "bottom": 0.12, "top": 0.91}
-
-
-def _axes(*, two_line_title: bool = False):
-    fig = Figure(figsize=_SIZE)
-    fig.subplots_adjust(**{**_MARGINS, "top": 0.86 if two_line_title else _MARGINS["top"]})
+def _axes(look: Look = WIDE):
+    fig = Figure(figsize=(look.width, look.height))
     return fig, fig.subplots()
 
 
@@ -53,19 +51,29 @@ def warm_up() -> None:
     svg(fig)
 
 
-def accuracy_histogram(accuracy: np.ndarray, benchmark_name: str) -> bytes:
+def accuracy_histogram(accuracy: np.ndarray, benchmark_name: str, look: Look = WIDE) -> bytes:
     """Histogram of the models' full-benchmark accuracies (points), median marked."""
-    fig, ax = _axes()
+    fig, ax = _axes(look)
     acc = 100 * np.asarray(accuracy, dtype=np.float64)
     bins = np.linspace(np.floor(acc.min()), np.ceil(acc.max()) + 1e-9, 26) if acc.size else 10
     ax.hist(acc, bins=bins, color="#3b6ea5", edgecolor="white")
     if acc.size:
         med = float(np.median(acc))
         ax.axvline(med, color="0.25", linestyle="--", linewidth=1)
-        ax.text(med, 0.97, f" median {med:.1f}", transform=ax.get_xaxis_transform(), va="top")
-    ax.set_xlabel("full-benchmark accuracy (%)")
-    ax.set_ylabel("models")
-    ax.set_title(f"{benchmark_name}: accuracy of {acc.size} models", fontsize=10)
+        ax.text(
+            med,
+            0.97,
+            f" median {med:.1f}",
+            transform=ax.get_xaxis_transform(),
+            va="top",
+            fontsize=look.small if look.wrap else None,
+        )
+    look.style(
+        ax,
+        f"{benchmark_name}: accuracy of {acc.size} models",
+        "full-benchmark accuracy (%)",
+        "models",
+    )
     ax.grid(True, axis="y", alpha=0.3)
     return svg(fig)
 
@@ -79,10 +87,10 @@ def _curve_xy(curve: AgreementCurve) -> tuple[np.ndarray, np.ndarray]:
 
 
 def agreement_by_method(
-    analysis: StoredAnalysis, benchmark_name: str, n: int, split: str = "seen"
+    analysis: StoredAnalysis, benchmark_name: str, n: int, split: str = "seen", look: Look = WIDE
 ) -> bytes:
     """P(same order) against the full-benchmark gap at size ``n``: one line per method."""
-    fig, ax = _axes(two_line_title=True)
+    fig, ax = _axes(look)
     for method in analysis.methods:
         cell = analysis.cell(method, n, split)
         if cell.curve is None:
@@ -94,23 +102,28 @@ def agreement_by_method(
     ax.axhline(analysis.threshold, color="tab:red", linestyle="--", linewidth=1)
     ax.set_ylim(0, 1.02)
     ax.set_xlim(left=0)
-    ax.set_xlabel("|full-benchmark gap| between two models (accuracy points)")
-    ax.set_ylabel("P(same order as the full benchmark)")
-    ax.set_title(
+    look.style(
+        ax,
         f"{benchmark_name}: agreement curves at n={n} ({analysis.mode} mode, {split} split);"
         f"\ndotted: each method's MDAD, dashed: threshold {analysis.threshold:g}",
-        fontsize=10,
+        "|full-benchmark gap| between two models (accuracy points)",
+        "P(same order)" if look.wrap else "P(same order as the full benchmark)",
     )
     ax.grid(True, alpha=0.3)
-    ax.legend(title="method", fontsize=8, loc="lower right")
+    ax.legend(title="method", fontsize=look.small, title_fontsize=look.small, loc="lower right")
     return svg(fig)
 
 
 def pair_on_curve(
-    curve: AgreementCurve, gap: float, p_same: float, size: int, threshold: float
+    curve: AgreementCurve,
+    gap: float,
+    p_same: float,
+    size: int,
+    threshold: float,
+    look: Look = WIDE,
 ) -> bytes:
     """The exact agreement curve of random ``size``-subsets, with the pair marked on it."""
-    fig, ax = _axes()
+    fig, ax = _axes(look)
     x, y = _curve_xy(curve)
     ax.plot(x, y, color="#3b6ea5", label=f"random, n={size} (exact)", gid="series-curve")
     ax.plot(
@@ -126,22 +139,24 @@ def pair_on_curve(
     ax.axhline(threshold, color="tab:red", linestyle="--", linewidth=1)
     ax.set_ylim(0, 1.02)
     ax.set_xlim(left=0)
-    ax.set_xlabel("|full-benchmark gap| (accuracy points)")
-    ax.set_ylabel("P(same order)")
-    ax.set_title(
+    look.style(
+        ax,
         f"where the pair sits on the exact agreement curve (n={size}); "
         f"dashed: threshold {threshold:g}",
-        fontsize=10,
+        "|full-benchmark gap| (accuracy points)",
+        "P(same order)",
     )
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=look.small, loc="lower right")
     return svg(fig)
 
 
-def session_narrowing(history: Sequence[HistoryRow], *, difference: bool) -> bytes:
+def session_narrowing(
+    history: Sequence[HistoryRow], *, difference: bool, look: Look = WIDE
+) -> bytes:
     """The session's interval after each batch (items used on x): the accuracy's, or the
     difference with the baseline's when there is one."""
-    fig, ax = _axes()
+    fig, ax = _axes(look)
     items = np.array([h.items_used for h in history], dtype=np.float64)
     rows = [
         h.difference if difference and h.difference is not None else h.estimate for h in history
@@ -155,8 +170,13 @@ def session_narrowing(history: Sequence[HistoryRow], *, difference: bool) -> byt
     ax.plot(items, val, marker="o", color="0.2", gid="series-estimate")
     if difference:
         ax.axhline(0.0, color="tab:red", linestyle="--", linewidth=1)
-    ax.set_xlabel("items evaluated")
-    ax.set_ylabel(("difference with the baseline" if difference else "accuracy") + " (points)")
-    ax.set_title("interval after each batch", fontsize=10)
+    look.style(
+        ax,
+        "interval after each batch",
+        "items evaluated",
+        ("difference (points)" if look.wrap else "difference with the baseline (points)")
+        if difference
+        else "accuracy (points)",
+    )
     ax.grid(True, alpha=0.3)
     return svg(fig)

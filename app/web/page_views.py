@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app import formatting as fmt
 from app.core.reliability.mdad import DEFAULT_THRESHOLD
 from app.core.selectors import SELECTORS
 from app.db.models import BenchmarkVersion
@@ -19,11 +20,10 @@ from app.services.catalog import matrices
 from app.services.catalog.benchmarks import get_version
 from app.services.evaluation import sessions as sessions_service
 from app.services.platform.caching import BoundedCache
-from app.services.reliability import verdicts
-from app.services.reliability.analyses import latest_analysis
+from app.services.reliability import verdict_story, verdicts
+from app.services.reliability.analyses import analysed_methods, latest_analysis
 from app.services.selection import subsets as subsets_service
 from app.web import page_plots
-from app.web.pages import pts
 
 DEFAULT_SIZE = 25
 EXPORT_FORMATS = tuple(subsets_service.MEDIA_TYPES)
@@ -41,10 +41,13 @@ class PairView:
     size: str = str(DEFAULT_SIZE)
     method: str = "random"
     methods: list[str] = field(default_factory=list)
+    missing_methods: list[str] = field(default_factory=list)
+    analyze_command: str = ""
     verdict: VerdictPublic | None = None
     sentence: str = ""
     placement: str = ""
     curve_svg: str | None = None
+    curve_svg_narrow: str | None = None
     error: str | None = None
     status: int = 200
 
@@ -65,35 +68,30 @@ def _size(raw: str, n_items: int) -> int:
     return size
 
 
-def verdict_sentence(v: VerdictPublic) -> str:
-    """The verdict in words, as ``benchslice verdict`` prints it."""
-    answer = "DISTINGUISHABLE" if v.distinguishable else "NOT distinguishable"
-    need = f"; needs about {v.size_needed} items" if v.size_needed and not v.distinguishable else ""
-    return (
-        f"{answer}: {v.model_a} ({100 * v.full_accuracy_a:.1f}%) vs {v.model_b} "
-        f"({100 * v.full_accuracy_b:.1f}%), gap {pts(abs(v.gap))} pts — a {v.method} subset of "
-        f"{v.size} orders them as the full benchmark with P = {v.p_same_order:.2f}{need}"
-    )
-
-
 def _placement(v: VerdictPublic) -> str:
+    """Where the pair sits on the agreement curve drawn below (the curve's MDAD, same basis)."""
     if v.mdad_at_size is None:
         return (
-            f"At {v.size} items no gap on this benchmark reaches P(same order) ≥ the threshold; "
-            f"this pair is {pts(abs(v.gap))} pts apart."
+            f"At {v.size} items no gap on this benchmark reaches P(same order) ≥ "
+            f"{fmt.prob(v.threshold)}; this pair is {fmt.pts(abs(v.gap))} apart."
         )
     side = "at or beyond" if abs(v.gap) >= v.mdad_at_size else "below"
     return (
-        f"The pair is {pts(abs(v.gap))} pts apart; the MDAD at {v.size} items is "
-        f"{pts(v.mdad_at_size)} pts, so the pair sits {side} the point where the curve crosses "
-        "the threshold."
+        f"The pair is {fmt.pts(abs(v.gap))} apart; the MDAD at {v.size} items is "
+        f"{fmt.pts(v.mdad_at_size)}, so the pair sits {side} the point where the curve "
+        "crosses the threshold. The size needed is this pair's own: a pair with more items on "
+        "which only one model is right needs more items than the typical pair of the same gap "
+        "that the MDAD and benchslice plan describe."
     )
 
 
-_CURVES: BoundedCache[tuple, str] = BoundedCache(256)
+_CURVES: BoundedCache[tuple, tuple[str, str]] = BoundedCache(256)
 
 
-def _curve_svg(session: Session, version: BenchmarkVersion, v: VerdictPublic) -> str | None:
+def _curve_svg(
+    session: Session, version: BenchmarkVersion, v: VerdictPublic
+) -> tuple[str, str] | None:
+    """The pair on its agreement curve: the page's figure and its phone variant."""
     threshold = DEFAULT_THRESHOLD
     fm = matrices.full_matrix(session, version.id)
     key = (version.id, fm.stamp, v.method, v.size, round(v.gap, 12), round(v.p_same_order, 12))
@@ -111,7 +109,10 @@ def _curve_svg(session: Session, version: BenchmarkVersion, v: VerdictPublic) ->
         )
     if curve is None:
         return None
-    out = page_plots.pair_on_curve(curve, v.gap, v.p_same_order, v.size, threshold).decode()
+    out = tuple(
+        page_plots.pair_on_curve(curve, v.gap, v.p_same_order, v.size, threshold, look).decode()
+        for look in (page_plots.WIDE, page_plots.NARROW)
+    )
     _CURVES.put(key, out)
     return out
 
@@ -135,7 +136,12 @@ def pair_view(
         model_b=(model_b or "").strip(),
         size=(size or str(min(DEFAULT_SIZE, fm.n_items))).strip(),
         method=(method or "random").strip(),
-        methods=sorted(SELECTORS),
+    )
+    analysed = analysed_methods(session, version.id)
+    view.methods = ["random", *sorted((analysed & set(SELECTORS)) - {"random"})]
+    view.missing_methods = sorted(set(SELECTORS) - set(view.methods))
+    view.analyze_command = verdicts.analyze_command(
+        verdicts.version_ref(session, version.id), ",".join(view.missing_methods)
     )
     if not view.model_a and not view.model_b:
         return view
@@ -151,9 +157,11 @@ def pair_view(
         view.error, view.status = exc.detail, exc.status_code
         return view
     view.verdict = v
-    view.sentence = verdict_sentence(v)
+    view.sentence = verdict_story.headline(v)
     view.placement = _placement(v)
-    view.curve_svg = _curve_svg(session, version, v)
+    figures = _curve_svg(session, version, v)
+    if figures is not None:
+        view.curve_svg, view.curve_svg_narrow = figures
     return view
 
 
@@ -173,23 +181,30 @@ class SessionView:
     session: SessionPublic
     decision_words: str
     plot_svg: str | None
+    plot_svg_narrow: str | None = None
 
 
-_SESSION_SVGS: BoundedCache[tuple, str] = BoundedCache(128)
+_SESSION_SVGS: BoundedCache[tuple, tuple[str, str]] = BoundedCache(128)
 
 
 def session_view(session: Session, session_id: uuid.UUID) -> SessionView:
     public = sessions_service.get_session_public(session, session_id)
-    svg = None
+    figures = None
     if public.history:
         key = (public.id, public.step)
-        svg = _SESSION_SVGS.get(key)
-        if svg is None:
-            svg = page_plots.session_narrowing(
-                public.history, difference=public.difference is not None
-            ).decode()
-            _SESSION_SVGS.put(key, svg)
-    return SessionView(public, DECISIONS.get(public.decision, public.decision), svg)
+        figures = _SESSION_SVGS.get(key)
+        if figures is None:
+            figures = tuple(
+                page_plots.session_narrowing(
+                    public.history, difference=public.difference is not None, look=look
+                ).decode()
+                for look in (page_plots.WIDE, page_plots.NARROW)
+            )
+            _SESSION_SVGS.put(key, figures)
+    words = DECISIONS.get(public.decision, public.decision)
+    if figures is None:
+        return SessionView(public, words, None)
+    return SessionView(public, words, figures[0], figures[1])
 
 
 # --- /ui/subsets/{id} -----------------------------------------------------------------------------
@@ -217,7 +232,7 @@ def subset_view(session: Session, subset_id: str) -> SubsetView:
     version = get_version(session, row.benchmark_version_id)
     public = subsets_service.to_public(row, version)
     scores = []
-    for s in SubsetScoreRepository(session).for_subset(subset_id):
+    for s in SubsetScoreRepository(session).for_subset(row.id):
         items = (s.estimates or {}).get("items") or []
         chosen = next((e for e in items if e.get("estimator") == row.estimator), None)
         scores.append(

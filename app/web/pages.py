@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
+from app import formatting
 from app.core.items.health import FLAGS, item_health
 from app.db.models import BenchmarkVersion
 from app.db.repositories.analyses import AnalysisRepository
@@ -30,6 +31,7 @@ from app.services.catalog.benchmarks import item_index
 from app.services.platform.caching import BoundedCache
 from app.services.ranking import leaderboards
 from app.services.reliability import analyses as analyses_service
+from app.services.reliability import verdicts
 from app.web import page_plots
 
 MAX_BENCHMARK_VERSIONS = 1000
@@ -40,12 +42,13 @@ SORT_KEYS = ("rank", "name", "accuracy", "coverage")
 CACHE_SIZE = 16
 
 
-NONE = "\u2013"  # en dash: a missing value in tables
+NONE = formatting.MISSING
 
 
 def pts(x: float | None) -> str:
-    """Accuracy units as points, ``0.022 -> "2.2"``."""
-    return NONE if x is None else f"{100 * x:.1f}"
+    """Accuracy units as points without the unit (table cells under a "pts" header),
+    ``0.022 -> "2.2"``."""
+    return formatting.pts(x, unit=False)
 
 
 # --- /ui/ ---------------------------------------------------------------------------------------
@@ -187,6 +190,7 @@ class BenchmarkMain:
     ref: str
     n_models: int
     accuracy_svg: str | None
+    accuracy_svg_narrow: str | None
     models: ModelsTable
     board: Board
     health: HealthSummary
@@ -202,7 +206,7 @@ class BenchmarkListings:
 
 
 _HEALTH: BoundedCache[tuple, HealthSummary] = BoundedCache(CACHE_SIZE)
-_HIST: BoundedCache[tuple, str] = BoundedCache(CACHE_SIZE)
+_HIST: BoundedCache[tuple, tuple[str, str]] = BoundedCache(CACHE_SIZE)
 
 
 def _parse_sort(sort: str | None) -> tuple[str, bool]:
@@ -358,13 +362,17 @@ def benchmark_main(
     hist = _HIST.get((version.id, stamp))
     if hist is None and summaries:
         acc = np.array([s[1] for s in summaries], dtype=np.float64)
-        hist = page_plots.accuracy_histogram(acc, version.benchmark.name).decode()
+        hist = tuple(
+            page_plots.accuracy_histogram(acc, version.benchmark.name, look).decode()
+            for look in (page_plots.WIDE, page_plots.NARROW)
+        )
         _HIST.put((version.id, stamp), hist)
     return BenchmarkMain(
         version=version,
         ref=ref,
         n_models=len(summaries),
-        accuracy_svg=hist,
+        accuracy_svg=hist[0] if hist else None,
+        accuracy_svg_narrow=hist[1] if hist else None,
         models=table,
         board=board,
         health=item_health_summary(session, version),
@@ -413,12 +421,14 @@ def recommendation_sentences(rec: Recommendation) -> list[str]:
     return out
 
 
-_ANALYSIS_SVGS: BoundedCache[tuple, tuple[str, str]] = BoundedCache(64)
+_ANALYSIS_SVGS: BoundedCache[tuple, tuple[str, str, str, str]] = BoundedCache(64)
 
 
-def analysis_plots(session: Session, analysis_id: uuid.UUID, n: int | None) -> tuple[str, str, int]:
-    """``(MDAD-vs-size SVG, agreement-curves SVG, the size shown)`` of a succeeded analysis;
-    immutable, so cached by id and size."""
+def analysis_plots(
+    session: Session, analysis_id: uuid.UUID, n: int | None
+) -> tuple[str, str, int, str, str]:
+    """``(MDAD-vs-size SVG, agreement-curves SVG, the size shown, and the two figures' phone
+    variants)`` of a succeeded analysis; immutable, so cached by id and size."""
     from app.services.reliability.plots import mdad_plot
 
     row, stored = analyses_service.get_stored(session, analysis_id)
@@ -437,9 +447,26 @@ def analysis_plots(session: Session, analysis_id: uuid.UUID, n: int | None) -> t
         hit = (
             mdad_plot(stored, name, "svg").decode(),
             page_plots.agreement_by_method(stored, name, n).decode(),
+            mdad_plot(stored, name, "svg", look=page_plots.NARROW).decode(),
+            page_plots.agreement_by_method(stored, name, n, look=page_plots.NARROW).decode(),
         )
         _ANALYSIS_SVGS.put(key, hit)
-    return hit[0], hit[1], n
+    return hit[0], hit[1], n, hit[2], hit[3]
+
+
+def exact_random_mdads(session: Session, analysis: AnalysisPublic) -> dict[int, float | None]:
+    """Random sampling's exact MDAD (all items, all model pairs; what verdicts and plans
+    report) at each size of an analysis that covers random; ``{}`` otherwise."""
+    if "random" not in analysis.methods or analysis.result is None:
+        return {}
+    fm = matrices.full_matrix(session, analysis.version_id)
+    if fm.correct.shape[0] < 2:
+        return {}
+    return {
+        int(n): verdicts.exact_random_mdad(fm, int(n), analysis.threshold).mdad
+        for n in analysis.sizes
+        if int(n) <= fm.n_items
+    }
 
 
 def clear_caches() -> None:

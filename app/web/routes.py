@@ -15,6 +15,7 @@ from fastapi.responses import RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
+from app import formatting
 from app.api.deps import SessionDep
 from app.errors import DomainError, InvalidInput, NotFound, Unauthorized
 from app.services.catalog.benchmark_refs import resolve_version
@@ -25,8 +26,8 @@ from app.web import page_views, pages, security
 from app.web.svg import inline_svg
 
 TEMPLATES = Jinja2Templates(directory=Path(__file__).parent / "templates")
-TEMPLATES.env.globals.update(pts=pages.pts, svg=inline_svg)
-TEMPLATES.env.filters["pct"] = lambda x: pages.NONE if x is None else f"{100 * x:.1f}%"
+TEMPLATES.env.globals.update(pts=pages.pts, svg=inline_svg, fmt=formatting)
+TEMPLATES.env.filters["pct"] = formatting.pct
 
 router = APIRouter(prefix=security.UI_PREFIX, include_in_schema=False)
 
@@ -156,9 +157,11 @@ def analysis(
         size = _int(n, "n")
         plots = None
         sentences: list[str] = []
+        exact: dict[int, float | None] = {}
         if public.result is not None:
             plots = pages.analysis_plots(session, row.id, size)
             sentences = pages.recommendation_sentences(public.result.recommendation)
+            exact = pages.exact_random_mdads(session, public)
     except DomainError as exc:
         return error_page(request, exc)
     context = {
@@ -166,6 +169,7 @@ def analysis(
         "a": public,
         "plots": plots,
         "sentences": sentences,
+        "exact": exact,
         "running": public.status.value in ("queued", "running"),
     }
     return render(request, "analysis.html", context)

@@ -113,8 +113,12 @@ def test_pair_form_answers_the_readme_close_pair(browser: Any, live) -> None:
     assert page.inner_text("#verdict h2") == "NOT distinguishable"
     assert page.inner_text("#p-same") == "0.51"
     sentence = page.inner_text("#verdict .sentence")
-    assert "gap 2.2 pts" in sentence and "with P = 0.51" in sentence
-    assert page.locator('#verdict svg g.series[data-series="pair"]').count() == 1
+    assert "gap 2.2 pts" in sentence
+    answers = page.locator("#answers li").all_inner_texts()
+    assert answers[0].startswith("Full benchmark (448 items): not significantly different")
+    assert "with P = 0.51" in answers[1]
+    assert answers[2].startswith("Next: no subset can")
+    assert page.locator('#verdict figure.wide svg g.series[data-series="pair"]').count() == 1
     assert watch.problems == []
     # a bad size: a 4xx page with the form and a clear message, not an error trace
     response = page.goto(
@@ -177,4 +181,72 @@ def test_login_flow_with_keys_on(browser: Any) -> None:
         response = other.new_page().goto(f"{base}/ui/")
         assert response is not None and response.status == 401
         other.close()
+        context.close()
+
+
+# the columns a phone must show without sideways scrolling, per page and table (issue 28)
+DECISIVE = {
+    "benchmark": ("table.models", ("Rank", "Model", "Accuracy", "Tier")),
+    "session": ("table.history", ("Batch", "Items", "Decision")),
+    "analysis": ("#mdad-table table", ("Method", "n", "MDAD")),
+}
+
+
+def test_decisive_columns_fit_a_phone(browser: Any, live) -> None:
+    """At 360 px the decisive columns of each wide table are inside the viewport with the
+    table scrolled to its start, and a visible cue says more columns follow."""
+    base, data = live
+    context = browser.new_context(viewport={"width": 360, "height": 800})
+    page = context.new_page()
+    urls = data.pages()
+    for name, (table, columns) in DECISIVE.items():
+        page.goto(base + urls[name], wait_until="load")
+        heads = page.locator(f"{table} thead th")
+        labels = [t.strip().split(" ")[0] for t in heads.all_inner_texts()]
+        assert labels[: len(columns)] == list(columns), (name, labels)
+        for k in range(len(columns)):
+            box = heads.nth(k).bounding_box()
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 360, (
+                name,
+                columns[k],
+                box,
+            )
+        cue = page.locator(f"{table}").locator("xpath=../preceding-sibling::p[@class='cue'][1]")
+        assert cue.count() == 1 and cue.is_visible(), name
+        assert page.evaluate("document.documentElement.scrollWidth") <= 360, name
+    # at desktop width the cue is not shown
+    wide = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+    wide.goto(base + urls["benchmark"], wait_until="load")
+    assert not wide.locator("p.cue").first.is_visible()
+    context.close()
+
+
+SMALLEST_TEXT = """() => {
+  const out = [];
+  for (const svg of document.querySelectorAll("svg.plot")) {
+    const box = svg.getBoundingClientRect();
+    if (box.width === 0 || box.height === 0) continue;  // the variant for the other width
+    const ratio = box.width / svg.viewBox.baseVal.width;
+    for (const g of svg.querySelectorAll("g[transform*='scale(']")) {
+      if (!g.querySelector("use")) continue;
+      const m = /scale\\(([0-9.e-]+)/.exec(g.getAttribute("transform"));
+      if (m) out.push(parseFloat(m[1]) * 100 * ratio);  // matplotlib: glyph scale = pt / 100
+    }
+  }
+  return out;
+}"""
+
+
+def test_chart_text_is_readable_on_a_phone(browser: Any, live) -> None:
+    """Every figure's text is drawn at >= 11 px at 360 px (the page shows the phone variant),
+    and the desktop figures at 1280 px keep >= 10 px."""
+    base, data = live
+    for width, floor in ((360, 11.0), (1280, 10.0)):
+        context = browser.new_context(viewport={"width": width, "height": 800})
+        page = context.new_page()
+        for name in ("benchmark", "pair", "analysis", "session"):
+            page.goto(base + data.pages()[name], wait_until="load")
+            sizes = page.evaluate(SMALLEST_TEXT)
+            assert sizes, (name, width)
+            assert min(sizes) >= floor, (name, width, round(min(sizes), 2))
         context.close()

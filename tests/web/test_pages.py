@@ -75,7 +75,7 @@ def test_benchmark_page(client: TestClient, seen: Seen) -> None:
     board = client.get(f"/v1/benchmarks/{seen.ref}/leaderboard").json()
     assert f"{board['n_tiers']} tier" in text
     top = board["rows"][0]
-    assert f"{top['rank_low']}\u2013{top['rank_high']}" in text
+    assert f"{top['rank_low']}-{top['rank_high']}" in text
     # item health: constant items exist in a 30-model slice and are listed
     correct = s.correct
     constant = int(np.all(correct == correct[:1], axis=0).sum())
@@ -147,8 +147,11 @@ def test_pair_verdict_matches_brute_force(client: TestClient, seen: Seen) -> Non
     ).json()
     words = "DISTINGUISHABLE" if api["distinguishable"] else "NOT distinguishable"
     assert f"{words}: {s.names[a]} ({100 * acc[a]:.1f}%)" in text
-    if api["size_needed"] and not api["distinguishable"]:
-        assert f"needs about {api['size_needed']} items" in text
+    # the three answers in order, as the API words them (full benchmark, subset, next step)
+    listed = re.findall(r"<li>(.*?)</li>", page.split('id="answers"')[1].split("</ol>")[0])
+    assert [html.unescape(x) for x in listed] == api["answers"]
+    assert api["answers"][0].startswith("Full benchmark (448 items)")
+    assert "needs about" not in text and "DECIDABLE" not in text
     assert 'data-series="pair"' in page and 'data-series="curve"' in page
     # the empty form
     page = _ok(client.get(url))
@@ -180,6 +183,24 @@ def test_pair_bad_params_are_4xx_pages(
     assert "Ask the verdict" in page  # the form is still there to fix the mistake
 
 
+def test_pair_method_list_offers_what_can_answer(client: TestClient, seen: Seen) -> None:
+    """Was: all six selectors, five of which answered 409 with a raw API recipe."""
+    url = f"/ui/benchmarks/{seen.ref}/pair"
+    page = _ok(client.get(url))
+    select = page.split('<select id="method"')[1].split("</select>")[0]
+    assert re.findall(r'<option value="([^"]+)"', select) == ["random", "subtask_stratified"]
+    note = _text(page.split('id="method-note"')[1].split("</p>")[0])
+    assert "anchor_points, confidence_stratified, dpp, tiny_benchmarks" in note
+    assert "benchslice analyze --benchmark " in note
+    names = seen.seeded.names
+    page = _ok(
+        client.get(url, params={"model_a": names[0], "model_b": names[1], "method": "dpp"}), 409
+    )
+    text = _text(page)
+    assert "benchslice analyze --benchmark " in text and "--methods dpp" in text
+    assert '{"methods"' not in text
+
+
 def test_analysis_page(client: TestClient, seen: Seen) -> None:
     page = _ok(client.get(f"/ui/analyses/{seen.analysis_id}"))
     api = client.get(f"/v1/analyses/{seen.analysis_id}").json()
@@ -206,6 +227,22 @@ def test_analysis_page(client: TestClient, seen: Seen) -> None:
         assert shown in text
     assert "smallest evaluated size" in text or "none of the evaluated sizes" in text
     assert "http-equiv" not in page  # finished: no refresh
+    assert "\u2013\u2013" not in page  # an open CI end was "16.5" and two en dashes
+    assert "Split says which items define the true order" in " ".join(text.split())
+    # random's exact MDAD (what verdicts and plans report) next to the analysis' estimate
+    from app.core.reliability.exact import exact_agreement
+
+    table = page.split('id="mdad-table"')[1]
+    for cell in api["result"]["mdad"]:
+        if cell["method"] != "random" or cell["split"] != "seen":
+            continue
+        exact = exact_agreement(seen.seeded.correct, cell["n"], threshold=0.8).mdad
+        row = re.search(
+            rf'<tr><td>random</td><td class="num">{cell["n"]}</td>(.*?)</tr>', table, re.S
+        )
+        assert row is not None
+        shown = re.findall(r'<td class="num">([^<]*)</td>', row.group(1))[1].strip()
+        assert shown == ("not reached" if exact is None else f"{100 * exact:.1f}")
     page = _ok(client.get(f"/ui/analyses/{seen.analysis_id}", params={"n": 10}))
     assert "Agreement curves at n = 10" in _text(page)
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import textwrap
+from dataclasses import dataclass
 from typing import Literal
 
 import matplotlib
@@ -22,12 +24,56 @@ MEDIA_TYPES = {"svg": "image/svg+xml", "png": "image/png"}
 _DPI = 120
 
 
-def _figure() -> tuple[Figure, Axes]:
-    """A figure with fixed margins that fit these figures' labels and two-line titles: cheaper
-    than ``bbox_inches="tight"``, which draws every figure twice (the analysis page's first view
+@dataclass(frozen=True)
+class Look:
+    """Sizes of a figure's frame and text, in points (an SVG's user units).
+
+    ``NARROW`` is for phones: a page shows the figure at the width of a 360-px screen (about
+    340 px), so a 4.4-inch (317-pt) figure is drawn at 1.07 px per pt and 11-pt text stays
+    at least 11 px; long titles and axis labels are wrapped to fit.
+    """
+
+    width: float
+    height: float
+    title: float
+    text: float  # axis labels and tick labels
+    small: float  # legends and notes on the axes
+    wrap: int | None = None
+
+    def wrapped(self, text: str) -> str:
+        if self.wrap is None:
+            return text
+        return "\n".join(
+            textwrap.fill(part, self.wrap, break_on_hyphens=False) for part in text.split("\n")
+        )
+
+    def frame(self, fig: Figure, title: str, xlabel: str) -> None:
+        """Margins that fit the (wrapped) title and x label: fixed per figure, no second draw."""
+        lines = title.count("\n") + 1
+        top = 1 - (lines * self.title * 1.25 + 8) / (self.height * 72)
+        below = (xlabel.count("\n") + 1) * self.text * 1.25 + self.text * 1.6 + 6
+        left = (self.text * 4.2) / (self.width * 72)
+        fig.subplots_adjust(left=left, right=0.97, bottom=below / (self.height * 72), top=top)
+
+    def style(self, ax: Axes, title: str, xlabel: str, ylabel: str) -> None:
+        """Title and axis labels (wrapped when narrow) at this look's sizes."""
+        title, xlabel = self.wrapped(title), self.wrapped(xlabel)
+        ax.set_title(title, fontsize=self.title)
+        ax.set_xlabel(xlabel, fontsize=self.text)
+        ax.set_ylabel(self.wrapped(ylabel) if self.wrap else ylabel, fontsize=self.text)
+        ax.tick_params(labelsize=self.text)
+        self.frame(ax.figure, title, xlabel)  # type: ignore[arg-type]
+
+
+WIDE = Look(width=7.5, height=4.8, title=10, text=10, small=8)
+NARROW = Look(width=4.4, height=3.9, title=11, text=11, small=11, wrap=40)
+
+
+def _figure(look: Look = WIDE) -> tuple[Figure, Axes]:
+    """A figure whose margins are set from its labels (:meth:`Look.frame`): cheaper than
+    ``bbox_inches="tight"``, which draws every figure twice (the analysis page's first view
     renders two of them)."""
-    fig = Figure(figsize=(7.5, 4.8))
-    fig.subplots_adjust(left=0.09, right=0.98, bottom=0.11, top=0.88)
+    fig = Figure(figsize=(look.width, look.height))
     return fig, fig.subplots()
 
 
@@ -39,14 +85,18 @@ def _render(fig: Figure, fmt: PlotFormat) -> bytes:
 
 
 def mdad_plot(
-    analysis: StoredAnalysis, benchmark_name: str, fmt: PlotFormat, split: str = "seen"
+    analysis: StoredAnalysis,
+    benchmark_name: str,
+    fmt: PlotFormat,
+    split: str = "seen",
+    look: Look = WIDE,
 ) -> bytes:
     """MDAD (accuracy points) against subset size (log x), one line per method with its CI band.
 
     Sizes where a method never reaches the agreement threshold are left out of its line and
     marked with a triangle at the top of the axes.
     """
-    fig, ax = _figure()
+    fig, ax = _figure(look)
     sizes = np.asarray(analysis.sizes, dtype=np.float64)
     top = 0.0
     colors: dict[str, str] = {}
@@ -81,23 +131,23 @@ def mdad_plot(
         f" requested gap {100 * analysis.gap:g} pts",
         va="bottom",
         ha="left",
-        fontsize=8,
+        fontsize=look.small,
         color="0.3",
     )
     ax.set_xscale("log")
     ax.xaxis.set_major_locator(FixedLocator(sizes))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xticklabels([str(int(n)) for n in sizes])
-    ax.set_xlabel("subset size n (items, log scale)")
-    ax.set_ylabel("MDAD (accuracy points)")
-    ax.set_title(
+    look.style(
+        ax,
         f"{benchmark_name}: MDAD vs subset size\n"
         f"{analysis.mode} mode, {analysis.runs} runs, P(same order) >= {analysis.threshold:g}, "
         f"{split} split; bands: 95% CI; triangles: not reached",
-        fontsize=10,
+        "subset size n (items, log scale)",
+        "MDAD (accuracy points)",
     )
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(title="method", fontsize=8)
+    ax.legend(title="method", fontsize=look.small, title_fontsize=look.small)
     return _render(fig, fmt)
 
 
@@ -182,13 +232,13 @@ def agreement_plot(
     )
     ax.set_ylim(0, 1.02)
     ax.set_xlim(left=0)
-    ax.set_xlabel("|full-benchmark accuracy gap| between the two models (accuracy points)")
-    ax.set_ylabel("P(subset orders the pair as the full benchmark)")
     which = f"n={n}" if n is not None else "all sizes"
-    ax.set_title(
+    WIDE.style(
+        ax,
         f"{benchmark_name}: agreement vs gap, {method}, {which}\n"
         f"{analysis.mode} mode, {analysis.runs} runs, {split} split",
-        fontsize=10,
+        "|full-benchmark accuracy gap| between the two models (accuracy points)",
+        "P(subset orders the pair as the full benchmark)",
     )
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
