@@ -92,6 +92,7 @@ def test_tour_runs_against_a_real_service(tmp_path: Path) -> None:
             )
             assert run.returncode == 0, run.stdout + run.stderr
             assert "P(same order) = 0.887, distinguishable: True" in run.stdout
+        shown_on_pages = _same_numbers_everywhere(service, env, done.stdout)
 
     out = done.stdout
     # the sample output shown in the tour is what the commands print (exact verdicts and plan)
@@ -106,11 +107,74 @@ def test_tour_runs_against_a_real_service(tmp_path: Path) -> None:
     assert "DISTINGUISHABLE: mistralai/Mistral-Large-Instruct-2411" in out
     assert "MDAD on gpqa (robust mode, 10 runs" in out
     assert "(design)  decided: better" in out  # the evaluate session stops at its decision
+    assert shown_on_pages == 2
     spec = json.loads((work / "subset.json").read_text())
     assert list(spec) == ["gpqa_main"] and len(spec["gpqa_main"]) == 25
     for name in ("mdad.svg", "agreement-random.svg", "agreement-tiny_benchmarks.svg"):
         root = ET.fromstring((work / "plots" / name).read_bytes())
         assert root.tag.endswith("svg"), name
+
+
+TOUR_PAIRS = (
+    ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.3-70B-Instruct"),  # close
+    ("mistralai/Mistral-Large-Instruct-2411", "meta-llama/Meta-Llama-3-8B-Instruct"),  # far
+)
+
+
+def _same_numbers_everywhere(service, env: dict[str, str], tour_out: str) -> int:
+    """For the tour's close and far pair: every number the tour printed, the CLI's JSON, the
+    API and the pair page show for one quantity is the same (after the number style)."""
+    import html as html_lib
+
+    import httpx
+
+    checked = 0
+    lines = tour_out.splitlines()
+    for a, b in TOUR_PAIRS:
+        params = {"model_a": a, "model_b": b, "size": 25}
+        api = httpx.get(f"{service.url}/v1/benchmarks/gpqa/verdict", params=params).json()
+        cli = subprocess.run(
+            [sys.executable, "-m", "app.cli", "verdict", "-b", "gpqa", a, b, "-n", "25", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=REPO_ROOT,
+        )
+        as_json = json.loads(cli.stdout)
+        page = httpx.get(f"{service.url}/ui/benchmarks/gpqa/pair", params=params).text
+
+        def cell(name: str, page: str = page) -> str:
+            m = re.search(rf'id="{name}">([^<]*)<', page)
+            assert m is not None, name
+            return html_lib.unescape(m.group(1)).strip()
+
+        for key in ("p_same_order", "mdad_at_size", "size_needed", "gap", "answers", "paired"):
+            assert api[key] == as_json[key], key
+        # the tour's printed verdict: headline and the three answers, as the API words them
+        start = lines.index(api["headline"])
+        assert lines[start + 1 : start + 4] == [
+            f"{i}. {t}" for i, t in enumerate(api["answers"], start=1)
+        ]
+        row = lines[start + 6].split()  # the numbers table under the answers
+        assert row[0] == cell("p-same") == f"{api['p_same_order']:.2f}"
+        assert " ".join(row[3:5]) == cell("mdad") == f"{100 * api['mdad_at_size']:.1f} pts"
+        assert row[5] == cell("size-needed") == str(api["size_needed"])
+        assert cell("gap") == f"{100 * abs(api['gap']):.1f} pts"
+        assert cell("discordant") == f"{api['paired']['n10']} / {api['paired']['n01']}"
+        p_cell = cell("mcnemar-p")
+        assert (f"p {p_cell}" if p_cell.startswith("<") else f"p = {p_cell}") in api["answers"][0]
+        listed = re.findall(r"<li>(.*?)</li>", page.split('id="answers"')[1].split("</ol>")[0])
+        assert [html_lib.unescape(x) for x in listed] == api["answers"]
+        checked += 1
+    return checked
+
+
+def test_tour_outputs_are_not_left_untracked() -> None:
+    """The tour writes subset.json and plots/ where it runs (the repository root)."""
+    ignored = (REPO_ROOT / ".gitignore").read_text().splitlines()
+    assert "/subset.json" in ignored and "/plots/" in ignored
+    shell = "".join(body for lang, body in tour_blocks() if lang == "bash")
+    assert "-o subset.json" in shell and "--plots plots/" in shell
 
 
 def _cli_table_commands() -> list[list[str]]:
