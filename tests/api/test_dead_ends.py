@@ -32,10 +32,8 @@ def test_short_subset_ids(client: TestClient, db_session: Session) -> None:
 
     # two more ids sharing the first 12 characters: the prefix is ambiguous, the 13th decides
     clones = []
-    for tail in ("0", "1"):
+    for tail in [d for d in "0123456789abcdef" if d != full[12]][:2]:
         clone_id = full[:12] + tail * 52
-        if clone_id == full:
-            continue
         columns = {c.key: getattr(subset, c.key) for c in Subset.__table__.columns}
         db_session.add(Subset(**{**columns, "id": clone_id}))
         clones.append(clone_id)
@@ -47,7 +45,7 @@ def test_short_subset_ids(client: TestClient, db_session: Session) -> None:
     for candidate in (full, *clones):
         assert candidate in body["detail"]
     assert body["errors"][0]["loc"] == ["path", "subset_id"]
-    assert client.get(f"/v1/subsets/{full[:13]}").json()["id"] in (full, *clones)
+    assert client.get(f"/v1/subsets/{full[:13]}").json()["id"] == full
 
 
 def test_a_cut_error_list_says_how_many(client: TestClient) -> None:
