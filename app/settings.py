@@ -71,6 +71,12 @@ class Settings(BaseSettings):
     idempotency_ttl_hours: float = Field(
         default=24.0, gt=0, description="hours an Idempotency-Key's stored response is replayed"
     )
+    session_idle_hours: float = Field(
+        default=24.0,
+        ge=0,
+        description="hours without a batch after which an open evaluation session reads as "
+        "abandoned (0: never)",
+    )
     job_soft_time_limit: int = Field(default=1800, gt=0, description="seconds")
     job_hard_time_limit: int = Field(default=1860, gt=0, description="seconds")
     worker_concurrency: int = Field(default=1, ge=1)

@@ -12,7 +12,7 @@ from app.schemas.benchmarks import NO_NUL
 
 MAX_SEED = 2**63 - 1
 Basis = Literal["design", "model"]
-SessionState = Literal["open", "decided", "exhausted"]
+SessionState = Literal["open", "decided", "exhausted", "abandoned"]
 Decision = Literal["undecided", "better", "worse", "equivalent", "precise"]
 
 
@@ -104,9 +104,12 @@ class SessionPublic(BaseModel):
     max_items: int
     seed: int
     n_items: int
-    state: SessionState
+    state: SessionState = Field(
+        description="open: takes the batch in next_items; decided / exhausted: closed; "
+        "abandoned: open but idle for longer than SESSION_IDLE_HOURS (takes no more batches)"
+    )
     decision: Decision
-    step: int
+    step: int = Field(description="Batches answered; the open batch is step + 1")
     items_used: int
     estimate: Interval = Field(description="The model's full-benchmark accuracy")
     difference: Interval | None = Field(description="Accuracy minus the baseline's (full)")
@@ -122,3 +125,29 @@ class SessionPublic(BaseModel):
     )
     created_at: datetime
     updated_at: datetime
+
+
+class SessionSummary(BaseModel):
+    """A session in a listing (no history, no batch)."""
+
+    id: uuid.UUID
+    version_id: uuid.UUID
+    model: str
+    baseline: str | None
+    goal: str
+    policy: str
+    state: SessionState = Field(
+        description="abandoned: open, but no batch for longer than SESSION_IDLE_HOURS"
+    )
+    decision: Decision
+    items_used: int
+    n_items: int
+    created_at: datetime
+    updated_at: datetime = Field(description="Last activity: creation or the last batch applied")
+
+
+class SessionPage(BaseModel):
+    items: list[SessionSummary]
+    next_cursor: str | None = Field(
+        default=None, description="Pass as ?cursor= for the next page; null on the last page"
+    )

@@ -230,7 +230,7 @@ def test_bad_results_name_the_field_and_change_nothing(client: TestClient, seede
         ({"model": model, "item_ids": batch[:4], "correct": [1] * 4}, 422, "item_ids"),
         ({"model": model, "item_ids": ["nope", *batch[1:]], "correct": [1] * 5}, 422, "item_ids"),
         ({"model": model, "item_ids": batch, "correct": [1, 0, 1, 0, 1.5]}, 422, "correct"),
-        ({"model": model, "correct": [1, 0, 1]}, 422, "correct"),
+        ({"model": model, "correct": [1, 0, 1]}, 422, "batch"),  # id-less: must name its batch
         ({"model": "someone-else", "item_ids": batch, "correct": [1] * 5}, 422, "model"),
     ]
     before = client.get(f"/v1/sessions/{sid}").json()

@@ -25,8 +25,9 @@ from app.queue import enqueue_job_after_commit
 from app.schemas.benchmarks import NO_NUL
 from app.schemas.jobs import JobPublic
 from app.schemas.results import ModelCreate
-from app.schemas.sessions import SessionCreate, SessionPublic
+from app.schemas.sessions import SessionCreate, SessionPage, SessionPublic, SessionState
 from app.services.catalog.uploads import ParseOptions, parse_results_upload
+from app.services.evaluation import lifecycle
 from app.services.evaluation import sessions as service
 from app.services.platform import idempotency
 
@@ -57,6 +58,7 @@ def create_session(
     body: Annotated[SessionCreate, Body()],
     session: SessionDep,
     queue: JobQueueDep,
+    settings: SettingsDep,
 ) -> Response:
     """Start evaluating `model` on this benchmark (`{benchmark}`: version id, name, or
     name@vN): 201 with the session, `state: "open"` and the first batch (`next_items`, and
@@ -73,7 +75,7 @@ def create_session(
             status_code=status.HTTP_202_ACCEPTED,
             headers={"Location": f"/v1/jobs/{job.id}"},
         )
-    public = service.to_public(session, row, version)
+    public = service.to_public(session, row, version, idle_hours=settings.session_idle_hours)
     return JSONResponse(
         public.model_dump(mode="json"),
         status_code=status.HTTP_201_CREATED,
@@ -103,14 +105,28 @@ def post_session_results(
     filter: Annotated[str | None, Query(description="lm-eval filter, if several")] = None,
     task: Annotated[str | None, Query()] = None,
     item_key: Annotated[Literal["doc_hash", "doc_id"], Query()] = "doc_hash",
+    batch: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            description="The batch these results answer (1, 2, …; the open one is the "
+            "session's step + 1). Required when the values come without item ids",
+        ),
+    ] = None,
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> Response:
-    """The model's results on the open batch, in any format a results upload accepts (every
-    item of the batch, no others; values without item ids follow the order served). Answers
-    the updated session: `state`, `decision`, `items_used`, `estimate` and `difference` with
-    their intervals and `basis`, and the next batch. Sending the batch applied last again is
-    answered with the current state (nothing is applied twice); a repeated `Idempotency-Key`
-    returns the first response."""
+    """The model's results on one batch, in any format a results upload accepts (every item of
+    the batch, no others; values without item ids follow the order served). The post names
+    the batch it answers: `?batch=N`, or its item ids (each item is served in one batch only).
+
+    The open batch is applied: answers the updated session (`state`, `decision`, `items_used`,
+    `estimate` and `difference` with their intervals and `basis`, and the next batch). A
+    resend of an answered batch (same items, same values) is answered with the reply that
+    batch got, marked `Idempotency-Replayed: true`, and changes nothing; different items or
+    values for it are a 409 naming `item_ids` or `correct`; a batch not served yet is a 409
+    naming `batch`, and so is a closed or abandoned session (`session_id`). Racing posts are
+    serialised on the session row: each sees the state the server holds. A repeated
+    `Idempotency-Key` returns the first response."""
     req_hash, replay = replay_upload(
         request, upload, session, principal.id, idempotency_key, settings.idempotency_ttl_hours
     )
@@ -122,7 +138,14 @@ def post_session_results(
         ParseOptions(metric=metric, filter=filter, task=task, item_key=item_key),
         model=ModelCreate(name=model or default_model),
     )
-    public, replayed = service.post_results(session, session_id, ref.name, parsed)
+    public, replayed = service.post_results(
+        session,
+        session_id,
+        ref.name,
+        parsed,
+        batch=batch,
+        idle_hours=settings.session_idle_hours,
+    )
     body = public.model_dump(mode="json")
     if idempotency_key is not None and req_hash is not None:
         stored = idempotency.store_or_stored(
@@ -146,6 +169,44 @@ def post_session_results(
     responses={**NOT_FOUND, **AUTH},
     name="get_session",
 )
-def get_session(session_id: uuid.UUID, session: SessionDep, _: ReadPrincipal) -> SessionPublic:
-    """A session with its whole history (estimate and intervals after every batch)."""
-    return service.get_session_public(session, session_id)
+def get_session(
+    session_id: uuid.UUID, session: SessionDep, settings: SettingsDep, _: ReadPrincipal
+) -> SessionPublic:
+    """A session with its whole history (estimate and intervals after every batch) and its
+    open batch (`next_items`: the batch to run when resuming)."""
+    return service.get_session_public(session, session_id, idle_hours=settings.session_idle_hours)
+
+
+@router.get(
+    "/benchmarks/{benchmark}/sessions",
+    response_model=SessionPage,
+    responses={**NOT_FOUND, **INVALID, **AUTH},
+    name="list_sessions",
+)
+def list_sessions(
+    _: ReadPrincipal,
+    version: BenchmarkVersionDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    model: Annotated[
+        str | None,
+        Query(min_length=1, max_length=300, pattern=NO_NUL, description="Only this model's"),
+    ] = None,
+    state: Annotated[
+        SessionState | None,
+        Query(description="abandoned: open sessions idle for longer than SESSION_IDLE_HOURS"),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=lifecycle.MAX_PAGE)] = 20,
+    cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
+) -> SessionPage:
+    """A benchmark version's evaluation sessions, newest first (cursor pagination), without
+    their history: find the session a CI job left open and resume it."""
+    return lifecycle.list_sessions(
+        session,
+        version.id,
+        idle_hours=settings.session_idle_hours,
+        limit=limit,
+        cursor=cursor,
+        model=model,
+        state=state,
+    )

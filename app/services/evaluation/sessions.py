@@ -17,9 +17,12 @@ fit, :mod:`app.services.catalog.irt_fits`, ``basis: "model"``).
 * Goals: ``decide`` (:func:`app.core.sequential.confidence_sequences.decide` on ``Delta``), ``precision`` (half-width
   of ``Delta``'s interval with a baseline, else of the accuracy's). ``max_items`` reached first:
   ``exhausted``.
-* Concurrency: the row is read ``FOR UPDATE`` and carries a version counter (``step``); a
-  retry of the batch that was just applied (same items, same values) answers the current state
-  without applying it again.
+* Exactly once (:mod:`app.services.evaluation.batches`): a post names the batch it answers
+  (``?batch=N`` or its item ids); a resend of an answered batch gets that batch's reply and
+  changes nothing, a different body for it is a 409. The row is locked before it is read
+  (``FOR UPDATE``; a first write on SQLite) and carries a version counter (``step``).
+* Lifecycle (:mod:`app.services.evaluation.lifecycle`): an open session idle past
+  ``SESSION_IDLE_HOURS`` reads as ``abandoned`` and takes no more batches.
 * Not done: subtask-stratified orders (the order is uniform over all items).
 
 Services never commit; the request does.
@@ -55,19 +58,20 @@ from app.core.sequential.fluid import (
     fluid_update,
     normal_interval,
 )
+from app.db.base import utcnow
 from app.db.models import BenchmarkVersion, EvaluationSession, Job
 from app.db.repositories.sessions import EvaluationSessionRepository
 from app.errors import Conflict, FieldIssue, InvalidInput, NotFound
 from app.ingest import ParsedResults
 from app.schemas.results import ModelCreate
-from app.schemas.sessions import HistoryRow, Interval, SessionCreate, SessionItem, SessionPublic
+from app.schemas.sessions import HistoryRow, Interval, SessionCreate, SessionPublic
 from app.services.catalog import irt_fits
 from app.services.catalog.benchmarks import get_version, item_index
-from app.services.catalog.matrices import doc_ids
 from app.services.catalog.results import load_matrix, store_results
+from app.services.evaluation import batches, lifecycle
 from app.services.platform import jobs as job_service
 
-STATES = ("open", "decided", "exhausted")
+STATES = ("open", "decided", "exhausted", "abandoned")
 
 
 # --- engine state packing -----------------------------------------------------------------------
@@ -216,24 +220,17 @@ def _judge(row: EvaluationSession, est: Interval, diff: Interval | None) -> tupl
     return "open", decision
 
 
-def to_public(session: Session, row: EvaluationSession, version: BenchmarkVersion | None = None):
+def to_public(
+    session: Session,
+    row: EvaluationSession,
+    version: BenchmarkVersion | None = None,
+    *,
+    idle_hours: float | None = None,
+):
+    """The session as the API shows it (``idle_hours``: ``SESSION_IDLE_HOURS``, after which an
+    open session reads as ``abandoned``; None: never)."""
     version = version or get_version(session, row.benchmark_version_id)
-    index = item_index(version)
-    docs = doc_ids(version)
-    batch = open_batch(row)
-    items = [
-        SessionItem(position=int(p), item_id=str(i), doc_id=int(d), subtask=str(s))
-        for p, i, d, s in zip(
-            batch.tolist(),
-            index.item_ids[batch].tolist(),
-            docs[batch].tolist(),
-            index.subtasks[batch].tolist(),
-            strict=True,
-        )
-    ]
-    samples: dict[str, list[int]] = {}
-    for it in items:
-        samples.setdefault(it.subtask, []).append(it.doc_id)
+    items, samples = batches.batch_items(version, open_batch(row))
     history = [HistoryRow.model_validate(h) for h in row.history or []]
     if history:
         est, diff = history[-1].estimate, history[-1].difference
@@ -256,7 +253,7 @@ def to_public(session: Session, row: EvaluationSession, version: BenchmarkVersio
         max_items=row.max_items,
         seed=int(row.seed),
         n_items=row.n_items,
-        state=row.state,  # type: ignore[arg-type]
+        state=lifecycle.state_of(row, idle_hours),  # type: ignore[arg-type]
         decision=row.decision,  # type: ignore[arg-type]
         step=len(row.history or []),
         items_used=row.items_used,
@@ -264,7 +261,7 @@ def to_public(session: Session, row: EvaluationSession, version: BenchmarkVersio
         difference=diff,
         baseline_accuracy=None if base is None else float(base.mean()),
         next_items=items,
-        samples={k: sorted(v) for k, v in sorted(samples.items())},
+        samples=samples,
         history=history,
         stored_result=row.stored_result,
         created_at=row.created_at,
@@ -272,8 +269,10 @@ def to_public(session: Session, row: EvaluationSession, version: BenchmarkVersio
     )
 
 
-def get_session_public(session: Session, sid: uuid.UUID) -> SessionPublic:
-    return to_public(session, get_row(session, sid))
+def get_session_public(
+    session: Session, sid: uuid.UUID, *, idle_hours: float | None = None
+) -> SessionPublic:
+    return to_public(session, get_row(session, sid), idle_hours=idle_hours)
 
 
 # --- creating a session -------------------------------------------------------------------------
@@ -377,93 +376,30 @@ def create_session(
 # --- posting results ----------------------------------------------------------------------------
 
 
-def _batch_values(
-    row: EvaluationSession, version, parsed: ParsedResults
-) -> tuple[np.ndarray, np.ndarray]:
-    """``(positions, values)`` of the upload, validated (422 naming the field)."""
-    values = np.asarray(parsed.correct, dtype=np.float64)
-    if values.size and (not np.all(np.isfinite(values)) or values.min() < 0 or values.max() > 1):
-        raise InvalidInput("values must be finite and in [0, 1]", field="correct")
-    batch = open_batch(row)
-    if parsed.item_ids is None:
-        if values.size != batch.size:
-            raise InvalidInput(
-                f"{values.size} values given for an open batch of {batch.size} items",
-                field="correct",
-                message=f"expected {batch.size} values in the order served (or give item ids)",
-            )
-        return batch, values
-    pos = item_index(version).positions(np.asarray(parsed.item_ids, dtype=str))
-    uniq, counts = np.unique(pos, return_counts=True)
-    if (counts > 1).any():
-        dup = item_index(version).item_ids[uniq[counts > 1][0]]
-        raise InvalidInput(f"item {str(dup)!r} appears twice", field="item_ids")
-    return pos, values
-
-
-def _is_replay(row: EvaluationSession, pos: np.ndarray, values: np.ndarray) -> bool:
-    """The upload is the batch applied last (same items, same values): a retry."""
-    if not row.history:
-        return False
-    last = np.asarray(row.history[-1].get("items", []), dtype=np.int64)
-    if last.size != pos.size or last.size == 0:
-        return False
-    served = _order(row)[row.items_used - last.size : row.items_used]
-    got = dict(zip(pos.tolist(), values.tolist(), strict=True))
-    prev = _values(row)[-last.size :]
-    return set(got) == set(served.tolist()) and all(
-        got[p] == v for p, v in zip(served.tolist(), prev.tolist(), strict=True)
-    )
-
-
-def _align(row: EvaluationSession, version, pos: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """The upload's values in the open batch's serving order (422 on foreign/missing items)."""
-    batch = open_batch(row)
-    slot = {p: i for i, p in enumerate(batch.tolist())}
-    ids = item_index(version).item_ids
-    foreign = [p for p in pos.tolist() if p not in slot]
-    if foreign:
-        raise InvalidInput(
-            f"{len(foreign)} item(s) are not in the open batch",
-            errors=[
-                FieldIssue(("item_ids",), f"item {str(ids[p])!r} is not in the open batch")
-                for p in foreign[:20]
-            ],
-        )
-    if pos.size != batch.size:
-        missing = sorted(set(batch.tolist()) - set(pos.tolist()))
-        raise InvalidInput(
-            f"results missing for {len(missing)} of the open batch's {batch.size} items",
-            errors=[
-                FieldIssue(("item_ids",), f"missing item {str(ids[p])!r}") for p in missing[:20]
-            ],
-        )
-    out = np.empty(batch.size)
-    out[[slot[p] for p in pos.tolist()]] = values
-    return out
-
-
 def post_results(
-    session: Session, sid: uuid.UUID, model_name: str, parsed: ParsedResults
+    session: Session,
+    sid: uuid.UUID,
+    model_name: str,
+    parsed: ParsedResults,
+    *,
+    batch: int | None = None,
+    idle_hours: float | None = None,
 ) -> tuple[SessionPublic, bool]:
-    """Apply the open batch's results; ``(state, replayed)`` (``replayed``: the upload repeated
-    the batch applied last, nothing changed). Flush only."""
+    """Apply the results of batch ``batch`` (None: the batch the item ids name); ``(reply,
+    replayed)``: ``replayed`` when it resent an answered batch, answered with that batch's
+    reply and nothing changed (:mod:`app.services.evaluation.batches`). Flush only."""
     row = get_row(session, sid, for_update=True)
     version = get_version(session, row.benchmark_version_id)
     if model_name != row.model_name:
         raise InvalidInput(
             f"this session evaluates {row.model_name!r}, not {model_name!r}", field="model"
         )
-    pos, values = _batch_values(row, version, parsed)
-    if _is_replay(row, pos, values):
-        return to_public(session, row, version), True
-    if row.state != "open":
-        raise Conflict(
-            f"session {sid} is {row.state}; it takes no more results",
-            field="session_id",
-            message=f"session is {row.state}",
-        )
-    x = _align(row, version, pos, values)
+    answer = batches.resolve(row, version, parsed, batch)
+    if answer.answered:
+        public = to_public(session, row, version, idle_hours=idle_hours)
+        return batches.reply_as_of(public, row, version, answer.number), True
+    lifecycle.refuse_if_abandoned(row, idle_hours)
+    x = answer.values
     prev = _values(row)
     parts = unpack_state(row.engine_state)
     batch = open_batch(row)
@@ -499,7 +435,12 @@ def post_results(
         decision=row.decision,  # type: ignore[arg-type]
         state=row.state,  # type: ignore[arg-type]
     ).model_dump(mode="json")
-    row.history = [*(row.history or []), {**entry, "items": batch.tolist()}]
+    now = utcnow()  # the reply's updated_at, kept for a resend of this batch after the next
+    row.updated_at = now
+    row.history = [
+        *(row.history or []),
+        {**entry, "items": batch.tolist(), "applied_at": now.isoformat()},
+    ]
     if row.state != "open" and row.store_results:
         row.stored_result = _store_partial(session, row, version)
     try:
@@ -509,7 +450,7 @@ def post_results(
             "the session changed while this batch was applied; fetch it and retry",
             field="session_id",
         ) from None
-    return to_public(session, row, version), False
+    return to_public(session, row, version, idle_hours=idle_hours), False
 
 
 def _store_partial(session: Session, row: EvaluationSession, version: BenchmarkVersion) -> str:
