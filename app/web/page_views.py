@@ -187,8 +187,10 @@ class SessionView:
 _SESSION_SVGS: BoundedCache[tuple, tuple[str, str]] = BoundedCache(128)
 
 
-def session_view(session: Session, session_id: uuid.UUID) -> SessionView:
-    public = sessions_service.get_session_public(session, session_id)
+def session_view(
+    session: Session, session_id: uuid.UUID, *, idle_hours: float | None = None
+) -> SessionView:
+    public = sessions_service.get_session_public(session, session_id, idle_hours=idle_hours)
     figures = None
     if public.history:
         key = (public.id, public.step)

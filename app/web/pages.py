@@ -21,13 +21,15 @@ from app.core.items.health import FLAGS, item_health
 from app.db.models import BenchmarkVersion
 from app.db.repositories.analyses import AnalysisRepository
 from app.db.repositories.benchmarks import BenchmarkVersionRepository
-from app.db.repositories.listings import sessions_for_version, subsets_for_version
+from app.db.repositories.listings import subsets_for_version
 from app.db.repositories.model_results import ModelResultRepository
 from app.db.repositories.subsets import results_stamp
 from app.errors import DomainError, InvalidInput
 from app.schemas.analyses import AnalysisPublic, Recommendation
+from app.schemas.sessions import SessionSummary
 from app.services.catalog import matrices
 from app.services.catalog.benchmarks import item_index
+from app.services.evaluation import lifecycle as session_lifecycle
 from app.services.platform.caching import BoundedCache
 from app.services.ranking import leaderboards
 from app.services.reliability import analyses as analyses_service
@@ -202,7 +204,8 @@ class BenchmarkListings:
 
     analyses: list[AnalysisPublic]
     subsets: list[Any]
-    sessions: list[Any]
+    sessions: list[SessionSummary]
+    abandoned: list[SessionSummary]  # open but idle past SESSION_IDLE_HOURS: shown apart
 
 
 _HEALTH: BoundedCache[tuple, HealthSummary] = BoundedCache(CACHE_SIZE)
@@ -379,11 +382,19 @@ def benchmark_main(
     )
 
 
-def benchmark_listings(session: Session, version: BenchmarkVersion) -> BenchmarkListings:
+def benchmark_listings(
+    session: Session, version: BenchmarkVersion, *, idle_hours: float | None = None
+) -> BenchmarkListings:
+    def recent(**kw: Any) -> list[SessionSummary]:
+        return session_lifecycle.list_sessions(
+            session, version.id, idle_hours=idle_hours, limit=LISTING_LIMIT, **kw
+        ).items
+
     return BenchmarkListings(
         analyses=analyses_service.list_analyses(session, version.id, limit=LISTING_LIMIT).items,
         subsets=list(subsets_for_version(session, version.id, limit=LISTING_LIMIT)),
-        sessions=list(sessions_for_version(session, version.id, limit=LISTING_LIMIT)),
+        sessions=recent(hide_abandoned=True),
+        abandoned=recent(state="abandoned"),
     )
 
 

@@ -113,7 +113,8 @@ def benchmark(
             main = Markup(TEMPLATES.get_template("benchmark_main.html").render(p=data))
             _BENCHMARK_MAIN.discard_where(lambda k: k[0] == version.id and k[1] != stamp)
             _BENCHMARK_MAIN.put(key, main)
-        listings = pages.benchmark_listings(session, version)
+        idle = request.app.state.settings.session_idle_hours
+        listings = pages.benchmark_listings(session, version, idle_hours=idle)
     except DomainError as exc:
         return error_page(request, exc)
     context = {"title": version.benchmark.name, "main": main, "p": listings, "v": version}
@@ -205,7 +206,11 @@ def subset_download(request: Request, subset_id: str, fmt: str, session: Session
 def evaluation_session(request: Request, session_id: str, session: SessionDep) -> Response:
     try:
         security.page_principal(request, session)
-        view = page_views.session_view(session, _uuid(session_id, "evaluation session"))
+        view = page_views.session_view(
+            session,
+            _uuid(session_id, "evaluation session"),
+            idle_hours=request.app.state.settings.session_idle_hours,
+        )
     except DomainError as exc:
         return error_page(request, exc)
     title = f"Session: {view.session.model}"
