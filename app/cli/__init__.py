@@ -14,7 +14,7 @@ module                                    commands
 :mod:`app.cli.verdicts`                   ``verdict``, ``plan``
 :mod:`app.cli.analyses`                   ``analyze``
 :mod:`app.cli.leaderboard`                ``leaderboard``
-:mod:`app.cli.sessions`                   ``evaluate``, ``simulate`` (no server)
+:mod:`app.cli.sessions`                   ``evaluate``, ``sessions``, ``simulate`` (no server)
 :mod:`app.cli.keys`                       ``keys create|list|revoke`` (local admin)
 :mod:`app.cli.benchmarks`                 ``benchmarks list|show|items``, ``jobs get|wait|cancel``
 ========================================  ===============================================
@@ -65,6 +65,7 @@ app.command("plan")(verdicts.plan)
 app.command("analyze")(analyses.analyze)
 app.command("leaderboard")(leaderboard.leaderboard)
 app.command("evaluate")(sessions.evaluate)
+app.command("sessions")(sessions.sessions)
 
 # Command groups.
 app.add_typer(keys.keys_app, name="keys")

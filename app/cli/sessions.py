@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
+import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
@@ -63,32 +64,58 @@ def _line(s: SessionPublic) -> str:
     )
 
 
+def _stderr_fd() -> int | None:
+    """Where the command's stdout goes: our stderr (None, inherit, when it has no descriptor,
+    as under a test runner capturing it)."""
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
 def _run_batch(
     client: Client,
     s: SessionPublic,
     command: str,
     workdir: Path,
-    step: int,
     opts: dict[str, Any],
 ) -> SessionPublic:
-    """Write the batch's samples file, run the command, push its output."""
-    samples = workdir / f"samples-{step:03d}.json"
-    output = workdir / f"output-{step:03d}"
+    """Write the open batch's samples file, run the command (its output goes to stderr: stdout
+    is this command's own), push the sample logs it wrote as the answer to that batch."""
+    number = s.step + 1
+    samples = workdir / f"samples-{number:03d}.json"
+    output = workdir / f"output-{number:03d}"
     samples.write_text(json.dumps(s.samples))
-    output.mkdir()
+    output.mkdir(exist_ok=True)
     cmd = command.replace("{samples}", shlex.quote(str(samples))).replace(
         "{output}", shlex.quote(str(output))
     )
-    done = subprocess.run(cmd, shell=True, check=False)  # the user's own command line
+    sys.stdout.flush()
+    done = subprocess.run(cmd, shell=True, check=False, stdout=_stderr_fd())  # the user's command
     if done.returncode != 0:
-        raise fail(f"the command exited with {done.returncode}: {cmd}")
+        raise fail(
+            f"the command exited with {done.returncode} on batch {number}: {cmd}\n"
+            f"session {s.id} is still open at batch {number}; resume it with "
+            f"`benchslice evaluate --session {s.id} --run …`"
+        )
     source = find_source(output)
-    return client.post_session_results(s.id, model=s.model, files=source.files, **opts)
+    return client.post_session_results(
+        s.id, model=s.model, files=source.files, batch=number, **opts
+    )
 
 
 def evaluate(
-    benchmark: str = typer.Option(..., "--benchmark", "-b", help="Name, name@vN or version id"),
-    model: str = typer.Option(..., "--model", "-m", help="The model being evaluated"),
+    benchmark: str | None = typer.Option(
+        None, "--benchmark", "-b", help="Name, name@vN or version id (a new session)"
+    ),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="The model being evaluated (a new session)"
+    ),
+    session_id: str | None = typer.Option(
+        None,
+        "--session",
+        help="Resume this session (e.g. after a failed batch): run its open batch and go on",
+    ),
     baseline: str | None = typer.Option(
         None, "--baseline", help="A model with full results on the benchmark (goal decide)"
     ),
@@ -122,13 +149,33 @@ def evaluate(
     """Evaluate a model a batch at a time until the question is answered.
 
     Each batch: writes the batch's samples file, runs `--run` (or answers from `--answers`),
-    pushes the results and prints one line (items so far, estimate, interval). Exit 0 when
-    decided (or precise enough), 1 when `--max-items` ran out first, 2 on errors.
+    pushes the results as the answer to that batch and prints one line (items so far,
+    estimate, interval). The command's own output goes to stderr, so with `--json` stdout is
+    the final session alone. A failed batch leaves the session open: `--session ID` resumes it
+    from that batch (a resent batch is never applied twice). Exit 0 when decided (or precise
+    enough), 1 when `--max-items` ran out first, 2 on errors (and for an abandoned session).
 
     Example:
 
         benchslice evaluate --benchmark gpqa --model org/new-7b --baseline org/old-7b --run 'lm_eval --model hf --model_args pretrained=org/new-7b --tasks gpqa_main --samples {samples} --log_samples --output_path {output}'
     """
+    given = {
+        "--benchmark": benchmark,
+        "--model": model,
+        "--baseline": baseline,
+        "--margin": margin,
+        "--precision": precision,
+        "--max-items": max_items,
+        "--seed": seed,
+    }
+    if session_id is not None and any(v is not None for v in given.values()):
+        used = next(k for k, v in given.items() if v is not None)
+        raise typer.BadParameter("--session resumes a session as it was created", param_hint=used)
+    if session_id is None and (benchmark is None or model is None):
+        raise typer.BadParameter(
+            "give --benchmark and --model (a new session) or --session ID (resume one)",
+            param_hint="--benchmark",
+        )
     if (run is None) == (answers is None):
         raise typer.BadParameter("give exactly one of --run and --answers", param_hint="--run")
     if answers is not None and answers_model is None:
@@ -151,34 +198,105 @@ def evaluate(
         seed=seed,
     )
     with api(url, api_key) as client, tempfile.TemporaryDirectory(prefix="bs-eval-") as tmp:
-        start = client.create_session(benchmark, model, **kw)
-        if start.job is not None:
-            err(f"fitting the benchmark's IRT model first (job {start.job.id}) …")
-            client.wait(start.job.id, timeout=600)
+        if session_id is not None:
+            s = client.get_session(session_id)
+            err(f"session {s.id} ({s.policy}, seed {s.seed}): {s.state} after {s.step} batches")
+        else:
+            assert benchmark is not None and model is not None
             start = client.create_session(benchmark, model, **kw)
-        s = start.session
-        assert s is not None
-        err(f"session {s.id} ({s.policy}, seed {s.seed})")
-        step = 0
+            if start.job is not None:
+                err(f"fitting the benchmark's IRT model first (job {start.job.id}) …")
+                client.wait(start.job.id, timeout=600)
+                start = client.create_session(benchmark, model, **kw)
+            assert start.session is not None
+            s = start.session
+            err(f"session {s.id} ({s.policy}, seed {s.seed})")
+        if s.state == "abandoned":
+            raise fail(f"session {s.id} was abandoned (idle too long); start a new one")
+        ran = 0
         while s.state == "open":
-            step += 1
+            ran += 1
             if table is not None:
                 missing = [it.item_id for it in s.next_items if it.item_id not in table]
                 if missing:
                     raise fail(f"--answers has no result for item {missing[0]!r}")
                 results = {it.item_id: table[it.item_id] for it in s.next_items}
-                s = client.post_session_results(s.id, model=s.model, results=results)
+                s = client.post_session_results(
+                    s.id, model=s.model, results=results, batch=s.step + 1
+                )
             else:
-                s = _run_batch(client, s, run or "", Path(tmp), step, opts)
+                s = _run_batch(client, s, run or "", Path(tmp), opts)
             if not as_json:
                 typer.echo(_line(s))
         base = client.url
+    if not ran and not as_json and s.step:
+        typer.echo(_line(s))  # resumed a closed session: its last line
     if as_json:
         print_json(s)
     if summary is not None:
         write_summary(summary, session_summary(s, base))
     if s.state == "exhausted":
         raise typer.Exit(EXIT_EXHAUSTED)
+
+
+def sessions(
+    benchmark: str = typer.Option(..., "--benchmark", "-b", help="Name, name@vN or version id"),
+    model: str | None = typer.Option(None, "--model", "-m", help="Only this model's sessions"),
+    state: str | None = typer.Option(
+        None, "--state", help="open | decided | exhausted | abandoned"
+    ),
+    limit: int = typer.Option(50, "--limit", min=1, help="At most this many (newest first)"),
+    url: str | None = UrlOpt,
+    api_key: str | None = ApiKeyOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """List a benchmark's evaluation sessions, newest first (find the one to `--session`).
+
+    `abandoned`: open sessions without a batch for longer than the server's
+    `SESSION_IDLE_HOURS`; they take no more results.
+
+    Example:
+
+        benchslice sessions --benchmark gpqa --model org/new-7b --state open
+    """
+    if state is not None and state not in STATES:
+        raise typer.BadParameter(" | ".join(STATES), param_hint="--state")
+    rows: list[Any] = []
+    cursor = None
+    with api(url, api_key) as client:
+        while len(rows) < limit:
+            page = client.list_sessions(
+                benchmark,
+                model=model,
+                state=state,  # type: ignore[arg-type]
+                limit=min(100, limit - len(rows)),
+                cursor=cursor,
+            )
+            rows += page.items
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+    if as_json:
+        print_json({"items": rows, "next_cursor": cursor})
+        return
+    print_table(
+        ["session", "model", "baseline", "state", "decision", "items", "last activity"],
+        [
+            [
+                str(r.id),
+                r.model,
+                r.baseline or "-",
+                r.state,
+                r.decision,
+                f"{r.items_used}/{r.n_items}",
+                r.updated_at.strftime("%Y-%m-%d %H:%M"),
+            ]
+            for r in rows
+        ],
+    )
+
+
+STATES = ("open", "decided", "exhausted", "abandoned")
 
 
 def simulate(
@@ -306,4 +424,4 @@ def _jsonable(v: Any) -> Any:
     return str(v)
 
 
-__all__ = ["EXIT_ERROR", "evaluate", "simulate"]
+__all__ = ["EXIT_ERROR", "evaluate", "sessions", "simulate"]

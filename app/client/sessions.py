@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from app.client.transport import FileLike, Transport, results_upload
 from app.schemas.jobs import JobPublic
-from app.schemas.sessions import SessionPublic
+from app.schemas.sessions import SessionPage, SessionPublic
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,27 @@ class SessionOperations(Transport):
         """``GET /v1/sessions/{id}``: the session with its whole history."""
         return SessionPublic.model_validate(self.get_json(f"/v1/sessions/{session_id}"))
 
+    def list_sessions(
+        self,
+        benchmark: str | uuid.UUID,
+        *,
+        model: str | None = None,
+        state: Literal["open", "decided", "exhausted", "abandoned"] | None = None,
+        limit: int = 20,
+        cursor: str | None = None,
+    ) -> SessionPage:
+        """``GET /v1/benchmarks/{benchmark}/sessions``: one page, newest first (pass the
+        page's ``next_cursor`` as ``cursor`` for the next)."""
+        return SessionPage.model_validate(
+            self.get_json(
+                f"/v1/benchmarks/{benchmark}/sessions",
+                model=model,
+                state=state,
+                limit=limit,
+                cursor=cursor,
+            )
+        )
+
     def post_session_results(
         self,
         session_id: str | uuid.UUID,
@@ -77,13 +98,22 @@ class SessionOperations(Transport):
         metric: str | None = None,
         filter: str | None = None,
         item_key: Literal["doc_hash", "doc_id"] | None = None,
+        batch: int | None = None,
         idempotency_key: str | bool = True,
     ) -> SessionPublic:
-        """``POST /v1/sessions/{id}/results``: the open batch's results, as ``{item_id: value}``
-        or files in any results-upload format (lm-eval sample logs …). The content-derived
-        Idempotency-Key makes a retry safe."""
+        """``POST /v1/sessions/{id}/results``: one batch's results, as ``{item_id: value}`` or
+        files in any results-upload format (lm-eval sample logs …). ``batch``: the batch they
+        answer (the open one is the session's ``step + 1``; needed for values without item
+        ids). A resend of an answered batch gets that batch's reply and changes nothing; the
+        content-derived Idempotency-Key makes a retry safe."""
         path = f"/v1/sessions/{session_id}/results"
-        params = {"model": model, "metric": metric, "filter": filter, "item_key": item_key}
+        params = {
+            "model": model,
+            "metric": metric,
+            "filter": filter,
+            "item_key": item_key,
+            "batch": batch,
+        }
         many, raw = results_upload(model, results, files, missing="give files or results")
         response = self.send_files(path, many, params, key=idempotency_key, raw=raw)
         return SessionPublic.model_validate(response.json())
