@@ -264,6 +264,7 @@ CLIENT_METHODS = {
     "leaderboards-leaderboard_pairs": "leaderboard_pairs",
     "sessions-create_session": "create_session",
     "sessions-get_session": "get_session",
+    "sessions-list_sessions": "list_sessions",
     "sessions-post_session_results": "post_session_results",
 }
 
