@@ -143,7 +143,7 @@ def post_session_results(
         session_id,
         ref.name,
         parsed,
-        batch=batch,
+        batch_number=batch,
         idle_hours=settings.session_idle_hours,
     )
     body = public.model_dump(mode="json")

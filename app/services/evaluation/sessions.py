@@ -382,10 +382,10 @@ def post_results(
     model_name: str,
     parsed: ParsedResults,
     *,
-    batch: int | None = None,
+    batch_number: int | None = None,
     idle_hours: float | None = None,
 ) -> tuple[SessionPublic, bool]:
-    """Apply the results of batch ``batch`` (None: the batch the item ids name); ``(reply,
+    """Apply the results of batch ``batch_number`` (None: the batch the item ids name); ``(reply,
     replayed)``: ``replayed`` when it resent an answered batch, answered with that batch's
     reply and nothing changed (:mod:`app.services.evaluation.batches`). Flush only."""
     row = get_row(session, sid, for_update=True)
@@ -394,7 +394,7 @@ def post_results(
         raise InvalidInput(
             f"this session evaluates {row.model_name!r}, not {model_name!r}", field="model"
         )
-    answer = batches.resolve(row, version, parsed, batch)
+    answer = batches.resolve(row, version, parsed, batch_number)
     if answer.answered:
         public = to_public(session, row, version, idle_hours=idle_hours)
         return batches.reply_as_of(public, row, version, answer.number), True
