@@ -8,6 +8,7 @@ whose last activity is moved back past ``SESSION_IDLE_HOURS`` (default 24) reads
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 
 import numpy as np
@@ -18,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.models import EvaluationSession
+from app.services.evaluation import sessions as sessions_service
 from tests.api._subset_data import Seeded, seed_gpqa
 
 PROBLEM = "application/problem+json"
@@ -73,6 +75,12 @@ def test_an_idle_session_is_abandoned(client: TestClient, db_session: Session, s
     _idle(db_session, body["id"], 24.5)
     now = client.get(f"/v1/sessions/{body['id']}").json()
     assert now["state"] == "abandoned" and now["items_used"] == 10
+    # the state follows the limit in force: a longer one, or 0 (never), reads it as open
+    for hours, state in ((24.0, "abandoned"), (48.0, "open"), (0.0, "open")):
+        pub = sessions_service.get_session_public(
+            db_session, uuid.UUID(body["id"]), idle_hours=hours
+        )
+        assert pub.state == state, hours
     r = _answer(client, first.json(), truth, seeded.item_ids)
     assert r.status_code == 409 and "session_id" in _fields(r), r.text
     assert "abandoned" in r.json()["detail"]
