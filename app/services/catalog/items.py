@@ -66,7 +66,8 @@ def health_table(session: Session, version: BenchmarkVersion) -> HealthTable:
     if fm.correct.shape[0] < MIN_MODELS:
         raise Conflict(
             f"item health needs at least {MIN_MODELS} models with full 0/1 results; this "
-            f"benchmark has {fm.correct.shape[0]}"
+            f"benchmark has {fm.correct.shape[0]}: push more (`benchslice push --benchmark NAME "
+            "PATH`; API: POST /v1/benchmarks/{benchmark}/results)"
         )
     y = fm.correct.astype(np.float64)
     model = None if fit is None else _fit_model(fit, version.n_items)

@@ -149,7 +149,7 @@ def store_results(
         if not replace:
             raise Conflict(
                 f"model {model.name!r} already has different results on this benchmark; "
-                "pass ?replace=true to overwrite them",
+                "to overwrite them: `benchslice push --replace` (API: ?replace=true)",
                 field="replace",
                 message="set to true to overwrite",
             )

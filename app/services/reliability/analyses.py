@@ -304,8 +304,15 @@ def get_stored(session: Session, analysis_id: uuid.UUID) -> tuple[Analysis, Stor
     """A succeeded analysis (409 while it is not)."""
     row = get_analysis(session, analysis_id)
     if row.job.status is not JobStatus.succeeded or row.result is None:
+        status = row.job.status.value
+        fix = (
+            f"wait for it: `benchslice jobs wait {row.job_id}` (API: GET /v1/jobs/{row.job_id})"
+            if status in ("queued", "running")
+            else "run it again: `benchslice analyze --benchmark NAME …` "
+            "(API: POST /v1/benchmarks/{benchmark}/analyses)"
+        )
         raise Conflict(
-            f"analysis {analysis_id} is {row.job.status.value}; its results exist once it succeeded"
+            f"analysis {analysis_id} is {status}; its results exist once it succeeded: {fix}"
         )
     return row, stored_analysis(row)
 

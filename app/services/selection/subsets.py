@@ -153,7 +153,8 @@ def resolve_request(
             if not chosen:
                 raise Conflict(
                     f"method {method!r} fits on source models, and no model has full results "
-                    "on this benchmark; upload results first"
+                    "on this benchmark; push some first (`benchslice push --benchmark NAME "
+                    "PATH`; API: POST /v1/benchmarks/{benchmark}/results)"
                 )
         else:
             known = {r[0] for r in rows}
