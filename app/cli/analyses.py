@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from app import formatting as F
 from app.cli.common import (
     ALL_METHODS,
     BENCHMARK_HELP,
@@ -29,7 +30,8 @@ if TYPE_CHECKING:
 
 
 def _pts(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}"
+    """Points without the unit (the table's header says "accuracy points")."""
+    return F.pts(value, unit=False)
 
 
 def analyze(
@@ -134,7 +136,7 @@ def _print_analysis(a: AnalysisPublic, split: str) -> None:
                 c.n,
                 c.split,
                 _pts(c.mdad) if c.reached or c.mdad is not None else f">{_pts(c.max_gap)}",
-                f"[{_pts(c.ci_low)}, {_pts(c.ci_high)}]",
+                F.interval(c.ci_low, c.ci_high, _pts),
                 fmt(c.mean_agreement),
                 _pts(c.mean_abs_error),
                 fmt(c.kendall_tau),
@@ -142,6 +144,16 @@ def _print_analysis(a: AnalysisPublic, split: str) -> None:
             for c in cells
         ],
     )
+    typer.echo(
+        "split: seen = the half of each subtask's items the subsets are drawn from decides the "
+        "true order; unseen = the other half (how the subset generalises). 95% CI: bootstrap "
+        "of the runs."
+    )
+    if "random" in a.methods:
+        typer.echo(
+            f"random here is estimated from {a.runs} runs on the seen half; `benchslice verdict` "
+            "and `plan` report its exact MDAD over all items and model pairs, which differs."
+        )
     rec = result.recommendation
     smallest = ", ".join(
         f"{m}: {n if n is not None else 'none of the sizes'}" for m, n in rec.smallest_n.items()

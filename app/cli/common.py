@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import typer
 from typer.exceptions import TyperException
 
+from app import formatting
+
 if TYPE_CHECKING:
     from app.client import Client
     from app.schemas.jobs import JobPublic
@@ -111,7 +113,9 @@ def fmt(value: Any, digits: int = 3) -> str:
 
 
 def pct(value: float | None, digits: int = 1) -> str:
-    return "-" if value is None else f"{100 * value:.{digits}f}%"
+    """An accuracy as a percentage (:func:`app.formatting.pct`; ``-`` when missing, as in
+    every CLI table cell)."""
+    return "-" if value is None else formatting.pct(value, digits)
 
 
 def print_table(
