@@ -151,8 +151,9 @@ def _print_analysis(a: AnalysisPublic, split: str) -> None:
     )
     if "random" in a.methods:
         typer.echo(
-            f"random here is estimated from {a.runs} runs on the seen half; `benchslice verdict` "
-            "and `plan` report its exact MDAD over all items and model pairs, which differs."
+            f"The random rows are estimated from {a.runs} runs on the seen half; `benchslice "
+            "verdict` and `plan` report random's exact MDAD over all items and model pairs, "
+            "which differs."
         )
     rec = result.recommendation
     smallest = ", ".join(
