@@ -328,7 +328,7 @@ def plan_size(
         fm = full_matrix(session, version_id)
         if fm.correct.shape[0] < 2:
             raise Conflict("planning needs at least two models with full 0/1 results")
-        size, cells = _exact_plan(fm, gap, probability)
+        size, cells = exact_plan_size(fm, gap, probability)
         evidence["n_models"] = int(fm.correct.shape[0])
         evidence["n_items"] = fm.n_items
         evidence["sizes"] = [c.n for c in cells]
@@ -353,7 +353,7 @@ def plan_size(
     )
 
 
-def _exact_plan(fm: FullMatrix, gap: float, probability: float) -> tuple[int | None, list]:
+def exact_plan_size(fm: FullMatrix, gap: float, probability: float) -> tuple[int | None, list]:
     """The smallest random-subset size whose exact MDAD is at most ``gap``, and the exact
     curves it was read from (ascending size).
 
