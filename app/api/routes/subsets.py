@@ -325,8 +325,8 @@ def plan_size(
 
     `random`: exact. Exact agreement curves over all model pairs at a geometric grid of sizes,
     bisected to the two grid sizes around the answer and then to the size itself (about
-    log2(N) exact passes, cached per benchmark results: the first call computes them, ~15 s on
-    GPQA); `evidence` lists every size evaluated, so the answer's row and the one below it are
+    log2(N) exact passes, cached per benchmark results: the first call computes them, 9 s on
+    GPQA at a gap of 2 points, bench/RESULTS.md); `evidence` lists every size evaluated, so the answer's row and the one below it are
     both there. Other methods: the latest robust analysis' curves, interpolated in log n (409
     naming the `benchslice analyze` command when there is none)."""
     return verdict_service.plan_size(
