@@ -62,7 +62,7 @@ MMLU_PRO_SUBTASKS = (
     ("other", 924), ("economics", 844), ("physics", 1299), ("computer science", 410), ("math", 1351),
 )  # fmt: skip
 
-MAX_MODELS, MAX_ITEMS = 500, 20_000
+MAX_MODELS, MAX_ITEMS = 20_000, 20_000
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """Leaderboards that say which differences are real: all pairwise tests, rank intervals, tiers.
 
 For ``m`` models with 0/1 results on shared items, every one of the ``m (m - 1) / 2`` pairs is
-compared at once from matrix products (``n11 = Y Yᵀ``; ``n10``, ``n01`` from row sums), with
-memory ``O(m² + m N)``, never ``O(m² N)``. The p-values are corrected for multiplicity (Holm by
+compared from matrix products (``n11 = Y Yᵀ``; ``n10``, ``n01`` from row sums) in blocks of rows
+(:mod:`app.core.ranking.pair_table`): memory ``O(m N)`` plus a bounded block, time ``O(m² N)``;
+the rows keep per model only how many models are significantly better and worse, and any
+pair's record is computed when asked for (``Leaderboard.table.pairs``). The p-values are corrected for multiplicity (Holm by
 default, or Benjamini-Hochberg), and the corrected tests give simultaneous rank intervals and
 significance tiers.
 
@@ -32,12 +34,14 @@ built by a selector), and the vectorised pieces :func:`pairwise_counts`,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
 from scipy import special as _sc
 from scipy import stats as _st
 
+from app.core.ranking.pair_table import BlockedPairTable, DensePairTable, LeaderboardPairs
 from app.core.ranking.pairwise import (
     CORRECTIONS,
     Correction,
@@ -47,7 +51,6 @@ from app.core.ranking.pairwise import (
     as_mask,
     finite_population_pvalues,
     mcnemar_pvalues,
-    newcombe,
     pairwise_counts,
     weighted_pair_tests,
     wilson,
@@ -116,49 +119,15 @@ class LeaderboardRows:
 
 
 @dataclass(frozen=True)
-class LeaderboardPairs:
-    """One row per unordered pair ``a < b`` (input row positions), in ``np.triu_indices`` order.
-
-    Attributes
-    ----------
-    a, b : ndarray of int64, shape (k,)
-    n10, n01, n_shared : ndarray of int64
-        Items only ``a`` / only ``b`` got right, and items both have (on the subset in subset
-        mode).
-    difference, ci_low, ci_high : ndarray of float64
-        Estimated accuracy difference ``a - b`` (on the shared items; of the full benchmark in
-        ``"benchmark"`` mode) and its interval at level ``1 - alpha`` (unadjusted). NaN where
-        the pair shares no items.
-    p_value, p_adjusted : ndarray of float64
-        Two-sided p-value of ``H0: no difference`` and its multiplicity-adjusted value.
-    p_better : ndarray of float64
-        Probability that ``a`` is better than ``b`` (see :func:`leaderboard`).
-    significant : ndarray of bool
-        ``p_adjusted <= alpha``.
-    """
-
-    a: np.ndarray
-    b: np.ndarray
-    n10: np.ndarray
-    n01: np.ndarray
-    n_shared: np.ndarray
-    difference: np.ndarray
-    ci_low: np.ndarray
-    ci_high: np.ndarray
-    p_value: np.ndarray
-    p_adjusted: np.ndarray
-    p_better: np.ndarray
-    significant: np.ndarray
-
-
-@dataclass(frozen=True)
 class Leaderboard:
     """A leaderboard with significance: rows, the pairwise table and the rules used.
 
     Attributes
     ----------
     rows : LeaderboardRows
-    pairs : LeaderboardPairs
+    table : BlockedPairTable or DensePairTable
+        The pairwise table: ``n_pairs``, ``n_significant`` and ``pairs(a, b)``, the records of
+        any pairs ``a < b`` computed on demand (``pairs`` is every pair at once).
     alpha : float
     correction : {"holm", "bh", "none"}
     population : {"items", "benchmark"}
@@ -179,7 +148,7 @@ class Leaderboard:
     """
 
     rows: LeaderboardRows
-    pairs: LeaderboardPairs
+    table: BlockedPairTable | DensePairTable
     alpha: float
     correction: str
     population: str
@@ -190,6 +159,13 @@ class Leaderboard:
     n_tiers: int
     unshared_pairs: np.ndarray
     method: str
+
+    @cached_property
+    def pairs(self) -> LeaderboardPairs:
+        """Every pair ``a < b`` in ``np.triu_indices`` order (``O(m²)`` memory: for a large
+        population ask ``table.pairs`` for the pairs you need)."""
+        a, b = np.triu_indices(self.rows.model.shape[0], 1)
+        return self.table.pairs(a, b).frozen()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -205,16 +181,6 @@ def _check_alpha(alpha: float) -> float:
 # ---------------------------------------------------------------------------------------------
 # ranks and tiers
 # ---------------------------------------------------------------------------------------------
-def _better_matrix(m: int, a, b, significant, difference) -> np.ndarray:
-    """``B[i, j]`` = model ``i`` is significantly better than model ``j``."""
-    better = np.zeros((m, m), dtype=bool)
-    sig = np.asarray(significant, dtype=bool)
-    dif = np.asarray(difference, dtype=np.float64)
-    better[a[sig & (dif > 0)], b[sig & (dif > 0)]] = True
-    better[b[sig & (dif < 0)], a[sig & (dif < 0)]] = True
-    return better
-
-
 def rank_intervals(better) -> tuple[np.ndarray, np.ndarray]:
     """Rank intervals from a matrix of significant pairwise orderings.
 
@@ -274,6 +240,59 @@ def tiers(order, better) -> np.ndarray:
         tier[left[join]] = t
         left = left[~join]
     return tier
+
+
+def _tiers_by_row(order: np.ndarray, better_row) -> np.ndarray:
+    """:func:`tiers` with the orderings given row by row: ``better_row(i)`` is ``better[i, :]``
+    (one row per tier head, so the ``m x m`` matrix is never formed)."""
+    tier = np.zeros(order.shape[0], dtype=np.int64)
+    left = order.copy()
+    t = 0
+    while left.size:
+        t += 1
+        join = ~better_row(int(left[0]))[left]
+        tier[left[join]] = t
+        left = left[~join]
+    return tier
+
+
+def _uniform_p_better(n10, n01, n: int, f: float) -> np.ndarray:
+    """``Φ(d̄ / SE)`` of a uniform subset (the sign of ``d̄`` when ``SE = 0``)."""
+    dbar = (n10 - n01) / n
+    var_d = ((n10 + n01) - n * dbar**2) / (n - 1) if n > 1 else np.zeros_like(dbar)
+    se = np.sqrt(np.maximum(f * var_d / n, 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(
+            se > 0,
+            _st.norm.cdf(dbar / np.where(se > 0, se, 1.0)),
+            np.where(dbar > 0, 1.0, np.where(dbar < 0, 0.0, 0.5)),
+        )
+
+
+def _weighted_table(c, weights, n_pop, alpha, correction, z):
+    """Accuracies, their bounds and the dense pair table of a weighted design."""
+    m = c.shape[0]
+    a, b = np.triu_indices(m, 1)
+    counts = pairwise_counts(c)
+    acc, lo_acc, hi_acc, diff, ci_lo, ci_hi, p_value, p_better = weighted_pair_tests(
+        c.astype(np.float64), weights, a, b, n_pop, z
+    )
+    p_adj = adjust_pvalues(p_value, correction)
+    full = LeaderboardPairs(
+        a=a.astype(np.int64),
+        b=b.astype(np.int64),
+        n10=counts.n10[a, b],
+        n01=counts.n01[a, b],
+        n_shared=counts.n_shared[a, b],
+        difference=diff,
+        ci_low=ci_lo,
+        ci_high=ci_hi,
+        p_value=p_value,
+        p_adjusted=p_adj,
+        p_better=np.asarray(p_better, dtype=np.float64),
+        significant=p_adj <= alpha,
+    ).frozen()
+    return acc, lo_acc, hi_acc, DensePairTable(full, m, alpha, correction)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -393,57 +412,41 @@ def leaderboard(
         else:
             design = "uniform" if n_pop > n else "full"
 
-    counts = pairwise_counts(c, coverage=mask)
-    a, b = np.triu_indices(m, 1)
-    n11, n10, n01, n00 = (x[a, b] for x in (counts.n11, counts.n10, counts.n01, counts.n00))
-    nab = counts.n_shared[a, b]
-
-    yf = c.astype(np.float64)
     if mask is not None:
-        yf = yf * mask
         n_own = mask.sum(axis=1).astype(np.int64)
+        k_own = np.count_nonzero((c == 1) & mask, axis=1).astype(np.float64)
     else:
         n_own = np.full(m, n, dtype=np.int64)
+        k_own = np.count_nonzero(c == 1, axis=1).astype(np.float64)
 
     if design == "weighted":
-        acc, lo_acc, hi_acc, diff, ci_lo, ci_hi, p_value, p_better = weighted_pair_tests(
-            yf, weights, a, b, n_pop, z
-        )
+        acc, lo_acc, hi_acc, table = _weighted_table(c, weights, n_pop, alpha, correction, z)
     else:
-        k_own = yf.sum(axis=1)
         acc = k_own / n_own
         if population == "items":
             factor = 1.0
             lo_acc, hi_acc = wilson(acc, n_own, z)
-            p_value = mcnemar_pvalues(n10, n01, mid_p=mid_p)
-            # P(Beta(1 + n10, 1 + n01) > 1/2) = P(Binomial(n10 + n01 + 1, 1/2) <= n10) for
-            # integer counts; the binomial form (bdtr) is ~4x cheaper than betaincc.
-            p_better = _sc.bdtr(n10, n10 + n01 + 1, 0.5)
+
+            def p_of(n10, n01):
+                return mcnemar_pvalues(n10, n01, mid_p=mid_p)
+
+            def p_better_of(n10, n01):
+                # P(Beta(1 + n10, 1 + n01) > 1/2) = P(Binomial(n10 + n01 + 1, 1/2) <= n10)
+                # for integer counts; the binomial form (bdtr) is ~4x cheaper than betaincc.
+                return _sc.bdtr(n10, n10 + n01 + 1, 0.5)
+
         else:
             f = (n_pop - n) / (n_pop - 1) if n_pop > 1 else 0.0
             factor = 1.0 / f if f > 0 else np.inf
             lo_acc, hi_acc = wilson(acc, n * factor, z)
-            p_value = finite_population_pvalues(n10, n01, n, n_pop, mid_p=mid_p)
-            dbar = (n10 - n01) / n
-            var_d = ((n10 + n01) - n * dbar**2) / (n - 1) if n > 1 else np.zeros_like(dbar)
-            se = np.sqrt(np.maximum(f * var_d / n, 0.0))
-            with np.errstate(divide="ignore", invalid="ignore"):
-                p_better = np.where(
-                    se > 0,
-                    _st.norm.cdf(dbar / np.where(se > 0, se, 1.0)),
-                    np.where(dbar > 0, 1.0, np.where(dbar < 0, 0.0, 0.5)),
-                )
-        diff, ci_lo, ci_hi = newcombe(n11, n10, n01, n00, factor, z)
 
-    unshared = nab == 0
-    if unshared.any():
-        diff = np.where(unshared, np.nan, diff)
-        ci_lo = np.where(unshared, np.nan, ci_lo)
-        ci_hi = np.where(unshared, np.nan, ci_hi)
-        p_value = np.where(unshared, 1.0, p_value)
-        p_better = np.where(unshared, 0.5, p_better)
-    p_adj = adjust_pvalues(p_value, correction)
-    significant = p_adj <= alpha
+            def p_of(n10, n01):
+                return finite_population_pvalues(n10, n01, n, n_pop, mid_p=mid_p)
+
+            def p_better_of(n10, n01):
+                return _uniform_p_better(n10, n01, n, f)
+
+        table = BlockedPairTable(c, mask, p_of, p_better_of, factor, alpha, correction, z)
 
     order = np.lexsort((np.arange(m), -acc))  # accuracy descending, then input position
     sorted_acc = acc[order]
@@ -451,11 +454,11 @@ def leaderboard(
     rank_sorted = np.maximum.accumulate(np.where(first, np.arange(1, m + 1), 0))
     rank = np.empty(m, dtype=np.int64)
     rank[order] = rank_sorted
-    better = _better_matrix(m, a, b, significant, np.nan_to_num(diff))
-    r_lo, r_hi = rank_intervals(better)
+    n_better_than, n_worse_than = table.order_counts()
+    r_lo, r_hi = 1 + n_better_than, m - n_worse_than
     if mask is not None:
         r_lo, r_hi = np.minimum(r_lo, rank), np.maximum(r_hi, rank)
-    tier = tiers(order, better)
+    tier = _tiers_by_row(order, table.better_row)
 
     rows = LeaderboardRows(
         model=_frozen(order),
@@ -468,24 +471,10 @@ def leaderboard(
         tier=_frozen(tier[order]),
         n_items=_frozen(n_own[order]),
     )
-    pairs = LeaderboardPairs(
-        a=_frozen(a.astype(np.int64)),
-        b=_frozen(b.astype(np.int64)),
-        n10=_frozen(n10),
-        n01=_frozen(n01),
-        n_shared=_frozen(nab),
-        difference=_frozen(diff),
-        ci_low=_frozen(ci_lo),
-        ci_high=_frozen(ci_hi),
-        p_value=_frozen(p_value),
-        p_adjusted=_frozen(p_adj),
-        p_better=_frozen(np.asarray(p_better, dtype=np.float64)),
-        significant=_frozen(significant),
-    )
     n_tiers = int(tier.max())
     return Leaderboard(
         rows=rows,
-        pairs=pairs,
+        table=table,
         alpha=alpha,
         correction=correction,
         population=population,
@@ -494,7 +483,7 @@ def leaderboard(
         n_items=n,
         n_population=n_pop,
         n_tiers=n_tiers,
-        unshared_pairs=_frozen(np.column_stack([a[unshared], b[unshared]]).astype(np.int64)),
+        unshared_pairs=table.unshared_pairs,
         method=_describe(design, population, alpha, correction, mid_p, n, n_pop),
     )
 
