@@ -5,7 +5,7 @@ for m = 1,000 / 2,500 / 5,000 / 10,000 at N = 1,000, and the 5,000 x 250 case of
 Items mode (exact McNemar, Holm), the service's default leaderboard; ``--correction bh`` for BH.
 
 Each case runs in a fresh Python process that loads only the 0/1 matrix (``m N`` bytes), so its
-peak resident set (``ru_maxrss``) is the engine's peak plus the interpreter, numpy and the
+peak resident set (``VmHWM``) is the engine's peak plus the interpreter, numpy and the
 matrix; the baseline before the call is printed next to it. Wall time of one call (the first:
 what a cold leaderboard request pays). The rows only: the pairwise table is computed per page
 on demand (``Leaderboard.table.pairs``), so it is not part of the call.
@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -34,10 +33,12 @@ sys.path.insert(0, str(ROOT))
 DEFAULT_SIZES = ("1000x1000", "2500x1000", "5000x1000", "10000x1000", "5000x250")
 
 
-def _rss_mb() -> float:
+def _status_mb(field: str) -> float:
+    """``VmRSS`` (now) or ``VmHWM`` (peak) of this process, in MB. Not ``ru_maxrss``: Linux
+    carries the parent's peak across fork and exec into it."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS"):
+            if line.startswith(field):
                 return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -46,11 +47,11 @@ def _child(path: str, correction: str) -> None:
     from app.core.ranking.leaderboard import leaderboard
 
     correct = np.load(path)
-    base = _rss_mb()
+    base = _status_mb("VmRSS")
     t0 = time.perf_counter()
     board = leaderboard(correct, correction=correction)
     seconds = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = _status_mb("VmHWM")
     print(
         json.dumps(
             {

@@ -70,10 +70,16 @@ class LeaderboardOperations(Transport):
         alpha: float | None = None,
         correction: Literal["holm", "bh", "none"] | None = None,
         mid_p: bool | None = None,
+        tier: int | None = None,
+        significant: bool | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
     ) -> LeaderboardPairsPublic:
-        """``GET …/leaderboard/pairs``: every pair's difference, interval, raw and adjusted
-        p-values, P(better) and discordant counts."""
+        """``GET …/leaderboard/pairs``: one page of pairs (difference, interval, raw and
+        adjusted p-values, P(better), discordant counts); ``next_cursor`` continues it.
+        ``tier``: only pairs inside that tier; ``significant``: only (non-)significant pairs."""
         params = _params(models, match, top, subset, alpha, correction, mid_p)
+        params |= {"tier": tier, "significant": significant, "limit": limit, "cursor": cursor}
         return LeaderboardPairsPublic.model_validate(
             self.get_json(_path(benchmark, True), **params)
         )

@@ -81,6 +81,9 @@ class LeaderboardPublic(LeaderboardInfo):
 
 
 class LeaderboardPairsPublic(LeaderboardInfo):
-    n_pairs: int
-    n_significant: int
-    pairs: list[LeaderboardPairPublic]
+    n_pairs: int = Field(description="Pairs of the leaderboard (all pages, before the filters)")
+    n_significant: int = Field(description="Significant pairs of the leaderboard (all pages)")
+    pairs: list[LeaderboardPairPublic] = Field(description="This page's pairs")
+    next_cursor: str | None = Field(
+        default=None, description="Pass as ?cursor= for the next page; null on the last page"
+    )

@@ -81,12 +81,14 @@ def _check(c, **kw):
     return lb
 
 
-@pytest.fixture(params=["default", "small blocks, sparse cells"])
+@pytest.fixture(params=["default", "small blocks, codes kept", "small blocks, sparse cells"])
 def blocks(request, monkeypatch):
     if request.param != "default":  # several blocks even for GPQA's 88k pairs
         monkeypatch.setattr(pair_table, "BLOCK_PAIRS", 9_973)
-        monkeypatch.setattr(pair_table, "DENSE_CELLS", 7)
         monkeypatch.setattr(pair_table, "GATHER_VALUES", 200_003)
+    if request.param.endswith("sparse cells"):  # and pass 2 recomputes the products
+        monkeypatch.setattr(pair_table, "DENSE_CELLS", 7)
+        monkeypatch.setattr(pair_table, "PASS_CACHE_BYTES", 0)
     return request.param
 
 
@@ -150,10 +152,12 @@ def test_grouped_adjustment_equals_the_per_test_step():
             np.testing.assert_array_equal(got[np.searchsorted(values, p)], want)
 
 
-def test_memory_stays_below_one_float_per_pair(monkeypatch):
-    """1,500 models: 1.1 M pairs. The dense engine held tens of bytes per pair; the blocked
-    one holds the matrix, the cell table and one block."""
+@pytest.mark.parametrize(("kept", "bytes_per_pair"), [(False, 2), (True, 4)])
+def test_memory_stays_below_a_few_bytes_per_pair(monkeypatch, kept, bytes_per_pair):
+    """1,500 models: 1.1 M pairs. The dense engine held about 100 bytes per pair; the blocked
+    one holds the matrix, the cell table, one block and, when kept, 2-byte codes per pair."""
     monkeypatch.setattr(pair_table, "BLOCK_PAIRS", 2**16)
+    monkeypatch.setattr(pair_table, "PASS_CACHE_BYTES", 2**30 if kept else 0)
     c = _synthetic(np.random.default_rng(0), 1_500, 60)
     n_pairs = 1_500 * 1_499 // 2
     tracemalloc.start()
@@ -161,4 +165,6 @@ def test_memory_stays_below_one_float_per_pair(monkeypatch):
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert lb.table.n_significant > 0
-    assert peak < 2 * n_pairs, f"peak {peak / 2**20:.1f} MiB"
+    assert peak < bytes_per_pair * n_pairs, f"peak {peak / 2**20:.1f} MiB"
+    if kept:
+        assert peak > 2 * n_pairs  # the codes were kept (else this test checks nothing new)

@@ -16,6 +16,7 @@ from app.schemas.leaderboards import (
     LeaderboardPublic,
 )
 from app.services.ranking import leaderboards as service
+from app.services.ranking import pair_pages
 
 router = APIRouter(tags=["leaderboards"])
 
@@ -127,7 +128,7 @@ def leaderboard(
         correction=correction,
         mid_p=mid_p,
     )
-    data = service.rendered(session, version, query, kind="rows", fmt=format)
+    data = service.rendered(session, version, query, fmt=format)
     return Response(data, media_type=service.MEDIA_TYPES[format])
 
 
@@ -137,8 +138,10 @@ def leaderboard(
     responses={
         **_ok(
             LeaderboardPairsPublic,
-            "format=json: every pair (model_a ranked above model_b); csv: one row per pair; "
-            "markdown: the same as a table, then the method",
+            "format=json: a page of pairs (model_a ranked above model_b) and `next_cursor`; "
+            "csv: one row per pair; markdown: the same as a table, then the method. Every "
+            "format carries the next page's cursor in the `Next-Cursor` header (absent on the "
+            "last page).",
         ),
         **ERRORS,
     },
@@ -156,11 +159,32 @@ def leaderboard_pairs(
     correction: Correction = "holm",
     mid_p: MidP = False,
     format: Format = "json",
+    tier: Annotated[
+        int | None, Query(ge=1, description="Only pairs of two models of this tier")
+    ] = None,
+    significant: Annotated[
+        bool | None,
+        Query(description="true: only significant pairs; false: only non-significant pairs"),
+    ] = None,
+    limit: Annotated[
+        int,
+        Query(
+            ge=1,
+            le=pair_pages.MAX_PAIRS_PAGE,
+            description=f"Pairs per page, at most {pair_pages.MAX_PAIRS_PAGE:,}",
+        ),
+    ] = pair_pages.DEFAULT_PAIRS_PAGE,
+    cursor: Annotated[
+        str | None, Query(max_length=200, description="next_cursor of the previous page")
+    ] = None,
 ) -> Response:
-    """The pairwise table behind the leaderboard: for every pair, the accuracy difference with
-    its interval, the p-value before and after the correction, P(model_a better) and the
-    discordant counts. Same selection parameters as the leaderboard (all m(m-1)/2 pairs of the
-    selected models: select a few with `models`, `match` or `top` for a short table)."""
+    """The pairwise table behind the leaderboard, a page at a time: for every pair, the
+    accuracy difference with its interval, the p-value before and after the correction,
+    P(model_a better) and the discordant counts. Same selection parameters as the leaderboard;
+    `tier` and `significant` filter the pairs. Pairs come in leaderboard order (by model_a's
+    rank position, then model_b's), at most `limit` per page; follow `next_cursor` (also the
+    `Next-Cursor` header) until it is null. With `significant`, a page can hold fewer than
+    `limit` pairs (each request scans a bounded number of pairs) and still have a next page."""
     query = service.LeaderboardQuery.of(
         models=models,
         match=match,
@@ -170,5 +194,17 @@ def leaderboard_pairs(
         correction=correction,
         mid_p=mid_p,
     )
-    data = service.rendered(session, version, query, kind="pairs", fmt=format)
-    return Response(data, media_type=service.MEDIA_TYPES[format])
+    computed = service.compute(session, version, query)
+    page = pair_pages.pairs_page(
+        computed,
+        query,
+        pair_pages.PairsFilter(tier=tier, significant=significant),
+        limit=limit,
+        cursor=cursor,
+    )
+    headers = {"Next-Cursor": page.next_cursor} if page.next_cursor else None
+    return Response(
+        pair_pages.render_page(computed, page, format),
+        media_type=service.MEDIA_TYPES[format],
+        headers=headers,
+    )

@@ -11,15 +11,18 @@ fall in each cell, not every pair's p-value:
    block of rows against the rows below it, in float32, exact);
 2. the corrected p-value of every observed cell follows from the sorted distinct p-values and
    their multiplicities (:func:`adjust_grouped`, equal to :func:`adjust_pvalues` pair by pair);
-3. pass 2 recomputes the blocks and counts, per model, the models significantly better and
-   worse (rank intervals); a tier head's row of orderings is one matrix-vector product.
+3. pass 2 recomputes the blocks (or, without a coverage mask, reads pass 1's cell codes when
+   they fit in ``PASS_CACHE_BYTES``: 2 or 4 bytes a pair) and counts, per model, the models
+   significantly better and worse (rank intervals); a tier head's row of orderings is one
+   matrix-vector product.
 
 Any pair's full record (difference, interval, p-values, P(better)) is computed on demand from
 the stored matrix (:meth:`BlockedPairTable.pairs`), so pages of the pairwise table cost what
 they show. Memory: the float32 matrix (``4 m N`` bytes), the cell histogram (at most
-``(N + 1)(N / 2 + 1)`` counts; observed cells only when that is large) and one block of
-``BLOCK_PAIRS`` pairs (tens of MB); time ``O(m² N)`` for the products, twice, plus
-``O(m²)`` for the cell look-ups. The weighted design's p-values are continuous, so
+``(N + 1)(N / 2 + 1)`` counts; observed cells only when that is large), one block of
+``BLOCK_PAIRS`` pairs (tens of MB) and the kept codes (at most ``PASS_CACHE_BYTES``); time
+``O(m² N)`` for the products (once when the codes are kept, else twice) plus ``O(m²)`` for the
+cell look-ups. The weighted design's p-values are continuous, so
 :class:`DensePairTable` keeps every pair (``O(m²)``; subsets only).
 """
 
@@ -42,6 +45,7 @@ __all__ = [
 
 BLOCK_PAIRS = 2**21  # pairs per working block: ~20 bytes each across the block's arrays
 GATHER_VALUES = 2**23  # row values gathered at once for explicitly listed pairs
+PASS_CACHE_BYTES = 2**28  # pass 1's cell codes kept for pass 2 (no mask) up to this size
 DENSE_CELLS = 2**22  # cell histograms up to this size are dense arrays (N up to ~2,900)
 _EXACT_F32 = 2**24  # integer sums below this are exact in float32 accumulation
 
@@ -159,7 +163,9 @@ class _Products:
         self.mk = None if mask is None else mask.astype(self.dtype)
         self.s = np.rint(y.sum(axis=1, dtype=np.float64)).astype(np.int64)
         n_codes = (n + 1) * width
-        self.code_dtype = np.int32 if n_codes < 2**31 else np.int64
+        self.code_dtype = (
+            np.uint16 if n_codes <= 2**16 else np.int32 if n_codes < 2**31 else np.int64
+        )
         # W s_i + (W + 1) s_j and (2 W + 1) n11 below 2**24: codes exact in float32
         self.f32_codes = self.dtype == np.float32 and (4 * width + 2) * n < _EXACT_F32
 
@@ -182,10 +188,9 @@ class _Products:
         n10 = np.rint(y[r0:r1] @ mk[r0:].T).astype(np.int32) - n11
         n01 = np.rint(mk[r0:r1] @ y[r0:].T).astype(np.int32) - n11
         shared = np.rint(mk[r0:r1] @ mk[r0:].T).astype(np.int32)
-        code = (n10 + n01).astype(self.code_dtype)
-        code *= w
-        code += np.minimum(n10, n01)
-        return code, (n10 > n01, n01 > n10, shared)
+        wide = np.int64 if self.code_dtype == np.int64 else np.int32  # (n + 1) w fits
+        code = (n10 + n01).astype(wide) * w + np.minimum(n10, n01)
+        return code.astype(self.code_dtype, copy=False), (n10 > n01, n01 > n10, shared)
 
     def row(self, i: int):
         """``(n10, n01)`` of stored row ``i`` against every stored row."""
@@ -277,8 +282,12 @@ class BlockedPairTable:
         unshared = []
         hist = np.zeros((self._x.n + 1) * self._width if self._dense else 0, dtype=np.int64)
         parts_codes, parts_counts = [], []
+        size = self.n_pairs * np.dtype(self._x.code_dtype).itemsize
+        self._kept = [] if self._x.mk is None and size <= PASS_CACHE_BYTES else None
         for r0, r1 in self._x.blocks():
             code, extra, cleared = self._codes(r0, r1)
+            if self._kept is not None:
+                self._kept.append(code)
             if extra is not None:
                 i, j = np.nonzero(np.triu(extra[2] == 0, 1))
                 unshared.append(np.column_stack([i + r0, j + r0]))
@@ -335,9 +344,10 @@ class BlockedPairTable:
         m = self._x.m
         beaten = np.zeros(m, dtype=np.int64)
         beats = np.zeros(m, dtype=np.int64)
+        kept, self._kept = self._kept, None  # pass 2 only: free them after it
         if self.n_significant:
-            for r0, r1 in self._x.blocks():
-                code, extra, _ = self._codes(r0, r1)
+            for b, (r0, r1) in enumerate(self._x.blocks()):
+                code, extra = (kept[b], None) if kept is not None else self._codes(r0, r1)[:2]
                 sig = self._sig_lookup(code)  # code 0 (j <= i) is never significant
                 if extra is None:  # stored by decreasing s: the row model is the better one
                     beats[r0:r1] += np.count_nonzero(sig, axis=1)

@@ -31,7 +31,6 @@ import io
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import pydantic_core
@@ -331,35 +330,6 @@ def row_columns(c: ComputedLeaderboard) -> dict[str, list]:
     }
 
 
-def pair_columns(c: ComputedLeaderboard) -> dict[str, list]:
-    """Every pair as columns (``LeaderboardPairPublic`` fields): ``model_a`` the one above in
-    leaderboard order, sorted by the position of ``model_a``, then of ``model_b``."""
-    p = c.board.pairs
-    position = np.empty(c.names.shape[0], dtype=np.int64)
-    position[c.board.rows.model] = np.arange(c.names.shape[0])
-    swap = position[p.a] > position[p.b]
-    first = np.where(swap, p.b, p.a)
-    second = np.where(swap, p.a, p.b)
-    sign = np.where(swap, -1.0, 1.0)
-    lo = np.where(swap, -p.ci_high, p.ci_low)
-    hi = np.where(swap, -p.ci_low, p.ci_high)
-    order = np.lexsort((position[second], position[first]))
-    return {
-        "model_a": c.names[first[order]].tolist(),
-        "model_b": c.names[second[order]].tolist(),
-        "difference": (sign * p.difference)[order].tolist(),
-        "ci_low": lo[order].tolist(),
-        "ci_high": hi[order].tolist(),
-        "p_value": p.p_value[order].tolist(),
-        "p_adjusted": p.p_adjusted[order].tolist(),
-        "p_better": np.where(swap, 1.0 - p.p_better, p.p_better)[order].tolist(),
-        "significant": p.significant[order].tolist(),
-        "n10": np.where(swap, p.n01, p.n10)[order].tolist(),
-        "n01": np.where(swap, p.n10, p.n01)[order].tolist(),
-        "n_shared": p.n_shared[order].tolist(),
-    }
-
-
 def records(columns: dict[str, list]) -> list[dict]:
     return [dict(zip(columns, vals, strict=True)) for vals in zip(*columns.values(), strict=True)]
 
@@ -367,7 +337,7 @@ def records(columns: dict[str, list]) -> list[dict]:
 # --- renderings ---------------------------------------------------------------------------------
 
 
-def _csv(columns: dict[str, list]) -> bytes:
+def csv_bytes(columns: dict[str, list]) -> bytes:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(list(columns))
@@ -375,16 +345,11 @@ def _csv(columns: dict[str, list]) -> bytes:
     return out.getvalue().encode()
 
 
-def _json(c: ComputedLeaderboard, kind: str) -> bytes:
-    """The JSON of :class:`LeaderboardPublic` / :class:`LeaderboardPairsPublic`, serialised from
-    the columns (building 88k pydantic pairs for GPQA takes seconds; this takes a fraction)."""
+def _json(c: ComputedLeaderboard) -> bytes:
+    """The JSON of :class:`LeaderboardPublic`, serialised from the columns (building thousands
+    of pydantic rows takes far longer)."""
     body = c.info.model_dump(mode="json")
-    if kind == "rows":
-        body["rows"] = records(row_columns(c))
-    else:
-        body["n_pairs"] = int(c.board.pairs.a.shape[0])
-        body["n_significant"] = int(c.board.pairs.significant.sum())
-        body["pairs"] = records(pair_columns(c))
+    body["rows"] = records(row_columns(c))
     return pydantic_core.to_json(body, inf_nan_mode="null")
 
 
@@ -396,7 +361,9 @@ def _cell(value: object) -> str:
     return str(value).replace("|", "\\|")
 
 
-def _markdown(info: LeaderboardInfo, columns: dict[str, list], what: str) -> bytes:
+def markdown_bytes(
+    info: LeaderboardInfo, columns: dict[str, list], what: str, note: str = ""
+) -> bytes:
     where = f"{info.benchmark}@v{info.version}" + (
         f", subset {info.subset_id}" if info.subset_id else ""
     )
@@ -411,6 +378,7 @@ def _markdown(info: LeaderboardInfo, columns: dict[str, list], what: str) -> byt
         "",
         f"Method: {info.method}",
         "",
+        *([note, ""] if note else []),
     ]
     return "\n".join(lines).encode()
 
@@ -420,25 +388,21 @@ def rendered(
     version: BenchmarkVersion,
     query: LeaderboardQuery,
     *,
-    kind: Literal["rows", "pairs"],
     fmt: LeaderboardFormat,
 ) -> bytes:
-    """The leaderboard (``rows``) or its pairwise table (``pairs``) as JSON, CSV or Markdown
-    bytes (cached per results stamp)."""
+    """The leaderboard as JSON, CSV or Markdown bytes (cached per results stamp). Its pairwise
+    table is served in pages: :func:`app.services.ranking.pair_pages.pairs_page`."""
     c = compute(session, version, query)
-    key = (version.id, c.stamp, query, kind, fmt)
+    key = (version.id, c.stamp, query, fmt)
     hit = _RENDERED.get(key)
     if hit is not None:
         return hit
     if fmt == "json":
-        data = _json(c, kind)
+        data = _json(c)
+    elif fmt == "csv":
+        data = csv_bytes(row_columns(c))
     else:
-        columns = row_columns(c) if kind == "rows" else pair_columns(c)
-        if fmt == "csv":
-            data = _csv(columns)
-        else:
-            what = "Leaderboard" if kind == "rows" else "Pairwise comparisons"
-            data = _markdown(c.info, columns, what)
+        data = markdown_bytes(c.info, row_columns(c), "Leaderboard")
     _RENDERED.put(key, data)
     return data
 
