@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, delete, func, select
+from sqlalchemy import ARRAY, Row, Text, cast, delete, func, select
 from sqlalchemy.orm import defer
 
 from app.db.models.model_result import LanguageModel, ModelResult
@@ -31,6 +31,15 @@ class LanguageModelRepository(Repository[LanguageModel]):
         writes are serialised by the database itself)."""
         if self.session.connection().dialect.name == "postgresql":
             key = func.hashtextextended(f"benchslice.model:{name}", 0)
+            self.session.execute(select(func.pg_advisory_xact_lock(key)))
+
+    def lock_names(self, names: Sequence[str]) -> None:
+        """:meth:`lock_name` for many names in one statement (in a fixed order: two batches
+        sharing names cannot deadlock)."""
+        if self.session.connection().dialect.name == "postgresql" and names:
+            keys = sorted({f"benchslice.model:{n}" for n in names})
+            names_array = cast(keys, ARRAY(Text))
+            key = func.hashtextextended(func.unnest(names_array), 0)
             self.session.execute(select(func.pg_advisory_xact_lock(key)))
 
     def get_by_names(self, names: Sequence[str]) -> Sequence[LanguageModel]:
