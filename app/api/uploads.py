@@ -70,8 +70,8 @@ async def read_upload(request: Request) -> list[UploadPart]:
 
 def check_lines(part: UploadPart, max_lines: int, max_line_bytes: int) -> None:
     """413 for a text upload (JSONL, CSV, JSON) with too many lines or an over-long line."""
-    if part.media_type in PARQUET_TYPES or part.data[:4] == b"PAR1":
-        return
+    if part.media_type in PARQUET_TYPES or part.data[:4] in (b"PAR1", b"PK\x03\x04"):
+        return  # parquet, or a zip (.npz): binary, not lines
     data = part.data
     newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n"))
     n_lines = newlines.size + (1 if data and not data.endswith(b"\n") else 0)

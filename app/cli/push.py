@@ -33,6 +33,8 @@ from app.cli.common import (
     with_choices,
 )
 
+MATRIX_CELLS = 4_000_000  # values per matrix request (well inside the 64 MiB body limit)
+
 if TYPE_CHECKING:
     from app.client import Client, UploadReply
     from app.schemas.benchmarks import BenchmarkPublic
@@ -137,59 +139,43 @@ def _push_npz(
 
     arrays, names, keep, items = _npz_rows(source.files[0], include, exclude)
     bench, created = _ensure_benchmark(client, name, create, source, lambda: items)
+    before = (
+        {}
+        if created
+        else {m.model.name: m.content_hash for m in client.list_models(bench.id).items}
+    )
+    from app.client import UploadReply
+
     correct = arrays["correct"]
     confidence = arrays.get("confidence")
     params_b = arrays.get("params_b")
-    covered = ~np.isnan(correct) if correct.dtype.kind == "f" else None
-    replies: list[UploadReply] = []
+    ids = np.asarray([it["id"] for it in items])
+    step = max(1, MATRIX_CELLS // max(1, correct.shape[1]))  # request bodies of bounded size
+    rows = np.asarray(keep)
     with _Bar(f"pushing {len(keep)} models", len(keep)) as bar:
-        for k in keep:
-            model: dict[str, Any] = {"name": names[k]}
-            if params_b is not None and np.isfinite(params_b[k]):
-                model["params_b"] = float(params_b[k])
-            if covered is not None and not covered[k].all():
-                mask = covered[k]
-                results = {
-                    items[j]["id"]: float(correct[k, j]) for j in np.flatnonzero(mask).tolist()
-                }
-                reply = client.upload_results(
-                    bench.id, model, results=results, replace=replace, verify_replay=False
-                )
-            else:
-                reply = client.upload_results(
-                    bench.id,
-                    model,
-                    correct=correct[k].tolist(),
-                    confidence=None if confidence is None else confidence[k].tolist(),
-                    replace=replace,
-                    verify_replay=False,
-                )
-            replies.append(reply)
-            bar.advance()
-    replies = _repush_stale(client, bench, replies, correct, confidence, names, keep, replace)
+        for start in range(0, rows.size, step):
+            chunk = rows[start : start + step]
+            arrays_out = {"correct": correct[chunk], "models": np.asarray(names)[chunk]}
+            arrays_out["item_ids"] = ids
+            if confidence is not None:
+                arrays_out["confidence"] = confidence[chunk]
+            if params_b is not None:
+                arrays_out["params_b"] = np.asarray(params_b, dtype=float)[chunk]
+            buf = io.BytesIO()
+            np.savez_compressed(buf, **arrays_out)
+            client.upload_matrix(bench.id, buf.getvalue(), replace=replace)
+            for _ in chunk:
+                bar.advance()
+    after = {m.model.name: m for m in client.list_models(bench.id).items}
+    replies = []
+    for k in keep:
+        row = after[names[k]]
+        old = before.get(names[k])
+        status = (
+            "created" if old is None else "unchanged" if old == row.content_hash else "replaced"
+        )
+        replies.append(UploadReply(**row.model_dump(), status=status))
     return bench, created, replies
-
-
-def _repush_stale(client, bench, replies, correct, confidence, names, keep, replace):
-    """Replayed uploads whose model was deleted or replaced since are sent again under a fresh
-    key (checked once for the whole matrix)."""
-    if not any(r.replayed for r in replies) or client.replay_holds(bench.id, replies):
-        return replies
-    stored = {m.model.name: m.content_hash for m in client.list_models(bench.id).items}
-    out = []
-    for reply, k in zip(replies, keep, strict=True):
-        if reply.replayed and stored.get(reply.model.name) != reply.content_hash:
-            reply = client.upload_results(
-                bench.id,
-                {"name": names[k]},
-                correct=correct[k].tolist(),
-                confidence=None if confidence is None else confidence[k].tolist(),
-                replace=replace,
-                idempotency_key=f"bs-{uuid.uuid4().hex}",
-                verify_replay=False,
-            )
-        out.append(reply)
-    return out
 
 
 class _Bar:

@@ -12,7 +12,7 @@ from app.client.errors import BenchsliceError
 from app.client.transport import FileLike, Transport, content_idempotency_key, file_list
 from app.schemas.benchmarks import BenchmarkDetail, BenchmarkPage, BenchmarkPublic
 from app.schemas.items import ItemHealthPage
-from app.schemas.results import ModelResultList, ResultsWritten
+from app.schemas.results import MatrixWritten, ModelResultList, ResultsWritten
 
 
 def benchmark_path(benchmark: str | uuid.UUID, rest: str = "") -> str:
@@ -261,6 +261,23 @@ class BenchmarkOperations(Transport):
             for r in replies
             if r.replayed
         )
+
+    def upload_matrix(
+        self, benchmark: str | uuid.UUID, npz: bytes, *, replace: bool = False
+    ) -> MatrixWritten:
+        """``POST /v1/benchmarks/{benchmark}/results/matrix``: many models in one request (an
+        ``.npz`` with ``correct``, ``models`` and optionally ``item_ids``, ``coverage``,
+        ``confidence``). The same matrix again reports ``unchanged``; each call carries a fresh
+        Idempotency-Key, so the transport's retries of a lost reply are replayed, not redone."""
+        response = self.request(
+            "POST",
+            benchmark_path(benchmark, "/results/matrix"),
+            params={"replace": "true"} if replace else None,
+            content=npz,
+            headers={"content-type": "application/x-npz"},
+            idempotency_key=f"bs-mx-{uuid.uuid4().hex}",
+        )
+        return MatrixWritten.model_validate(response.json())
 
     def list_models(self, benchmark: str | uuid.UUID) -> ModelResultList:
         """``GET /v1/benchmarks/{benchmark}/models``: models with results (accuracy, coverage)."""

@@ -126,5 +126,15 @@ class ResultsWritten(ModelResultPublic):
     status: WriteStatus
 
 
+class MatrixWritten(BaseModel):
+    """What a matrix upload did: counts per outcome (a compact reply for any number of models)."""
+
+    benchmark_version_id: uuid.UUID
+    models: int = Field(description="Rows of the uploaded matrix")
+    created: int
+    unchanged: int = Field(description="Identical results already stored (no-op)")
+    replaced: int
+
+
 class ModelResultList(BaseModel):
     items: list[ModelResultPublic]

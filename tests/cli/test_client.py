@@ -246,6 +246,7 @@ CLIENT_METHODS = {
     "benchmarks-get_benchmark": "get_benchmark",
     "benchmarks-list_items": "list_items",
     "results-upload_results": "upload_results_file",
+    "results-upload_matrix": "upload_matrix",
     "results-list_models": "list_models",
     "results-delete_model_results": "delete_model_results",
     "results-get_matrix": "get_matrix",

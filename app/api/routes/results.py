@@ -18,9 +18,17 @@ from app.api.deps import (
 )
 from app.api.errors import CONFLICT, INVALID, NOT_FOUND
 from app.api.responses import AUTH, UNSUPPORTED
-from app.api.uploads import FILE_SCHEMA, UPLOAD_BODY, IdempotencyKeyHeader, UploadDep, replay_upload
+from app.api.uploads import (
+    FILE_SCHEMA,
+    UPLOAD_BODY,
+    IdempotencyKeyHeader,
+    UploadDep,
+    replay_upload,
+    request_body,
+)
 from app.schemas.benchmarks import NO_NUL
-from app.schemas.results import ModelCreate, ModelResultList, ResultsWritten
+from app.schemas.results import MatrixWritten, ModelCreate, ModelResultList, ResultsWritten
+from app.services.catalog import bulk_results
 from app.services.catalog import results as service
 from app.services.catalog.uploads import ParseOptions, parse_results_upload
 from app.services.platform import idempotency
@@ -113,6 +121,55 @@ def upload_results(
             code,
             body.model_dump(mode="json"),
             resource=idempotency.results_resource(row.benchmark_version_id, row.model_id),
+        )
+    return JSONResponse(body.model_dump(mode="json"), status_code=code)
+
+
+@router.post(
+    "/{benchmark}/results/matrix",
+    status_code=status.HTTP_201_CREATED,
+    response_model=MatrixWritten,
+    responses={
+        200: {"model": MatrixWritten, "description": "No model created (all unchanged/replaced)"},
+        **NOT_FOUND,
+        **CONFLICT,
+        **INVALID,
+        **AUTH,
+        **UNSUPPORTED,
+    },
+    name="upload_matrix",
+    openapi_extra=request_body(
+        "Many models' results in one request: an `.npz` with `correct` (models x items, NaN = "
+        "no result), `models` (names) and optionally `item_ids`, `coverage`, `confidence`.",
+        {"application/x-npz": {"schema": FILE_SCHEMA}},
+    ),
+)
+def upload_matrix(
+    request: Request,
+    principal: WritePrincipal,
+    version: BenchmarkVersionDep,
+    upload: UploadDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    replace: Annotated[bool, Query(description="Overwrite different existing results")] = False,
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> Response | MatrixWritten:
+    """Store a whole matrix of models in one request (all or nothing): each row as if uploaded
+    alone (identical: unchanged; different: 409 for the whole request unless
+    `?replace=true`), in a fixed number of database statements. The reply counts the outcomes.
+    A repeated `Idempotency-Key` returns the first reply."""
+    req_hash, replay = replay_upload(
+        request, upload, session, principal.id, idempotency_key, settings.idempotency_ttl_hours
+    )
+    if replay is not None:
+        return replay
+    batch = bulk_results.parse_matrix_parts(upload)
+    stored = bulk_results.store_many(session, version.id, batch, replace=replace)
+    body = bulk_results.matrix_outcome(version.id, stored)
+    code = status.HTTP_201_CREATED if body.created else status.HTTP_200_OK
+    if idempotency_key is not None and req_hash is not None:
+        idempotency.store(
+            session, principal.id, idempotency_key, req_hash, code, body.model_dump(mode="json")
         )
     return JSONResponse(body.model_dump(mode="json"), status_code=code)
 

@@ -10,9 +10,12 @@ the transaction, so a conflict anywhere in the batch leaves nothing written.
 
 from __future__ import annotations
 
+import io
 import uuid
+import zipfile
 from collections.abc import Sequence
 
+import numpy as np
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer
@@ -20,10 +23,11 @@ from sqlalchemy.orm import Session, defer
 from app.db.models.model_result import LanguageModel, ModelResult
 from app.db.repositories.model_results import LanguageModelRepository
 from app.errors import Conflict, InvalidInput
-from app.ingest import ParsedResults
-from app.schemas.results import ModelCreate
+from app.ingest import IngestError, ParsedResults, parse_columnar
+from app.schemas.results import MatrixWritten, ModelCreate
 from app.services.catalog.benchmarks import get_version, item_index
-from app.services.catalog.results import WriteStatus, _positions, pack
+from app.services.catalog.results import WriteStatus, item_positions, pack
+from app.services.catalog.uploads import UploadPart, resolve_media_type
 from app.services.platform import idempotency
 
 _IN_CHUNK = 1_000  # names / ids per IN (...) list
@@ -65,7 +69,7 @@ def store_many(
         )
     version = get_version(session, version_id)
     index = item_index(version)
-    packed = [pack(parsed, _positions(parsed, index), index.n_items) for _, parsed in batch]
+    packed = [pack(parsed, item_positions(parsed, index), index.n_items) for _, parsed in batch]
     models = LanguageModelRepository(session)
     models.lock_names(names)
     by_name = {m.name: m for chunk in _chunks(names) for m in models.get_by_names(chunk)}
@@ -138,3 +142,142 @@ def store_many(
     except IntegrityError:  # a concurrent upload won the race; the request rolls back
         raise Conflict("concurrent upload for a model of this batch; retry") from None
     return out
+
+
+# --- a whole matrix in one upload -----------------------------------------------------------
+
+MATRIX_MEDIA_TYPES = frozenset({"application/x-npz", "application/octet-stream"})
+MAX_MATRIX_MODELS = 20_000
+
+
+def parse_matrix_parts(parts: Sequence[UploadPart]) -> list[tuple[ModelCreate, ParsedResults]]:
+    """:func:`parse_matrix_upload` of a request body: exactly one ``.npz`` part (415 else)."""
+    if len(parts) != 1:
+        raise InvalidInput(
+            f"expected one .npz matrix, got {len(parts)} parts", field="body", message="one file"
+        )
+    resolve_media_type(parts[0], MATRIX_MEDIA_TYPES)
+    return parse_matrix_upload(parts[0].data)
+
+
+def parse_matrix_upload(data: bytes) -> list[tuple[ModelCreate, ParsedResults]]:
+    """The models of an ``.npz`` matrix upload, for :func:`store_many`.
+
+    Arrays: ``correct`` (m, N) scores in [0, 1] (NaN: no result), ``models`` (m,) distinct
+    names; optional ``item_ids`` (N,) (else the benchmark's item order), ``coverage`` (m, N)
+    booleans (False: no result), ``confidence`` (m, N) and ``params_b`` (m,) model sizes in
+    billions (NaN: unknown). 422 naming the array at fault.
+    """
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            arrays = {k: np.asarray(npz[k]) for k in npz.files}
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise InvalidInput(
+            f"not an .npz matrix: {exc}", field="body", message="expected an .npz file"
+        ) from None
+    correct = arrays.get("correct")
+    if correct is None or correct.ndim != 2 or correct.dtype.kind not in "biuf":
+        raise InvalidInput(
+            "correct: expected a 2-d numeric array (models x items)",
+            field="correct",
+            message="a 2-d numeric array",
+        )
+    m, n = correct.shape
+    if not 1 <= m <= MAX_MATRIX_MODELS:
+        raise InvalidInput(
+            f"correct: {m} models; one upload holds 1 to {MAX_MATRIX_MODELS:,}",
+            field="correct",
+            message=f"1 to {MAX_MATRIX_MODELS:,} rows",
+        )
+    names = arrays.get("models")
+    if names is None or names.shape != (m,) or names.dtype.kind not in "US":
+        raise InvalidInput(
+            f"models: expected {m} names (one per row of correct)",
+            field="models",
+            message=f"{m} strings",
+        )
+    names_list = [str(x) for x in names.tolist()]
+    if any(not x or len(x) > 300 or "\x00" in x for x in names_list):
+        raise InvalidInput(
+            "models: names must be 1-300 characters without NUL",
+            field="models",
+            message="1-300 characters",
+        )
+    item_ids = arrays.get("item_ids")
+    if item_ids is not None and (item_ids.shape != (n,) or item_ids.dtype.kind not in "USiu"):
+        raise InvalidInput(
+            f"item_ids: expected {n} ids (one per column of correct)",
+            field="item_ids",
+            message=f"{n} ids",
+        )
+    ids = None if item_ids is None else np.asarray([str(x) for x in item_ids.tolist()])
+    covered = ~np.isnan(correct) if correct.dtype.kind == "f" else np.ones((m, n), dtype=bool)
+    coverage = arrays.get("coverage")
+    if coverage is not None:
+        if coverage.shape != (m, n) or coverage.dtype.kind not in "biu":
+            raise InvalidInput(
+                f"coverage: expected a ({m}, {n}) boolean mask",
+                field="coverage",
+                message=f"shape ({m}, {n})",
+            )
+        covered &= coverage.astype(bool)
+    confidence = arrays.get("confidence")
+    if confidence is not None and (confidence.shape != (m, n) or confidence.dtype.kind != "f"):
+        raise InvalidInput(
+            f"confidence: expected a ({m}, {n}) float array",
+            field="confidence",
+            message=f"shape ({m}, {n})",
+        )
+    params_b = arrays.get("params_b")
+    if params_b is not None and (params_b.shape != (m,) or params_b.dtype.kind not in "fiu"):
+        raise InvalidInput(
+            f"params_b: expected {m} numbers (NaN: unknown)",
+            field="params_b",
+            message=f"{m} numbers",
+        )
+    sizes = (
+        [None] * m
+        if params_b is None
+        else [float(x) if np.isfinite(x) and x >= 0 else None for x in params_b.tolist()]
+    )
+    batch = []
+    full = covered.all(axis=1)
+    for i, name in enumerate(names_list):
+        keep = slice(None) if full[i] else np.flatnonzero(covered[i])
+        conf = None if confidence is None else confidence[i, keep].tolist()
+        try:
+            parsed = parse_columnar(
+                correct[i, keep].tolist(),
+                conf,
+                item_ids=None if ids is None and full[i] else _ids(ids, keep, n),
+            )
+        except IngestError as exc:
+            detail = str(exc)
+            raise InvalidInput(
+                f"model {name!r} (row {i}): {detail}", field="correct", message=detail
+            ) from None
+        batch.append((ModelCreate(name=name, params_b=sizes[i]), parsed))
+    return batch
+
+
+def _ids(ids: np.ndarray | None, keep, n: int) -> list[str]:
+    """Item ids of the kept columns (the benchmark's order is stated by position otherwise)."""
+    if ids is not None:
+        return ids[keep].tolist()
+    raise InvalidInput(
+        "coverage gaps need item_ids (which items each row's values are for)",
+        field="item_ids",
+        message=f"give the {n} item ids",
+    )
+
+
+def matrix_outcome(version_id: uuid.UUID, stored: Sequence[tuple[ModelResult, WriteStatus]]):
+    """The compact reply of a matrix upload (:class:`MatrixWritten`)."""
+    statuses = [s for _, s in stored]
+    return MatrixWritten(
+        benchmark_version_id=version_id,
+        models=len(statuses),
+        created=statuses.count("created"),
+        unchanged=statuses.count("unchanged"),
+        replaced=statuses.count("replaced"),
+    )

@@ -91,7 +91,8 @@ def pack(parsed: ParsedResults, positions: np.ndarray, n_items: int) -> PackedRe
     )
 
 
-def _positions(parsed: ParsedResults, version_index) -> np.ndarray:
+def item_positions(parsed: ParsedResults, version_index) -> np.ndarray:
+    """Positions in the version's item order of the parsed values (422 on unknown items)."""
     n = version_index.n_items
     if parsed.item_ids is None:
         if parsed.n_items != n:
@@ -136,7 +137,7 @@ def store_results(
     """
     version = get_version(session, version_id)
     index = item_index(version)
-    packed = pack(parsed, _positions(parsed, index), index.n_items)
+    packed = pack(parsed, item_positions(parsed, index), index.n_items)
     # Concurrent uploads for one model queue here: the second sees the first's committed row
     # (identical results: 200 unchanged) instead of losing a unique-constraint race (409).
     LanguageModelRepository(session).lock_name(model_ref.name)
