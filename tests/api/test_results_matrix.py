@@ -48,15 +48,26 @@ def test_matrix_round_trip_noop_conflict_replace(client: TestClient, db_session:
     correct[[4, 17], [2, 5]] = np.nan
     names = np.array([f"model-{i:02d}" for i in range(60)])
     body = _npz(correct=correct, models=names, item_ids=np.array([f"q{i}" for i in range(9)]))
+    # the same results uploaded alone first: the matrix finds them identical (same hash)
+    alone = client.post(
+        f"/v1/benchmarks/{bench['id']}/results",
+        json={"model": {"name": "model-01"}, "correct": correct[1].tolist()},
+    )
+    assert alone.status_code == 201, alone.text
     first = client.post(url, content=body, headers=NPZ | {"Idempotency-Key": "mx-1"})
     assert first.status_code == 201, first.text
     assert first.json() == {
         "benchmark_version_id": bench["id"],
         "models": 60,
-        "created": 60,
-        "unchanged": 0,
+        "created": 59,
+        "unchanged": 1,
         "replaced": 0,
     }
+    hashes = {
+        m["model"]["name"]: m["content_hash"]
+        for m in client.get(f"/v1/benchmarks/{bench['id']}/models").json()["items"]
+    }
+    assert hashes["model-01"] == alone.json()["content_hash"]
     replay = client.post(url, content=body, headers=NPZ | {"Idempotency-Key": "mx-1"})
     assert replay.json() == first.json() and replay.headers["Idempotency-Replayed"] == "true"
     got = _exported(client, bench["id"])
@@ -92,6 +103,12 @@ def test_bad_matrices_are_422_naming_the_array(client: TestClient, db_session: S
         (_npz(correct=ok + 2, models=names), "correct"),
         (_npz(correct=ok, models=names, item_ids=np.array(["q0", "q1"])), "item_ids"),
         (_npz(correct=ok, models=names, coverage=np.ones((2, 3), bool)), "coverage"),
+        (_npz(correct=ok, models=names, item_ids=np.array(["q0", "q0", "q1", "q2"])), "item_ids"),
+        (
+            _npz(correct=ok * np.nan, models=names, item_ids=np.array(["q0", "q1", "q2", "q3"])),
+            "correct",
+        ),
+        (_npz(correct=ok, models=names, params_b=np.array(["x", "y"])), "params_b"),
     ]
     rows = _count(db_session)
     for body, field in cases:

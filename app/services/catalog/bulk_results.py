@@ -23,7 +23,8 @@ from sqlalchemy.orm import Session, defer
 from app.db.models.model_result import LanguageModel, ModelResult
 from app.db.repositories.model_results import LanguageModelRepository
 from app.errors import Conflict, InvalidInput
-from app.ingest import IngestError, ParsedResults, parse_columnar
+from app.ingest import IngestError, ParsedResults
+from app.ingest.types import finalize_values
 from app.schemas.results import MatrixWritten, ModelCreate
 from app.services.catalog.benchmarks import get_version, item_index
 from app.services.catalog.results import WriteStatus, item_positions, pack
@@ -240,30 +241,43 @@ def parse_matrix_upload(data: bytes) -> list[tuple[ModelCreate, ParsedResults]]:
         if params_b is None
         else [float(x) if np.isfinite(x) and x >= 0 else None for x in params_b.tolist()]
     )
+    if ids is not None:
+        counts = np.unique(ids, return_counts=True)[1]
+        if (counts > 1).any() or (np.char.str_len(ids) == 0).any():
+            raise InvalidInput(
+                "item_ids: expected distinct non-empty ids", field="item_ids", message="distinct"
+            )
+    values = correct.astype(np.float64, copy=False)
+    conf_values = None if confidence is None else confidence.astype(np.float64, copy=False)
     batch = []
     full = covered.all(axis=1)
-    for i, name in enumerate(names_list):
+    for i, name in enumerate(names_list):  # per row: vector work only (what parse_columnar does)
         keep = slice(None) if full[i] else np.flatnonzero(covered[i])
-        conf = None if confidence is None else confidence[i, keep].tolist()
+        row_ids = None if ids is None and full[i] else _ids(ids, keep, n)
+        if not full[i] and not np.size(keep):
+            raise InvalidInput(
+                f"model {name!r} (row {i}) has no result", field="correct", message="empty row"
+            )
         try:
-            parsed = parse_columnar(
-                correct[i, keep].tolist(),
-                conf,
-                item_ids=None if ids is None and full[i] else _ids(ids, keep, n),
+            c8, cf32 = finalize_values(
+                values[i, keep], None if conf_values is None else conf_values[i, keep]
             )
         except IngestError as exc:
             detail = str(exc)
             raise InvalidInput(
                 f"model {name!r} (row {i}): {detail}", field="correct", message=detail
             ) from None
+        parsed = ParsedResults(
+            item_ids=row_ids, correct=c8, confidence=cf32, source_format="columnar"
+        )
         batch.append((ModelCreate(name=name, params_b=sizes[i]), parsed))
     return batch
 
 
-def _ids(ids: np.ndarray | None, keep, n: int) -> list[str]:
+def _ids(ids: np.ndarray | None, keep, n: int) -> np.ndarray:
     """Item ids of the kept columns (the benchmark's order is stated by position otherwise)."""
     if ids is not None:
-        return ids[keep].tolist()
+        return ids[keep]
     raise InvalidInput(
         "coverage gaps need item_ids (which items each row's values are for)",
         field="item_ids",
