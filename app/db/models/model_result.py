@@ -14,7 +14,7 @@ from sqlalchemy import (
     String,
     UniqueConstraint,
 )
-from sqlalchemy.orm import Mapped, mapped_column, relationship
+from sqlalchemy.orm import Mapped, column_property, mapped_column, relationship
 
 from app.db.base import Base, Timestamps, UUIDPrimaryKey
 
@@ -56,6 +56,8 @@ class ModelResult(UUIDPrimaryKey, Timestamps, Base):
     binary: Mapped[bool] = mapped_column(Boolean)
     correct: Mapped[bytes] = mapped_column(LargeBinary)
     confidence: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    # loaded with the row (a boolean), so summaries that defer the vectors need no query per row
+    has_confidence: Mapped[bool] = column_property(confidence.is_not(None))
     coverage: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     n_items: Mapped[int] = mapped_column(Integer)
     accuracy: Mapped[float] = mapped_column(Float)

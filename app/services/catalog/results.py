@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Literal, NamedTuple
 
 import numpy as np
+from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -196,7 +197,11 @@ def to_public(row: ModelResult, n_items_total: int) -> ModelResultPublic:
         coverage=row.n_items / n_items_total,
         accuracy=row.accuracy,
         binary=row.binary,
-        has_confidence=row.confidence is not None,
+        has_confidence=(
+            row.has_confidence
+            if "confidence" in sa_inspect(row).unloaded
+            else row.confidence is not None
+        ),
         source_format=row.source_format,
         metric=row.metric,
         samples_per_item=row.samples_per_item,
