@@ -126,7 +126,12 @@ def leaderboard(
                 ]
                 for p in board.pairs  # type: ignore[union-attr]
             ],
-            title=f"{title}; {board.n_significant} of {board.n_pairs} pairs significant",  # type: ignore[union-attr]
+            title=f"{title}; {board.n_significant} of {board.n_pairs} pairs significant"  # type: ignore[union-attr]
+            + (
+                f"; the first {len(board.pairs)} shown (narrow with --match/--models/--top)"  # type: ignore[union-attr]
+                if board.next_cursor  # type: ignore[union-attr]
+                else ""
+            ),
         )
     else:
         print_table(
