@@ -114,6 +114,13 @@ def print_verdict(v) -> None:
         ],
     )
     typer.echo(f"computed: {v.basis_note}")
+    p = v.paired
+    if p is not None:
+        typer.echo(
+            f"paired on all items: both right {p.n11}, only A {p.n10}, only B {p.n01}, both "
+            f"wrong {p.n00}; P(A better) = {p.p_a_better:.3f} (Dirichlet posterior), exact "
+            f"McNemar {F.p_equals(p.mcnemar_p)}"
+        )
     for w in v.warnings:
         typer.echo(f"warning ({w.code}): {w.message}")
 

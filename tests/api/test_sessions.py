@@ -295,6 +295,9 @@ def test_bad_creation_names_the_field(client: TestClient, small) -> None:
         assert r.status_code == 422, (payload, r.text)
         assert field in _fields(r), (payload, r.json())
     assert client.post("/v1/benchmarks/no-such-bench/sessions", json=base).status_code == 404
+    # an unknown baseline suggests the closest names (issue 28)
+    r = client.post(url, json={**base, "baseline": "S-A"})
+    assert r.status_code == 422 and "did you mean 's-a'" in r.json()["detail"], r.text
 
 
 def test_racing_retries_are_applied_once(committed_sessionmaker, cleanup) -> None:

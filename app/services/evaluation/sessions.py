@@ -67,6 +67,8 @@ from app.schemas.results import ModelCreate
 from app.schemas.sessions import HistoryRow, Interval, SessionCreate, SessionPublic
 from app.services.catalog import irt_fits
 from app.services.catalog.benchmarks import get_version, item_index
+from app.services.catalog.matrices import full_matrix
+from app.services.catalog.names import did_you_mean
 from app.services.catalog.results import load_matrix, store_results
 from app.services.evaluation import batches, lifecycle
 from app.services.platform import jobs as job_service
@@ -282,10 +284,12 @@ def _baseline_values(session: Session, version: BenchmarkVersion, name: str) -> 
     try:
         mat = load_matrix(session, version.id, [name])
     except NotFound:
+        fm = full_matrix(session, version.id)
+        hint = did_you_mean(name, [*fm.rows, *fm.unusable])
         raise InvalidInput(
-            f"model {name!r} has no results on this benchmark",
+            f"model {name!r} has no results on this benchmark{hint}",
             field="baseline",
-            message="unknown model",
+            message=f"unknown model{hint}",
         ) from None
     if not mat.coverage.all():
         raise InvalidInput(
