@@ -7,11 +7,12 @@ import pytest
 from scipy.stats import binomtest
 
 from app.core.reliability.exact import smallest_n
+from app.core.sequential.policies import POLICIES
 from app.core.sequential.simulation import (
     GAP_LABELS,
     clopper_pearson,
     fixed_subset_sizes,
-    simulate_random,
+    simulate_policy,
     simulate_sessions,
 )
 
@@ -66,7 +67,7 @@ def test_both_policies_reproducible_and_inputs_unchanged(gpqa):
     r2 = simulate_sessions(c, **kw)
     np.testing.assert_array_equal(c, gpqa["correct"])
     np.testing.assert_array_equal(r1.pairs, r2.pairs)
-    for p in ("random", "fluid"):
+    for p in POLICIES:
         np.testing.assert_array_equal(r1.policies[p].items_used, r2.policies[p].items_used)
         np.testing.assert_array_equal(r1.policies[p].lower, r2.policies[p].lower)
         assert r1.policies[p].items_used.max() <= 200
@@ -79,16 +80,32 @@ def test_both_policies_reproducible_and_inputs_unchanged(gpqa):
 
 def test_precision_goal_and_vectorised_random_matches_batches():
     rng = np.random.default_rng(0)
-    x = rng.integers(0, 3, (30, 200)) / 2.0
-    items1, lo1, hi1 = simulate_random(
-        x, alpha=0.05, batch_size=1, goal="precision", precision=0.15, rng=1
-    )
+    y = rng.integers(0, 3, (30, 200)) / 2.0  # fractional item means (repeated samples)
+    kw = dict(alpha=0.05, goal="precision", precision=0.15, rng=1)
+    items1, lo1, hi1, _ = simulate_policy("random", y, 0.5, batch_size=1, **kw)
     assert np.all((hi1 - lo1) / 2 <= 0.15 + 1e-12)
-    # batch 5 stops at multiples of 5 and never before batch 1 does
-    items5, _, _ = simulate_random(
-        x, alpha=0.05, batch_size=5, goal="precision", precision=0.15, rng=1
-    )
+    # batch 5 stops at multiples of 5 and never before batch 1 does (same draws per session)
+    items5, _, _, _ = simulate_policy("random", y, 0.5, batch_size=5, **kw)
     assert np.all(items5 % 5 == 0) and np.all(items5 >= items1) and np.all(items5 - items1 < 5)
+
+
+def test_every_policy_bucket_figures_recount(gpqa):
+    res = simulate_sessions(
+        gpqa["correct"], pairs=50, batch_size=10, stratify=True, max_items=150, rng=5
+    )
+    d = res.delta
+    counts = np.bincount(
+        np.searchsorted([2.0, 5.0, 10.0, 15.0], 100 * np.abs(d) + 1e-9, side="right"),
+        minlength=5,
+    )
+    assert counts.min() >= 10  # stratified: every bucket is populated
+    for s in res.policies.values():
+        assert [r.sessions for r in s.buckets] == counts.tolist()
+        assert (
+            sum(r.ever_missed for r in s.buckets) == s.ever_missed == int(s.ever_missed_mask.sum())
+        )
+        for r in s.buckets:
+            assert r.wrong_upper == pytest.approx(clopper_pearson(r.wrong, r.sessions, 0.05)[1])
 
 
 def test_bad_arguments(gpqa):

@@ -1,9 +1,13 @@
-"""Adaptive item choice from a fitted IRT model: the ``fluid`` session policy (model-based).
+"""Ability, item information and the model-based estimate under a fitted IRT model (Fluid).
 
-A session evaluates one model on items chosen in batches by their information about the model's
-full-benchmark accuracy under a fitted multidimensional 2PL model (:mod:`app.core.irt.fit`), and
-estimates that accuracy from the seen items plus the model's predictions on the unseen ones. Every
-function is vectorised over ``S`` sessions (arrays shaped ``(S, ...)``; a service uses ``S = 1``).
+Building blocks of the IRT session policies (:mod:`app.core.sequential.policies`): the MAP ability
+from the items seen so far, the IRT probabilities used as predictions, and Fluid Benchmarking's
+information criterion used (with a floor) as sampling weights. Those policies decide with the
+design-based confidence sequence of :mod:`app.core.sequential.active`, not with the model-based
+interval below, which remains for display and for ``fluid`` sessions created before issue 23
+(on held-out GPQA pairs < 2 points apart that interval decided wrongly in 15 % of sessions,
+statistics-next §7). Every function is vectorised over ``S`` sessions (arrays shaped
+``(S, ...)``; a service uses ``S = 1``).
 
 Model and notation (the parameterisation of :class:`app.core.irt.fit.IRTModel`)
 -------------------------------------------------------------------------
@@ -35,8 +39,8 @@ term; the baseline's responses carry no extra information about the model's unse
 ``theta_hat`` is fixed, and using them in the item choice would need a joint model of the pair).
 
 This is *model-based*: the interval ``estimate +- z_{1 - alpha/2} SE`` is only as good as the IRT fit
-(item parameters are treated as known). Its real error rate is measured by simulation
-(:mod:`app.core.sequential.simulation`), not assumed.
+(item parameters are treated as known, and it is re-read after every batch without correction), so
+its error level is not ``alpha``; no decision of a new session is taken from it.
 
 References
 ----------

@@ -1,34 +1,37 @@
-"""Offline replay of evaluation sessions (issue 12 simulator engine).
+"""Offline replay of evaluation sessions: every policy on real or synthetic pairs.
 
 Replays sessions for model pairs drawn from a results matrix and measures, per policy, how often a
-session decides, how often it decides wrongly (against the full benchmark's order) and how many
-items it uses, next to the exact fixed random-subset size the same pair would need.
+session decides, how often it decides wrongly (against the full benchmark's order), how often its
+interval ever excluded the truth, and how many items it uses, next to the exact fixed random-subset
+size the same pair would need.
 
 Design
 ------
 * Pairs. A seeded held-out pool of ``round(holdout * n_models)`` models is drawn; pairs are drawn
-  uniformly among its distinct unordered pairs (with replacement), each replayed ``orders`` times
-  (independent random orders for ``random``; ``fluid`` is deterministic given the pair, so it is
-  replayed once per pair). Session ``i`` evaluates model A against the stored baseline B.
-* ``fluid`` needs an IRT fit that has not seen the pair: :func:`app.core.irt.fit.fit_irt` is run once per
-  simulation on all models *outside* the pool (cheap: one fit instead of one per pair; pool models
-  never enter the fit). With ``holdout = 0.25`` on GPQA that is 315 training models; the fit
-  (D = 2 by default) takes about 0.1 s.
-* ``random``: items in a uniformly random order (one permutation per session); after every item
-  the confidence sequence of :mod:`app.core.sequential.confidence_sequences` is updated for ``x = (d + 1)/2``; the goal
-  is checked after every batch of ``batch_size`` items. Vectorised over sessions (loop over items),
-  with finished sessions dropped from the working arrays at batch ends.
-* ``fluid``: :mod:`app.core.sequential.fluid`, batches of the most informative unused items, interval
-  ``(A_hat - acc_B) -+ z SE`` (model-based), vectorised over sessions (loop over batches).
+  among its distinct unordered pairs (with replacement): uniformly, or (``stratify=True``) in equal
+  numbers from each gap bucket that has pool pairs. Each pair is replayed ``orders`` times
+  (independent draws). Session ``i`` evaluates model A against the stored baseline B, whose full
+  mean ``B`` is known.
+* The IRT policies need a fit that has not seen the pair: :func:`app.core.irt.fit.fit_irt` is run
+  once per simulation on all models *outside* the pool (pool models never enter the fit).
+* Every policy (:mod:`app.core.sequential.policies`) decides with the §7 confidence sequence for
+  ``A`` (:mod:`app.core.sequential.active`); the interval for ``Delta`` is that CS minus ``B``.
+  Vectorised over sessions (loop over batches, and over the draws and items of a batch), with
+  finished sessions dropped from the working arrays at batch ends.
 * Goals: ``decide`` (``better``/``worse``/``equivalent`` with ``margin``) or ``precision`` (half-width
   of the interval for ``Delta`` at most ``precision``); ``max_items`` caps every session.
 * Wrong decision: ``better`` when the full-benchmark ``Delta <= 0``, ``worse`` when ``Delta >= 0`` (ties
   count as wrong), ``equivalent`` when ``|Delta| > margin``. Its share gets a Clopper-Pearson interval.
-  ``missed`` counts sessions whose final interval excludes ``Delta`` (the coverage of the stopped
-  interval; for the precision goal).
+  ``missed`` counts sessions whose final interval excludes ``Delta``; ``ever_missed`` those whose
+  interval excluded it at some batch end (what the time-uniform guarantee bounds by ``alpha``).
 * Fixed size: the smallest ``n`` such that a uniform random ``n``-subset orders the pair as the full
   benchmark with probability ``>= 1 - alpha`` (exact hypergeometric, :func:`app.core.reliability.exact.order_probabilities`,
-  the rule of :func:`app.core.reliability.exact.smallest_n`), vectorised over pairs; ``NaN`` for tied pairs.
+  the rule of :func:`app.core.reliability.exact.smallest_n`), vectorised over pairs; ``NaN`` for tied
+  pairs. Error-controlled fixed designs (exact tests at a given power) are in
+  :mod:`app.core.sequential.fixed_designs`.
+
+Cost: per session and item ``O(N + G)`` (draw probabilities over the ``N`` items, capital over the
+``G`` grid points), plus one Newton solve of the ability per batch for the IRT policies.
 """
 
 from __future__ import annotations
@@ -42,28 +45,25 @@ from scipy.stats import beta as beta_dist
 from app.core._validation import SeedLike, normalize_rng
 from app.core.irt.fit import fit_irt
 from app.core.reliability.exact import order_probabilities
+from app.core.sequential.active import difference_from_known
 from app.core.sequential.confidence_sequences import (
     BETTER,
     EQUIVALENT,
     UNDECIDED,
     WORSE,
-    cs_init,
-    cs_interval,
-    cs_update,
     decide,
-    difference_interval,
     precision_met,
 )
-from app.core.sequential.fluid import (
-    ItemBank,
-    fluid_estimate,
-    fluid_init,
-    fluid_next,
-    fluid_update,
-    normal_interval,
+from app.core.sequential.fluid import ItemBank
+from app.core.sequential.policies import (
+    IRT_POLICIES,
+    POLICIES,
+    policy_draw,
+    policy_init,
+    policy_interval,
+    policy_update,
 )
 
-POLICIES = ("random", "fluid")
 GOALS = ("decide", "precision")
 GAP_EDGES = (0.0, 2.0, 5.0, 10.0, 15.0, np.inf)  # points
 GAP_LABELS = ("<2", "2-5", "5-10", "10-15", ">=15")
@@ -71,12 +71,18 @@ GAP_LABELS = ("<2", "2-5", "5-10", "10-15", ">=15")
 
 @dataclass(frozen=True)
 class BucketRow:
-    """Items used by one policy in one gap bucket (points = 100 x |Delta|)."""
+    """One policy in one gap bucket (points = 100 x |Delta|).
+
+    ``wrong_upper`` is the Clopper-Pearson upper end (level ``1 - alpha``) of the wrong share;
+    ``ever_missed`` counts sessions whose interval excluded ``Delta`` at some batch end.
+    """
 
     bucket: str
     sessions: int
     decided: int
     wrong: int
+    wrong_upper: float
+    ever_missed: int
     median_items: float
     p90_items: float
     mean_items: float
@@ -90,7 +96,7 @@ class PolicySummary:
     Attributes
     ----------
     policy : str
-    sessions, decided, wrong, missed : int
+    sessions, decided, wrong, missed, ever_missed : int
     decided_share, wrong_share : float
     wrong_ci : tuple of float
         Clopper-Pearson ``1 - alpha`` interval of the wrong-decision share.
@@ -103,6 +109,7 @@ class PolicySummary:
         Codes of :data:`app.core.sequential.confidence_sequences.DECISIONS`.
     lower, upper : ndarray, shape (n_sessions,)
         Final interval for ``Delta``.
+    ever_missed_mask : ndarray of bool, shape (n_sessions,)
     """
 
     policy: str
@@ -113,6 +120,7 @@ class PolicySummary:
     wrong_share: float
     wrong_ci: tuple[float, float]
     missed: int
+    ever_missed: int
     buckets: tuple[BucketRow, ...]
     runtime_s: float
     pair: np.ndarray
@@ -120,6 +128,7 @@ class PolicySummary:
     decision: np.ndarray
     lower: np.ndarray
     upper: np.ndarray
+    ever_missed_mask: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -234,22 +243,26 @@ def _finished(lo, hi, goal, margin, precision):
     return precision_met(lo, hi, precision)
 
 
-def _run_batches(s, cap, batch_size, step, shrink, goal, margin, precision):
+def _run_batches(s, cap, batch_size, step, shrink, goal, margin, precision, truth):
     """Run ``s`` sessions batch by batch until each stops or reaches ``cap`` items.
 
     ``step(active, t, k)`` feeds items ``t .. t+k-1`` of the running sessions ``active`` and
-    returns their intervals ``(lo, hi)``; ``shrink(keep)`` drops the finished sessions' rows of
-    the policy's state (its rows follow ``active``). Returns ``items_used, lower, upper``.
+    returns their intervals ``(lo, hi)`` for ``Delta``; ``shrink(keep)`` drops the finished
+    sessions' rows of the policy's state (its rows follow ``active``). Returns ``items_used,
+    lower, upper, ever_missed`` (the interval excluded ``truth`` at some batch end).
     """
     items = np.full(s, cap, dtype=np.int64)
     lower = np.full(s, -1.0)
     upper = np.full(s, 1.0)
+    ever = np.zeros(s, dtype=bool)
     active = np.arange(s)  # sessions still running; state rows follow `active`
     t = 0
+    tol = 1e-12
     while active.size and t < cap:  # loop over batches (vectorised over sessions)
         k = min(int(batch_size), cap - t)
         lo, hi = step(active, t, k)
         t += k
+        ever[active] |= (truth[active] < lo - tol) | (truth[active] > hi + tol)
         done = _finished(lo, hi, goal, margin, precision) | (t >= cap)
         if done.any():
             idx = active[done]
@@ -258,12 +271,15 @@ def _run_batches(s, cap, batch_size, step, shrink, goal, margin, precision):
             keep = ~done
             active = active[keep]
             shrink(keep)
-    return items, lower, upper
+    return items, lower, upper, ever
 
 
-def simulate_random(
-    x,
+def simulate_policy(
+    policy: str,
+    y_model,
+    baseline_mean,
     *,
+    bank: ItemBank | None = None,
     alpha: float,
     batch_size: int,
     goal: str = "decide",
@@ -272,93 +288,67 @@ def simulate_random(
     max_items: int | None = None,
     bet: str = "agrapa",
     c: float = 0.5,
+    gamma: float | None = None,
     rng: SeedLike = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Replay ``random`` sessions on paired values, vectorised over sessions.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Replay sessions of one policy, vectorised over sessions.
 
     Parameters
     ----------
-    x : array_like, shape (S, N)
-        Paired values ``(d + 1)/2`` of each session's pair on all items (item order as stored).
+    policy : {"random", "assisted", "neyman", "fluid"}
+    y_model : array_like, shape (S, N)
+        Each session's model results on all items, in [0, 1] (item means for repeated samples).
+    baseline_mean : array_like, shape (S,)
+        The baseline's known full-benchmark mean ``B``.
+    bank : ItemBank, optional
+        Item parameters for the IRT policies (fitted without the session's models).
     alpha, batch_size, goal, margin, precision, max_items, bet, c
         As in :func:`simulate_sessions`.
+    gamma : float, optional
+        Floor of the sampling probabilities (default :data:`~app.core.sequential.policies.POLICY_GAMMA`).
     rng : int, Generator or None
-        Draws one uniformly random item order per session.
+        Draws the items: one uniform per session and draw, drawn up front, so a session's
+        draws do not depend on the other sessions (nor, for ``random``, on the batch size).
 
     Returns
     -------
     items_used : ndarray of int64, shape (S,)
     lower, upper : ndarray, shape (S,)
-        Final interval for ``Delta``.
+        Final interval for ``Delta = A - B``.
+    ever_missed : ndarray of bool, shape (S,)
+        The interval excluded the true ``Delta`` at some batch end.
     """
     gen, _ = normalize_rng(rng)
-    v = np.asarray(x, dtype=np.float64)
-    s, n = v.shape
-    cap = n if max_items is None else min(int(max_items), n)
-    order = np.argsort(gen.random((s, n)), axis=1)
-    xo = np.take_along_axis(v, order, axis=1)
-    binary = bool(np.isin(v, (0.0, 0.5, 1.0)).all())
-    state = cs_init(n, sessions=s, alpha=alpha, bet=bet, c=c, paired=True, binary=binary)
-
-    def step(active, t, k):
-        cs_update(state, xo[active, t : t + k], inplace=True)
-        return difference_interval(*cs_interval(state))
-
-    def shrink(keep):
-        for name in ("t", "total", "sq", "log_capital", "rejected"):
-            setattr(state, name, getattr(state, name)[keep])
-
-    return _run_batches(s, cap, batch_size, step, shrink, goal, margin, precision)
-
-
-def simulate_fluid(
-    bank: ItemBank,
-    y_model,
-    acc_baseline,
-    *,
-    alpha: float,
-    batch_size: int,
-    goal: str = "decide",
-    margin: float | None = None,
-    precision: float | None = None,
-    max_items: int | None = None,
-    item_noise: bool = True,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Replay ``fluid`` sessions (model-based), vectorised over sessions.
-
-    Parameters
-    ----------
-    bank : ItemBank
-    y_model : array_like, shape (S, N)
-        Each session's model results on all items.
-    acc_baseline : array_like, shape (S,)
-        Baseline full-benchmark accuracy.
-
-    Returns
-    -------
-    items_used, lower, upper : as :func:`simulate_random` (interval for ``Delta``).
-    """
     y = np.asarray(y_model, dtype=np.float64)
-    base = np.asarray(acc_baseline, dtype=np.float64)
+    base = np.broadcast_to(np.asarray(baseline_mean, dtype=np.float64), y.shape[:1])
     s, n = y.shape
     cap = n if max_items is None else min(int(max_items), n)
-    state = fluid_init(bank, sessions=s)
+    binary = bool(np.isin(y, (0.0, 1.0)).all())
+    state = policy_init(
+        policy, n, bank=bank, sessions=s, alpha=alpha, bet=bet, c=c, gamma=gamma, binary=binary
+    )
+    uniforms = gen.random((s, cap))  # one per session and draw, whatever the batch size
 
     def step(active, t, k):
-        nxt = fluid_next(bank, state, k)
-        vals = np.take_along_axis(y[active], nxt, axis=1)
-        fluid_update(bank, state, nxt, vals, inplace=True)
-        est, se = fluid_estimate(bank, state, item_noise=item_noise)
-        return normal_interval(est - base[active], se, alpha)
+        rec = policy_draw(state, bank, k, uniforms[active, t : t + k])
+        policy_update(state, bank, rec, np.take_along_axis(y[active], rec.items, 1), inplace=True)
+        return difference_from_known(*policy_interval(state), base[active])
 
     def shrink(keep):
-        state.theta, state.cov = state.theta[keep], state.cov[keep]
-        state.seen, state.y = state.seen[keep], state.y[keep]
+        state.keep(keep)
 
-    return _run_batches(s, cap, batch_size, step, shrink, goal, margin, precision)
+    truth = y.mean(axis=1) - base
+    return _run_batches(s, cap, batch_size, step, shrink, goal, margin, precision, truth)
 
 
-def _summary(policy, pair, items, lo, hi, delta, fixed_n, goal, margin, precision, alpha, runtime):
+def _bucket_of(delta) -> np.ndarray:
+    pts = 100 * np.abs(np.asarray(delta))
+    return np.searchsorted(np.asarray(GAP_EDGES[1:-1]), pts + 1e-9, side="right")
+
+
+def _summary(
+    policy, pair, items, lo, hi, ever, delta, fixed_n, goal, margin, precision, alpha, runtime
+):
     dl = delta[pair]
     dec = decide(lo, hi, margin=margin) if goal == "decide" else np.zeros(pair.size, np.int8)
     wrong = (
@@ -372,8 +362,7 @@ def _summary(policy, pair, items, lo, hi, delta, fixed_n, goal, margin, precisio
         finished = dec != UNDECIDED
     else:
         finished = precision_met(lo, hi, precision)
-    pts = 100 * np.abs(dl)
-    bucket = np.searchsorted(np.asarray(GAP_EDGES[1:-1]), pts + 1e-9, side="right")
+    bucket = _bucket_of(dl)
     rows = []
     for b, label in enumerate(GAP_LABELS):  # five fixed buckets (a summary table, not data)
         m = bucket == b
@@ -386,6 +375,8 @@ def _summary(policy, pair, items, lo, hi, delta, fixed_n, goal, margin, precisio
                 sessions=int(m.sum()),
                 decided=int(finished[m].sum()),
                 wrong=int(wrong[m].sum()),
+                wrong_upper=clopper_pearson(int(wrong[m].sum()), int(m.sum()), alpha)[1],
+                ever_missed=int(ever[m].sum()),
                 median_items=float(np.median(it)) if it.size else float("nan"),
                 p90_items=float(np.percentile(it, 90)) if it.size else float("nan"),
                 mean_items=float(it.mean()) if it.size else float("nan"),
@@ -403,6 +394,7 @@ def _summary(policy, pair, items, lo, hi, delta, fixed_n, goal, margin, precisio
         wrong_share=k / n_s if n_s else float("nan"),
         wrong_ci=clopper_pearson(k, n_s, alpha),
         missed=int(missed.sum()),
+        ever_missed=int(ever.sum()),
         buckets=tuple(rows),
         runtime_s=float(runtime),
         pair=pair,
@@ -410,7 +402,29 @@ def _summary(policy, pair, items, lo, hi, delta, fixed_n, goal, margin, precisio
         decision=dec,
         lower=lo,
         upper=hi,
+        ever_missed_mask=ever,
     )
+
+
+def _draw_pairs(gen, pool, acc, pairs: int, stratify: bool):
+    """``(a, b)`` rows of ``pairs`` ordered pairs of distinct pool models."""
+    ia, ib = np.triu_indices(pool.size, 1)
+    if stratify:
+        bucket = _bucket_of(acc[pool[ia]] - acc[pool[ib]])
+        present = np.unique(bucket)
+        per = np.bincount(np.arange(pairs) % present.size, minlength=present.size)
+        pick = np.concatenate(
+            [
+                gen.choice(np.flatnonzero(bucket == b), int(m))
+                for b, m in zip(present, per, strict=True)  # at most five buckets
+            ]
+        )
+    else:
+        pick = gen.integers(0, ia.size, int(pairs))
+    swap = gen.random(int(pairs)) < 0.5
+    a = np.where(swap, pool[ib[pick]], pool[ia[pick]])
+    b = np.where(swap, pool[ia[pick]], pool[ib[pick]])
+    return a, b
 
 
 def simulate_sessions(
@@ -429,7 +443,7 @@ def simulate_sessions(
     c: float = 0.5,
     holdout: float = 0.25,
     irt_dims: int = 2,
-    item_noise: bool = True,
+    stratify: bool = False,
     rng: SeedLike = 0,
 ) -> SimulationResult:
     """Replay evaluation sessions for random model pairs of a 0/1 results matrix.
@@ -437,11 +451,11 @@ def simulate_sessions(
     Parameters
     ----------
     correct : array_like of {0, 1}, shape (n_models, n_items)
-    policies : sequence of {"random", "fluid"}
+    policies : sequence of {"random", "assisted", "neyman", "fluid"}
     pairs : int
         Model pairs drawn from the held-out pool (module docstring).
     orders : int
-        Random orders per pair for ``random`` (sessions = ``pairs * orders``).
+        Independent replays per pair (sessions = ``pairs * orders`` per policy).
     alpha : float
         Error level of the intervals (and of the exact fixed size, ``P >= 1 - alpha``).
     batch_size : int
@@ -454,17 +468,15 @@ def simulate_sessions(
     max_items : int, optional
         Cap per session (default ``N``).
     bet, c
-        Confidence-sequence bet (:mod:`app.core.sequential.confidence_sequences`).
+        Confidence-sequence bet (:mod:`app.core.sequential.active`).
     holdout : float
         Share of models in the pair pool (excluded from the IRT fit).
     irt_dims : int
-        Latent dimension of the IRT fit for ``fluid``. Default 2: on GPQA (400 pairs, batch 10,
-        seed 0) the fluid wrong-decision share was 22/400 with D = 1 (Fluid Benchmarking's 1-d
-        2PL), 11/400 with D = 2 and 13/400 with D = 5 (one seed; measured, not a guarantee).
-    item_noise : bool
-        Include the unseen items' Bernoulli variance in ``fluid``'s SE (:mod:`app.core.sequential.fluid`).
+        Latent dimension of the IRT fit for the IRT policies (default 2).
+    stratify : bool
+        Draw pairs in equal numbers from each gap bucket (else uniformly among pool pairs).
     rng : int, Generator or None
-        Seed of everything random (pool, pairs, orders, IRT initialisation).
+        Seed of everything random (pool, pairs, draws, IRT initialisation).
 
     Returns
     -------
@@ -477,13 +489,9 @@ def simulate_sessions(
     n_pool = max(2, round(holdout * n_models))
     perm = gen.permutation(n_models)
     pool, train = np.sort(perm[:n_pool]), np.sort(perm[n_pool:])
-    ia, ib = np.triu_indices(n_pool, 1)
-    pick = gen.integers(0, ia.size, int(pairs))
-    swap = gen.random(int(pairs)) < 0.5
-    a = np.where(swap, pool[ib[pick]], pool[ia[pick]])
-    b = np.where(swap, pool[ia[pick]], pool[ib[pick]])
-    pair_rows = np.stack([a, b], axis=1)
     acc = c01.mean(axis=1)
+    a, b = _draw_pairs(gen, pool, acc, int(pairs), bool(stratify))
+    pair_rows = np.stack([a, b], axis=1)
     delta = acc[a] - acc[b]
     n10 = (c01[a] * (1 - c01[b])).sum(axis=1).astype(np.int64)
     n01 = ((1 - c01[a]) * c01[b]).sum(axis=1).astype(np.int64)
@@ -502,10 +510,15 @@ def simulate_sessions(
         c=float(c),
         holdout=float(holdout),
         irt_dims=int(irt_dims),
-        item_noise=bool(item_noise),
+        stratify=bool(stratify),
         seed=seed,
         pool=pool,
     )
+    bank = None
+    if any(p in IRT_POLICIES for p in pol):
+        t_fit = time.perf_counter()
+        bank = ItemBank.from_irt(fit_irt(c01[train], dims=int(irt_dims), rng=gen))
+        params["irt_fit_s"] = time.perf_counter() - t_fit
     out: dict[str, PolicySummary] = {}
     kw = dict(
         alpha=alpha,
@@ -514,23 +527,30 @@ def simulate_sessions(
         margin=margin,
         precision=precision,
         max_items=max_items,
+        bet=bet,
+        c=c,
     )
-    for p in pol:  # at most two policies
+    sess_pair = np.repeat(np.arange(int(pairs)), int(orders))
+    for p in pol:  # at most four policies
         t0 = time.perf_counter()
-        if p == "random":
-            sess_pair = np.repeat(np.arange(int(pairs)), int(orders))
-            x = (c01[a[sess_pair]] - c01[b[sess_pair]] + 1.0) / 2.0
-            items, lo, hi = simulate_random(x, bet=bet, c=c, rng=gen, **kw)
-        else:
-            t_fit = time.perf_counter()
-            irt = fit_irt(c01[train], dims=int(irt_dims), rng=gen)
-            params["irt_fit_s"] = time.perf_counter() - t_fit
-            bank = ItemBank.from_irt(irt)
-            sess_pair = np.arange(int(pairs))
-            items, lo, hi = simulate_fluid(bank, c01[a], acc[b], item_noise=item_noise, **kw)
+        items, lo, hi, ever = simulate_policy(
+            p, c01[a[sess_pair]], acc[b[sess_pair]], bank=bank, rng=gen, **kw
+        )
         runtime = time.perf_counter() - t0
         out[p] = _summary(
-            p, sess_pair, items, lo, hi, delta, fixed_n, goal, margin, precision, alpha, runtime
+            p,
+            sess_pair,
+            items,
+            lo,
+            hi,
+            ever,
+            delta,
+            fixed_n,
+            goal,
+            margin,
+            precision,
+            alpha,
+            runtime,
         )
     return SimulationResult(
         pairs=pair_rows, delta=delta, fixed_n=fixed_n, policies=out, params=params
@@ -538,6 +558,7 @@ def simulate_sessions(
 
 
 __all__ = [
+    "GAP_EDGES",
     "GAP_LABELS",
     "POLICIES",
     "BucketRow",
@@ -545,7 +566,6 @@ __all__ = [
     "SimulationResult",
     "clopper_pearson",
     "fixed_subset_sizes",
-    "simulate_fluid",
-    "simulate_random",
+    "simulate_policy",
     "simulate_sessions",
 ]
