@@ -1,21 +1,22 @@
-"""Evaluation sessions (issue 12): validity, items used and simulator speed on REAL GPQA data.
+"""Evaluation sessions (issue 23): every policy against error-controlled fixed designs.
 
-Cases (all on shared/data/gpqa.npz, 420 models x 448 items, alpha = 0.05, goal ``decide``):
-  validity-b10 / validity-b1  ``random`` policy only, ``--sessions`` sessions (default 2,000 = 1,000
-                              pairs x 2 random orders) from a 95 % held-out pool (every model but a
-                              seeded 5 % may appear in a pair), batch 10 and batch 1.
-  gap>=15                     ``random`` only, ``--sessions / 4`` sessions on pairs drawn uniformly among
-                              all GPQA pairs >= 15 points apart (one random order each), batch 1 and
-                              10, the default ``agrapa`` bet next to the plain hedged ``plugin`` bet of
-                              statistics-next §1 (the issue's efficiency bar: median <= 150).
-  simulate-400                both policies, 400 pairs, batch 10, the simulator's defaults (25 %
-                              held-out pool; the IRT fit for ``fluid`` on the other 75 %, D = 2):
-                              the ``benchslice simulate --pairs 400`` workload, timed end to end.
-Per case: sessions, decided share, wrong decisions with a Clopper-Pearson 95 % interval, and per
-gap bucket the median / p90 / mean items used next to the median exact fixed random-subset size
-(P(correct order) >= 0.95, hypergeometric). Markdown to stdout; nothing is written to the tree.
+Cases (alpha = 0.05, goal ``decide``, batch 10, every policy of
+:mod:`app.core.sequential.policies`, each deciding with the §7 confidence sequence):
+  gpqa       REAL GPQA (shared/data/gpqa.npz, 420 models x 448 items). Pairs from a seeded 25 %
+             held-out pool (105 models; the IRT fit of the IRT policies uses the other 315), drawn
+             in equal numbers from each gap bucket (<2 incl. exactly tied, 2-5, 5-10, 10-15,
+             >=15 points), ``--sessions`` sessions per policy (pairs x 2 independent replays).
+  synthetic  SYNTHETIC benchmark of another shape from bench/synth.py (200 models x 300 items in
+             three subtasks, subtask effect 0.8), same protocol, ``--sessions / 2`` sessions.
+Per policy and gap bucket: sessions, wrong decisions with the Clopper-Pearson 95 % upper bound,
+the share of sessions whose interval ever excluded the true difference (at a batch end), median
+and p90 items to the end of the session. Next to them, per bucket, the median size of two
+error-controlled fixed designs (:mod:`app.core.sequential.fixed_designs`, exact power under
+sampling without replacement): the one-sample exact binomial test against the known baseline mean
+and the exact McNemar test, each at 80 % and 90 % power (``>N``: more than half of the bucket's
+pairs never reach that power with all N items). Markdown to stdout; nothing is written to the tree.
 
-Usage: .venv/bin/python bench/bench_sessions.py [--quick] [--sessions S] [--seed K] [--bet B]
+Usage: .venv/bin/python bench/bench_sessions.py [--quick] [--sessions S] [--seed K]
 """
 
 from __future__ import annotations
@@ -33,106 +34,139 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.core.sequential.simulation import simulate_random, simulate_sessions  # noqa: E402
+from app.core.sequential.fixed_designs import (  # noqa: E402
+    binomial_test_sizes,
+    mcnemar_test_sizes,
+)
+from app.core.sequential.policies import POLICIES  # noqa: E402
+from app.core.sequential.simulation import (  # noqa: E402
+    GAP_LABELS,
+    _bucket_of,
+    clopper_pearson,
+    simulate_sessions,
+)
+from bench.synth import make_synthetic  # noqa: E402
 
 
-def _data() -> np.ndarray:
+def _gpqa() -> np.ndarray:
     base = Path(os.environ.get("BENCHSLICE_SHARED_DATA") or ROOT.parent / "shared" / "data")
     with np.load(base / "gpqa.npz", allow_pickle=False) as d:
         return d["correct"]
 
 
-def _table(case: str, res, seconds: float) -> list[str]:
-    lines = []
-    for name, s in res.policies.items():
-        lo, hi = s.wrong_ci
-        lines.append(
-            f"\n**{case} / {name}**: {s.sessions} sessions, decided {s.decided_share:.3f}, "
-            f"wrong {s.wrong} = {s.wrong_share:.4f} (95 % CI {lo:.4f}-{hi:.4f}), "
-            f"final interval misses Delta in {s.missed}; policy time {s.runtime_s:.2f} s "
-            f"(case total {seconds:.2f} s)\n"
-        )
-        lines.append(
-            "| gap (pts) | sessions | decided | wrong | median items | p90 items | mean items "
-            "| exact fixed n (median) |"
-        )
-        lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+def _median_size(sizes: np.ndarray, n_items: int) -> str:
+    if sizes.size == 0:
+        return "-"
+    med = np.median(np.where(np.isfinite(sizes), sizes, np.inf))
+    return f">{n_items}" if not np.isfinite(med) else f"{med:.0f}"
+
+
+def _fixed_designs(c: np.ndarray, pairs: np.ndarray, alpha: float) -> dict[str, np.ndarray]:
+    """Fixed-design sizes per pair row (computed once per distinct pair)."""
+    uniq, back = np.unique(pairs, axis=0, return_inverse=True)
+    a, b = uniq[:, 0], uniq[:, 1]
+    ci = c.astype(np.int64)
+    n_items = c.shape[1]
+    succ = ci[a].sum(1)
+    base = c[b].mean(1)
+    n10 = (ci[a] * (1 - ci[b])).sum(1)
+    n01 = ((1 - ci[a]) * ci[b]).sum(1)
+    out = {}
+    for pw in (0.8, 0.9):
+        out[f"binomial {pw:.0%}"] = binomial_test_sizes(succ, base, n_items, alpha=alpha, power=pw)
+        out[f"McNemar {pw:.0%}"] = mcnemar_test_sizes(n10, n01, n_items, alpha=alpha, power=pw)
+    return {k: v[back.reshape(-1)] for k, v in out.items()}
+
+
+def _case(name: str, c: np.ndarray, sessions: int, seed: int, label: str) -> list[str]:
+    t0 = time.perf_counter()
+    res = simulate_sessions(
+        c,
+        policies=POLICIES,
+        pairs=sessions // 2,
+        orders=2,
+        alpha=0.05,
+        batch_size=10,
+        stratify=True,
+        holdout=0.25,
+        rng=seed,
+    )
+    sim_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    fixed = _fixed_designs(c, res.pairs, 0.05)
+    fixed_s = time.perf_counter() - t1
+    n_items = c.shape[1]
+    bucket = _bucket_of(res.delta)
+    ties = int((res.delta == 0).sum())
+    lines = [
+        f"\n#### {name} ({label}, {c.shape[0]} models x {n_items} items): {sessions // 2} pairs "
+        f"({ties} exactly tied) x 2 replays = {sessions} sessions per policy; simulation "
+        f"{sim_s:.1f} s (IRT fit {res.params.get('irt_fit_s', 0):.2f} s), fixed designs "
+        f"{fixed_s:.1f} s\n",
+        "| policy | gap (pts) | sessions | wrong | wrong CP95 upper | ever excluded truth "
+        "| median items | p90 items |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for pol, s in res.policies.items():
         for r in s.buckets:
             lines.append(
-                f"| {r.bucket} | {r.sessions} | {r.decided} | {r.wrong} | {r.median_items:.0f} "
-                f"| {r.p90_items:.0f} | {r.mean_items:.1f} | {r.median_fixed_n:.0f} |"
+                f"| {pol} | {r.bucket} | {r.sessions} | {r.wrong} | {r.wrong_upper:.4f} "
+                f"| {r.ever_missed / max(r.sessions, 1):.4f} | {r.median_items:.0f} "
+                f"| {r.p90_items:.0f} |"
             )
-    return lines
-
-
-def _large_gaps(c: np.ndarray, sessions: int, seed: int) -> list[str]:
-    acc = c.mean(axis=1)
-    i, j = np.triu_indices(c.shape[0], 1)
-    big = np.flatnonzero(np.abs(acc[i] - acc[j]) >= 0.15)
-    rng = np.random.default_rng(seed)
-    pick = big[rng.integers(0, big.size, sessions)]
-    a, b = i[pick], j[pick]
-    x = (c[a].astype(float) - c[b] + 1.0) / 2.0
-    delta = acc[a] - acc[b]
-    lines = [
-        f"\n**gap>=15 / random**: {sessions} sessions on {big.size} GPQA pairs >= 15 points apart\n",
-        "| bet | batch | median items | p90 items | mean items | wrong | seconds |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for bet in ("agrapa", "plugin"):
-        for batch in (1, 10):
-            t0 = time.perf_counter()
-            items, lo, hi = simulate_random(x, alpha=0.05, batch_size=batch, bet=bet, rng=seed)
-            sec = time.perf_counter() - t0
-            wrong = int((((lo > 0) & (delta <= 0)) | ((hi < 0) & (delta >= 0))).sum())
+        tied = res.delta[s.pair] == 0  # part of <2: any decision on a tie is wrong
+        if tied.any():
+            k_t, n_t = int((s.decision[tied] != 0).sum()), int(tied.sum())
             lines.append(
-                f"| {bet} | {batch} | {np.median(items):.0f} | {np.percentile(items, 90):.0f} "
-                f"| {items.mean():.1f} | {wrong} | {sec:.2f} |"
+                f"| {pol} | tied (in <2) | {n_t} | {k_t} "
+                f"| {clopper_pearson(k_t, n_t, 0.05)[1]:.4f} "
+                f"| {s.ever_missed_mask[tied].mean():.4f} "
+                f"| {np.median(s.items_used[tied]):.0f} "
+                f"| {np.percentile(s.items_used[tied], 90):.0f} |"
             )
+        _lo, hi = s.wrong_ci
+        lines.append(
+            f"| {pol} | all | {s.sessions} | {s.wrong} | {hi:.4f} "
+            f"| {s.ever_missed / s.sessions:.4f} | {np.median(s.items_used):.0f} "
+            f"| {np.percentile(s.items_used, 90):.0f} |"
+        )
+    lines += [
+        "\nError-controlled fixed designs on the same pairs (median n over the bucket's pairs):\n",
+        "| gap (pts) | pairs | " + " | ".join(fixed) + " |",
+        "|---|---:|" + "---:|" * len(fixed),
+    ]
+    for q, label_q in enumerate(GAP_LABELS):  # five buckets
+        m = bucket == q
+        cells = " | ".join(_median_size(v[m], n_items) for v in fixed.values())
+        lines.append(f"| {label_q} | {int(m.sum())} | {cells} |")
     return lines
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="200 sessions, 100 pairs")
+    ap.add_argument("--quick", action="store_true", help="200 sessions per policy")
     ap.add_argument("--sessions", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--bet", default="agrapa")
     args = ap.parse_args()
-    c = _data()
     sessions = 200 if args.quick else args.sessions
-    pairs400 = 100 if args.quick else 400
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()
+    load = os.getloadavg()
     out = [
-        f"### Sessions (issue 12), GPQA real data {c.shape[0]} x {c.shape[1]}, alpha 0.05, "
-        f"bet {args.bet}, seed {args.seed}",
+        f"### Sessions (issue 23): every policy vs error-controlled fixed designs, alpha 0.05, "
+        f"batch 10, seed {args.seed}",
         f"commit {commit}, python {platform.python_version()}, numpy {np.__version__}, "
-        f"{os.cpu_count()} cores",
+        f"{os.cpu_count()} cores, load average at start {load[0]:.2f} / {load[1]:.2f} / "
+        f"{load[2]:.2f}",
     ]
-    for batch in (10, 1):
-        t0 = time.perf_counter()
-        res = simulate_sessions(
-            c,
-            policies=("random",),
-            pairs=sessions // 2,
-            orders=2,
-            batch_size=batch,
-            holdout=0.95,
-            bet=args.bet,
-            rng=args.seed,
-        )
-        out += _table(f"validity-b{batch}", res, time.perf_counter() - t0)
-    out += _large_gaps(c, max(sessions // 4, 50), args.seed)
-    t0 = time.perf_counter()
-    res = simulate_sessions(c, pairs=pairs400, batch_size=10, bet=args.bet, rng=args.seed)
-    total = time.perf_counter() - t0
-    out += _table(f"simulate-{pairs400}", res, total)
-    out.append(
-        f"\nsimulate-{pairs400} wall time (both policies, exact fixed sizes, IRT fit "
-        f"{res.params['irt_fit_s']:.2f} s): **{total:.2f} s**"
+    out += _case("gpqa", _gpqa(), sessions, args.seed, "REAL")
+    syn = make_synthetic(
+        200, 300, seed=args.seed, subtask_sizes=(100, 100, 100), subtask_effect=0.8
     )
+    out += _case("synthetic", syn.correct, max(sessions // 2, 100), args.seed, "SYNTHETIC")
+    load = os.getloadavg()
+    out.append(f"\nload average at end {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}")
     print("\n".join(out))
 
 
