@@ -8,6 +8,8 @@ Cases (alpha = 0.05, goal ``decide``, batch 10, every policy of
              >=15 points), ``--sessions`` sessions per policy (pairs x 2 independent replays).
   synthetic  SYNTHETIC benchmark of another shape from bench/synth.py (200 models x 300 items in
              three subtasks, subtask effect 0.8), same protocol, ``--sessions / 2`` sessions.
+  tied       REAL GPQA, exactly tied held-out pairs only (``--sessions / 5`` sessions per policy):
+             any decision is wrong.
 Per policy and gap bucket: sessions, wrong decisions with the Clopper-Pearson 95 % upper bound,
 the share of sessions whose interval ever excluded the true difference (at a batch end), median
 and p90 items to the end of the session. Next to them, per bucket, the median size of two
@@ -16,7 +18,7 @@ sampling without replacement): the one-sample exact binomial test against the kn
 and the exact McNemar test, each at 80 % and 90 % power (``>N``: more than half of the bucket's
 pairs never reach that power with all N items). Markdown to stdout; nothing is written to the tree.
 
-Usage: .venv/bin/python bench/bench_sessions.py [--quick] [--sessions S] [--seed K]
+Usage: .venv/bin/python bench/bench_sessions.py [--quick] [--sessions S] [--seed K] [--cases C]
 """
 
 from __future__ import annotations
@@ -34,15 +36,18 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from app.core.irt.fit import fit_irt  # noqa: E402
 from app.core.sequential.fixed_designs import (  # noqa: E402
     binomial_test_sizes,
     mcnemar_test_sizes,
 )
-from app.core.sequential.policies import POLICIES  # noqa: E402
+from app.core.sequential.fluid import ItemBank  # noqa: E402
+from app.core.sequential.policies import IRT_POLICIES, POLICIES  # noqa: E402
 from app.core.sequential.simulation import (  # noqa: E402
     GAP_LABELS,
     _bucket_of,
     clopper_pearson,
+    simulate_policy,
     simulate_sessions,
 )
 from bench.synth import make_synthetic  # noqa: E402
@@ -142,12 +147,55 @@ def _case(name: str, c: np.ndarray, sessions: int, seed: int, label: str) -> lis
     return lines
 
 
+def _tied_case(c: np.ndarray, sessions: int, seed: int) -> list[str]:
+    """Exactly tied held-out pairs only: any decision is wrong (25 % held-out pool as above)."""
+    gen = np.random.default_rng(seed)
+    n_pool = round(0.25 * c.shape[0])
+    perm = gen.permutation(c.shape[0])
+    pool, train = np.sort(perm[:n_pool]), np.sort(perm[n_pool:])
+    correct = c.astype(np.float64)
+    hits = correct[pool].sum(1)
+    ia, ib = np.triu_indices(pool.size, 1)
+    tied = np.flatnonzero(hits[ia] == hits[ib])
+    pick = tied[gen.integers(0, tied.size, sessions)]
+    a, b = pool[ia[pick]], pool[ib[pick]]
+    t0 = time.perf_counter()
+    bank = ItemBank.from_irt(fit_irt(correct[train], dims=2, rng=gen))
+    lines = [
+        f"\n#### gpqa tied (REAL): {sessions} sessions per policy on {tied.size} exactly tied "
+        f"held-out pairs (of {ia.size}); any decision is wrong\n",
+        "| policy | sessions | wrong (any decision) | wrong CP95 upper | ever excluded truth "
+        "| median items | seconds |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for pol in POLICIES:  # four policies
+        t1 = time.perf_counter()
+        items, lo, hi, ever = simulate_policy(
+            pol,
+            correct[a],
+            correct[b].mean(1),
+            bank=bank if pol in IRT_POLICIES else None,
+            alpha=0.05,
+            batch_size=10,
+            rng=gen,
+        )
+        wrong = int(((lo > 0) | (hi < 0)).sum())
+        lines.append(
+            f"| {pol} | {sessions} | {wrong} | {clopper_pearson(wrong, sessions, 0.05)[1]:.4f} "
+            f"| {ever.mean():.4f} | {np.median(items):.0f} | {time.perf_counter() - t1:.1f} |"
+        )
+    lines.append(f"\n(tied case total {time.perf_counter() - t0:.1f} s)")
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="200 sessions per policy")
     ap.add_argument("--sessions", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cases", default="gpqa,synthetic,tied", help="comma-separated subset")
     args = ap.parse_args()
+    cases = set(args.cases.split(","))
     sessions = 200 if args.quick else args.sessions
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
@@ -160,11 +208,15 @@ def main() -> None:
         f"{os.cpu_count()} cores, load average at start {load[0]:.2f} / {load[1]:.2f} / "
         f"{load[2]:.2f}",
     ]
-    out += _case("gpqa", _gpqa(), sessions, args.seed, "REAL")
-    syn = make_synthetic(
-        200, 300, seed=args.seed, subtask_sizes=(100, 100, 100), subtask_effect=0.8
-    )
-    out += _case("synthetic", syn.correct, max(sessions // 2, 100), args.seed, "SYNTHETIC")
+    if "gpqa" in cases:
+        out += _case("gpqa", _gpqa(), sessions, args.seed, "REAL")
+    if "synthetic" in cases:
+        syn = make_synthetic(
+            200, 300, seed=args.seed, subtask_sizes=(100, 100, 100), subtask_effect=0.8
+        )
+        out += _case("synthetic", syn.correct, max(sessions // 2, 100), args.seed, "SYNTHETIC")
+    if "tied" in cases:
+        out += _tied_case(_gpqa(), max(sessions // 5, 40), args.seed)
     load = os.getloadavg()
     out.append(f"\nload average at end {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}")
     print("\n".join(out))
