@@ -1,4 +1,5 @@
-"""The IRT fit the ``fluid`` session policy needs: computed once per benchmark version by a job.
+"""The IRT fit the IRT session policies need (``assisted``, ``neyman``, ``fluid``): computed once
+per benchmark version by a job.
 
 Job kind ``irt_fit`` (params ``{"version_id": <version id>}``; the older key ``benchmark_id`` is
 still read, seed stored on the job): fits the
@@ -89,8 +90,8 @@ def request_fit(session: Session, version_id: uuid.UUID) -> tuple[Job, bool]:
     names, _ = full_models(session, version_id)
     if names.size < MIN_FIT_MODELS:
         raise InvalidInput(
-            f"the fluid policy needs an IRT fit on at least {MIN_FIT_MODELS} models with full "
-            f"results; this benchmark has {names.size}",
+            f"the IRT policies (assisted, neyman, fluid) need an IRT fit on at least "
+            f"{MIN_FIT_MODELS} models with full results; this benchmark has {names.size}",
             field="policy",
             message="use policy 'random'",
         )

@@ -327,7 +327,7 @@ def _check(body: SessionCreate, n_items: int) -> int:
 def create_session(
     session: Session, version: BenchmarkVersion, body: SessionCreate
 ) -> tuple[EvaluationSession | None, Job | None, bool]:
-    """``(session row, None, False)``, or for ``fluid`` before the benchmark's IRT fit exists
+    """``(session row, None, False)``, or for an IRT policy before the benchmark's IRT fit exists
     ``(None, fit job, created)`` (the caller enqueues a created job after commit)."""
     n = item_index(version).n_items
     max_items = _check(body, n)
