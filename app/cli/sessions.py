@@ -120,7 +120,13 @@ def evaluate(
         None, "--baseline", help="A model with full results on the benchmark (goal decide)"
     ),
     goal: str = typer.Option("decide", "--goal", help="decide | precision"),
-    policy: str = typer.Option("random", "--policy", help="random (design-based) | fluid (IRT)"),
+    policy: str | None = typer.Option(
+        None,
+        "--policy",
+        help="random | assisted | neyman | fluid (how items are drawn; every policy decides with "
+        "the design-based confidence sequence; the IRT ones wait for the benchmark's IRT fit). "
+        "Default: assisted when the benchmark has >= 10 models with full results, else random",
+    ),
     alpha: float = typer.Option(0.05, "--alpha", help="Error level"),
     margin: float | None = typer.Option(None, "--margin", help="Equivalence margin (decide)"),
     precision: float | None = typer.Option(None, "--precision", help="Target half-width"),
@@ -182,8 +188,8 @@ def evaluate(
         raise typer.BadParameter("--answers needs --answers-model", param_hint="--answers-model")
     if goal not in ("decide", "precision"):
         raise typer.BadParameter("decide | precision", param_hint="--goal")
-    if policy not in ("random", "fluid"):
-        raise typer.BadParameter("random | fluid", param_hint="--policy")
+    if policy is not None and policy not in ("random", "assisted", "neyman", "fluid"):
+        raise typer.BadParameter("random | assisted | neyman | fluid", param_hint="--policy")
     table = _answers(answers, answers_model) if answers is not None else None
     opts = {"metric": metric, "filter": filter_}
     kw: dict[str, Any] = dict(
@@ -303,9 +309,11 @@ def simulate(
     matrix: Path = typer.Option(
         ..., "--matrix", exists=True, dir_okay=False, help=".npz with 'correct' (0/1, full)"
     ),
-    policies: str = typer.Option("random,fluid", "--policies", help="random,fluid"),
+    policies: str = typer.Option(
+        "random,assisted,neyman,fluid", "--policies", help="random,assisted,neyman,fluid"
+    ),
     pairs: int = typer.Option(400, "--pairs", min=1),
-    orders: int = typer.Option(1, "--orders", min=1, help="Random orders per pair (random)"),
+    orders: int = typer.Option(1, "--orders", min=1, help="Independent replays per pair"),
     alpha: float = typer.Option(0.05, "--alpha"),
     batch: int = typer.Option(10, "--batch", min=1),
     goal: str = typer.Option("decide", "--goal", help="decide | precision"),
@@ -318,13 +326,15 @@ def simulate(
     """Replay evaluation sessions offline for random model pairs of a results matrix.
 
     Per policy: sessions, decided share, wrong decisions (against the full benchmark's order,
-    with a Clopper-Pearson interval), and items used (median, p90, mean) per gap bucket next to
-    the exact fixed random-subset size the pair needs at P(correct order) >= 1 - alpha. The IRT
-    fit for `fluid` uses only models outside the pairs' pool.
+    with a Clopper-Pearson interval), sessions whose interval ever excluded the true difference,
+    and items used (median, p90, mean) per gap bucket next to the exact fixed random-subset size
+    the pair needs at P(correct order) >= 1 - alpha. Every policy decides with the design-based
+    confidence sequence; the IRT fit of the IRT policies uses only models outside the pairs'
+    pool.
 
     Example:
 
-        benchslice simulate --matrix gpqa.npz --policies random,fluid --pairs 400 --alpha 0.05 --batch 10 --seed 0 --json
+        benchslice simulate --matrix gpqa.npz --policies random,assisted --pairs 400 --alpha 0.05 --batch 10 --seed 0 --json
     """
     import numpy as np
 
@@ -367,8 +377,9 @@ def simulate(
             "wrong_share": p.wrong_share,
             "wrong_ci": list(p.wrong_ci),
             "missed": p.missed,
+            "ever_missed": p.ever_missed,
             "runtime_s": p.runtime_s,
-            "basis": "design" if name == "random" else "model",
+            "basis": "design",
             "buckets": [asdict(b) for b in p.buckets],
         }
     if as_json:
@@ -379,7 +390,7 @@ def simulate(
         typer.echo(
             f"{name} ({p['basis']}): {p['sessions']} sessions, decided {pct(p['decided_share'])}, "
             f"wrong {p['wrong']} ({pct(p['wrong_share'])}, CI [{pct(lo)}, {pct(hi)}]), "
-            f"{p['runtime_s']:.1f} s"
+            f"interval ever excluded the truth in {p['ever_missed']}, {p['runtime_s']:.1f} s"
         )
         print_table(
             ["gap (pts)", "sessions", "decided", "wrong", "median", "p90", "mean", "fixed n"],

@@ -31,7 +31,7 @@ class SessionOperations(Transport):
         *,
         baseline: str | None = None,
         goal: Literal["decide", "precision"] = "decide",
-        policy: Literal["random", "fluid"] = "random",
+        policy: Literal["random", "assisted", "neyman", "fluid"] | None = None,
         alpha: float = 0.05,
         margin: float | None = None,
         precision: float | None = None,
@@ -45,12 +45,12 @@ class SessionOperations(Transport):
         body: dict[str, Any] = {
             "model": model,
             "goal": goal,
-            "policy": policy,
             "alpha": alpha,
             "batch_size": batch_size,
             "store_results": store_results,
         }
         extra = {
+            "policy": policy,  # omitted: the service's default (assisted when it can fit IRT)
             "baseline": baseline,
             "margin": margin,
             "precision": precision,

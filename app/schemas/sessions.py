@@ -12,6 +12,7 @@ from app.schemas.benchmarks import NO_NUL
 
 MAX_SEED = 2**63 - 1
 Basis = Literal["design", "model"]
+Policy = Literal["random", "assisted", "neyman", "fluid"]
 SessionState = Literal["open", "decided", "exhausted", "abandoned"]
 Decision = Literal["undecided", "better", "worse", "equivalent", "precise"]
 
@@ -42,10 +43,15 @@ class SessionCreate(BaseModel):
         "or lies inside [-margin, margin] (equivalent); precision: stop when the interval's "
         "half-width is at most `precision` (the difference's with a baseline, else the accuracy's)",
     )
-    policy: Literal["random", "fluid"] = Field(
-        default="random",
-        description="random: seeded random order, time-uniform confidence sequence (design-based "
-        "guarantee); fluid: most informative items under the benchmark's IRT fit (model-based)",
+    policy: Policy | None = Field(
+        default=None,
+        description="How items are drawn; every policy decides with the same design-based "
+        "confidence sequence for the model's mean (wrong decision with probability <= alpha). "
+        "random: uniform draws; assisted: uniform draws, the benchmark's IRT predictions as "
+        "control variates; neyman: draws where the IRT prediction is most uncertain (floor "
+        "0.5); fluid: draws by Fluid Benchmarking's information criterion (floor 0.5). The IRT "
+        "policies wait for the benchmark's IRT fit (a job) the first time. Default: assisted "
+        "when the benchmark has an IRT fit or at least 10 models with full results, else random",
     )
     alpha: float = Field(default=0.05, gt=0.0, le=0.5, description="Error level")
     margin: float | None = Field(default=None, ge=0.0, lt=1.0, description="Equivalence margin")
@@ -70,12 +76,17 @@ class SessionItem(BaseModel):
 
 
 class Interval(BaseModel):
-    value: float | None = Field(description="Point estimate (null before any result)")
+    value: float | None = Field(
+        description="Point estimate (null before any result): the sample mean for random, the "
+        "model-assisted estimate (seen results + IRT predictions + their average error) for the "
+        "IRT policies; an estimate, without the interval's guarantee"
+    )
     lower: float
     upper: float
     basis: Basis = Field(
-        description="design: valid by the random order alone (anytime-valid); model: only as "
-        "good as the IRT fit"
+        description="design: valid by the random draws alone (anytime-valid, whatever the IRT "
+        "fit); model: only as good as the IRT fit (fluid sessions created before the design-based "
+        "policies)"
     )
 
 
@@ -96,7 +107,7 @@ class SessionPublic(BaseModel):
     model: str
     baseline: str | None
     goal: Literal["decide", "precision"]
-    policy: Literal["random", "fluid"]
+    policy: Policy
     alpha: float
     margin: float | None
     precision: float | None

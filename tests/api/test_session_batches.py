@@ -43,6 +43,7 @@ def _start(client, version_id, seeded: Seeded, *, batch_size: int = 20, seed: in
         json={
             "model": "new/candidate",
             "baseline": seeded.names[0],
+            "policy": "random",
             "batch_size": batch_size,
             "seed": seed,
         },

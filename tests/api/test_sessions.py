@@ -1,8 +1,10 @@
 """Evaluation sessions over HTTP (Postgres): random policy end to end on real GPQA results.
 
 Oracles: the full-benchmark accuracies and differences computed here from the stored matrix;
-the confidence sequence replayed offline with :func:`app.core.sequential.confidence_sequences.confidence_sequence`
-on the same values in the same order (the service must give the same intervals).
+the confidence sequence for the model's mean replayed offline with
+:func:`app.core.sequential.confidence_sequences.confidence_sequence` on the same values in the same
+order (the ``random`` policy's CS; the service must give the same intervals, and the difference's
+is it minus the baseline's known mean).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from app.core.sequential.confidence_sequences import confidence_sequence, paired_values
+from app.core.sequential.confidence_sequences import confidence_sequence
 from app.ingest import parse_columnar
 from app.schemas.results import ModelCreate
 from app.services.catalog.benchmarks import create_version
@@ -65,7 +67,13 @@ def test_random_session_decides_a_far_apart_pair(client: TestClient, seeded: See
     delta = truth_a.mean() - truth_b.mean()
     r = client.post(
         f"/v1/benchmarks/{seeded.version_id}/sessions",
-        json={"model": seeded.names[a], "baseline": seeded.names[b], "batch_size": 20, "seed": 3},
+        json={
+            "model": seeded.names[a],
+            "baseline": seeded.names[b],
+            "policy": "random",
+            "batch_size": 20,
+            "seed": 3,
+        },
     )
     assert r.status_code == 201, r.text
     body = r.json()
@@ -89,17 +97,20 @@ def test_random_session_decides_a_far_apart_pair(client: TestClient, seeded: See
     assert [h["items_used"] for h in hist] == list(range(20, final["items_used"] + 1, 20))
     assert [h["step"] for h in hist] == list(range(1, len(hist) + 1))
     seen = perm[: final["items_used"]]
-    x = paired_values(truth_a[seen], truth_b[seen])
-    path = confidence_sequence(x, n_items=448, paired=True)
     cols = np.arange(19, final["items_used"], 20)
-    np.testing.assert_allclose(
-        [h["difference"]["lower"] for h in hist], 2 * path.lower[0, cols] - 1
-    )
-    np.testing.assert_allclose(
-        [h["difference"]["upper"] for h in hist], 2 * path.upper[0, cols] - 1
-    )
     acc_path = confidence_sequence(truth_a[seen], n_items=448)
     np.testing.assert_allclose([h["estimate"]["lower"] for h in hist], acc_path.lower[0, cols])
+    np.testing.assert_allclose([h["estimate"]["upper"] for h in hist], acc_path.upper[0, cols])
+    # the baseline's mean is known: the difference's interval is the mean's minus it
+    np.testing.assert_allclose(
+        [h["difference"]["lower"] for h in hist], acc_path.lower[0, cols] - truth_b.mean()
+    )
+    np.testing.assert_allclose(
+        [h["difference"]["upper"] for h in hist], acc_path.upper[0, cols] - truth_b.mean()
+    )
+    np.testing.assert_allclose(
+        [h["estimate"]["value"] for h in hist], [truth_a[perm[: c + 1]].mean() for c in cols]
+    )
     assert all(h["difference"]["basis"] == "design" for h in hist)
     assert hist[-1]["difference"]["lower"] > 0 or hist[-1]["difference"]["upper"] < 0
     assert final["history"] == hist
@@ -133,6 +144,7 @@ def test_interval_at_exhaustion_is_the_exact_value(client: TestClient, small) ->
         json={
             "model": "fresh-model",
             "baseline": names[1],
+            "policy": "random",
             "goal": "precision",
             "precision": 1e-6,
             "batch_size": 7,
@@ -165,6 +177,7 @@ def test_max_items_ends_exhausted(client: TestClient, small) -> None:
         json={
             "model": "partial-model",
             "baseline": names[1],
+            "policy": "random",
             "batch_size": 4,
             "max_items": 10,
             "store_results": True,
@@ -194,7 +207,7 @@ def test_idempotent_replay_and_retry_apply_once(client: TestClient, seeded: Seed
     truth = seeded.correct[a].astype(float)
     body = client.post(
         f"/v1/benchmarks/{seeded.version_id}/sessions",
-        json={"model": seeded.names[a], "baseline": seeded.names[b], "seed": 1},
+        json={"model": seeded.names[a], "baseline": seeded.names[b], "policy": "random", "seed": 1},
     ).json()
     sid = body["id"]
     r1 = _answer(client, sid, body, truth, seeded.item_ids, headers={"Idempotency-Key": "k-1"})
@@ -218,7 +231,13 @@ def test_bad_results_name_the_field_and_change_nothing(client: TestClient, seede
     a, b = _far_pair(seeded)
     body = client.post(
         f"/v1/benchmarks/{seeded.version_id}/sessions",
-        json={"model": seeded.names[a], "baseline": seeded.names[b], "batch_size": 5, "seed": 2},
+        json={
+            "model": seeded.names[a],
+            "baseline": seeded.names[b],
+            "policy": "random",
+            "batch_size": 5,
+            "seed": 2,
+        },
     ).json()
     sid = body["id"]
     batch = [it["item_id"] for it in body["next_items"]]
@@ -255,7 +274,13 @@ def test_closed_session_takes_no_results(client: TestClient, small) -> None:
     vid, names, correct, ids = small
     body = client.post(
         f"/v1/benchmarks/{vid}/sessions",
-        json={"model": names[0], "baseline": names[1], "batch_size": 10, "max_items": 10},
+        json={
+            "model": names[0],
+            "baseline": names[1],
+            "policy": "random",
+            "batch_size": 10,
+            "max_items": 10,
+        },
     ).json()
     final = _run(client, body["id"], body, correct[0], ids)[-1]
     assert final["state"] in ("decided", "exhausted")
@@ -322,7 +347,9 @@ def test_racing_retries_are_applied_once(committed_sessionmaker, cleanup) -> Non
         cleanup(Benchmark, s.get(BenchmarkVersion, seeded.version_id).benchmark_id)
         for mid in s.scalars(select(LanguageModel.id).where(LanguageModel.name.in_(seeded.names))):
             cleanup(LanguageModel, mid)
-        body = SessionCreate(model="racer", baseline=seeded.names[0], seed=1, batch_size=10)
+        body = SessionCreate(
+            model="racer", baseline=seeded.names[0], policy="random", seed=1, batch_size=10
+        )
         row, _, _ = service.create_session(s, get_version(s, seeded.version_id), body)
         s.commit()
         sid, batch = row.id, service.open_batch(row)
@@ -345,3 +372,101 @@ def test_racing_retries_are_applied_once(committed_sessionmaker, cleanup) -> Non
     with committed_sessionmaker() as s:
         pub = service.get_session_public(s, sid)
     assert pub.step == 1 and len(pub.history) == 1 and pub.items_used == 10
+
+
+def test_a_session_created_before_issue_23_keeps_its_paired_engine(
+    client: TestClient, seeded: Seeded, db_session: Session
+) -> None:
+    """An open session whose engine state predates issue 23 (parts ``acc`` / ``diff``) goes on
+    with the paired confidence sequence it started with."""
+    from app.core.sequential.confidence_sequences import cs_init, paired_values
+    from app.db.models import EvaluationSession
+    from app.services.evaluation.sessions import pack_state
+
+    a, b = _far_pair(seeded)
+    truth_a, truth_b = seeded.correct[a].astype(float), seeded.correct[b].astype(float)
+    r = client.post(
+        f"/v1/benchmarks/{seeded.version_id}/sessions",
+        json={
+            "model": seeded.names[a],
+            "baseline": seeded.names[b],
+            "policy": "random",
+            "batch_size": 20,
+            "seed": 3,
+        },
+    )
+    body = r.json()
+    row = db_session.get(EvaluationSession, uuid.UUID(body["id"]))
+    perm = np.random.default_rng(3).permutation(448)
+    row.order = perm.astype("<i4").tobytes()
+    row.engine_state = pack_state(
+        {"acc": cs_init(448).to_dict(), "diff": cs_init(448, paired=True).to_dict()}
+    )
+    db_session.commit()
+    final = _run(client, body["id"], body, truth_a, seeded.item_ids)[-1]
+    assert final["decision"] == ("better" if truth_a.mean() > truth_b.mean() else "worse")
+    hist = final["history"]
+    seen = perm[: final["items_used"]]
+    path = confidence_sequence(
+        paired_values(truth_a[seen], truth_b[seen]), n_items=448, paired=True
+    )
+    cols = np.arange(19, final["items_used"], 20)
+    np.testing.assert_allclose(
+        [h["difference"]["lower"] for h in hist], 2 * path.lower[0, cols] - 1
+    )
+
+
+def test_item_means_of_repeated_samples_move_the_sequence_to_the_fine_grid(
+    client: TestClient, small
+) -> None:
+    """Repeated samples arrive as item means: the first fractional value rebuilds the confidence
+    sequence on the fine grid from every stored value (the offline sequence on that grid)."""
+    vid, names, correct, ids = small
+    r = client.post(
+        f"/v1/benchmarks/{vid}/sessions",
+        json={
+            "model": "sampled-model",
+            "baseline": names[1],
+            "policy": "random",
+            "goal": "precision",
+            "precision": 1e-6,
+            "batch_size": 6,
+            "seed": 8,
+        },
+    )
+    assert r.status_code == 201, r.text
+    truth = correct[0].copy()
+    truth[10:20] = np.arange(1, 11) % 8 / 8  # K = 8 samples: means 1/8, 2/8, ... (exact floats)
+    bodies = _run(client, r.json()["id"], r.json(), truth, ids)
+    final = bodies[-1]
+    assert final["items_used"] == 30
+    assert final["estimate"]["lower"] == pytest.approx(truth.mean(), abs=1e-12)
+    served = [ids.index(it["item_id"]) for b in bodies[:-1] for it in b["next_items"]]
+    path = confidence_sequence(truth[served], n_items=30, binary=False)
+    lows = [h["estimate"]["lower"] for h in final["history"]]
+    np.testing.assert_allclose(lows, path.lower[0, 5::6], atol=1e-12)
+    base = correct[1].mean()
+    np.testing.assert_allclose(
+        [h["difference"]["upper"] for h in final["history"]], path.upper[0, 5::6] - base
+    )
+
+
+def test_default_policy_is_assisted_when_an_irt_fit_is_possible(
+    client: TestClient, seeded: Seeded, small
+) -> None:
+    """No ``policy``: ``assisted`` (IRT predictions; 202 with the fit job first) on a benchmark
+    with enough models with full results, ``random`` on one with too few (here 2)."""
+    a, b = _far_pair(seeded)
+    r = client.post(
+        f"/v1/benchmarks/{seeded.version_id}/sessions",
+        json={"model": seeded.names[a], "baseline": seeded.names[b], "seed": 1},
+    )
+    assert r.status_code == 202 and r.json()["kind"] == "irt_fit", r.text
+    vid, names, _, _ = small
+    r = client.post(f"/v1/benchmarks/{vid}/sessions", json={"model": "m-new", "baseline": names[1]})
+    assert r.status_code == 201 and r.json()["policy"] == "random", r.text
+    r = client.post(
+        f"/v1/benchmarks/{vid}/sessions",
+        json={"model": "m-new", "baseline": names[1], "policy": "assisted"},
+    )
+    assert r.status_code == 422 and "policy" in _fields(r), r.text

@@ -83,15 +83,18 @@ def test_simulate_matches_the_engine(cli: CLI, gpqa_path: Path) -> None:
     out = run.json()
     with np.load(gpqa_path) as data:
         correct = data["correct"]
-    ref = simulate_sessions(correct, pairs=40, alpha=0.05, batch_size=10, rng=0)
+    ref = simulate_sessions(
+        correct, policies=("random", "fluid"), pairs=40, alpha=0.05, batch_size=10, rng=0
+    )
     for name in ("random", "fluid"):
         got, want = out["policies"][name], ref.policies[name]
         assert got["sessions"] == want.sessions == 40
         assert (got["decided"], got["wrong"]) == (want.decided, want.wrong)
+        assert got["ever_missed"] == want.ever_missed
         assert [b["median_items"] for b in got["buckets"]] == [
             None if np.isnan(b.median_items) else b.median_items for b in want.buckets
         ]
-    assert out["policies"]["random"]["basis"] == "design"
-    assert out["policies"]["fluid"]["basis"] == "model"
+    # every policy decides with the design-based confidence sequence
+    assert out["policies"]["random"]["basis"] == out["policies"]["fluid"]["basis"] == "design"
     text = cli("simulate", "--matrix", str(gpqa_path), "--policies", "random", "--pairs", "20")
     assert text.code == 0 and "random (design): 20 sessions" in text.stdout, text

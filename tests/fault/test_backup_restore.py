@@ -117,7 +117,13 @@ def open_sessions(c: httpx.Client, data: dict[str, Any]) -> dict[str, Any]:
     truth = gpqa()["correct"][HELD_OUT].astype(float)
     near = data["names"][int(np.argmin(np.abs(data["accuracy"] - truth.mean())))]
     vid, ids = data["version_id"], data["item_ids"]
-    spec = {"model": "held-out/gpqa-300", "baseline": near, "batch_size": 10, "seed": 9}
+    spec = {
+        "model": "held-out/gpqa-300",
+        "baseline": near,
+        "policy": "random",
+        "batch_size": 10,
+        "seed": 9,
+    }
     r = c.post(f"/v1/benchmarks/{vid}/sessions", json=spec)
     assert r.status_code == 201, r.text
     body = r.json()

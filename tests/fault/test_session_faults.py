@@ -69,6 +69,7 @@ def seed_database(url: str) -> tuple[Seeded, np.ndarray, dict[str, Any]]:
     spec = {
         "model": "held-out/gpqa-300",
         "baseline": baseline,
+        "policy": "random",
         "goal": "precision",
         "precision": 1e-4,  # unreachable before max_items: the session runs every batch
         "batch_size": BATCH,

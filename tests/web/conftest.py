@@ -100,7 +100,13 @@ def seen(client: TestClient, db_session: Session) -> Seen:
     assert r.status_code == 201, r.text
     r = client.post(
         f"/v1/benchmarks/{ref}/sessions",
-        json={"model": seeded.names[a], "baseline": seeded.names[b], "batch_size": 20, "seed": 2},
+        json={
+            "model": seeded.names[a],
+            "baseline": seeded.names[b],
+            "policy": "random",
+            "batch_size": 20,
+            "seed": 2,
+        },
     )
     assert r.status_code == 201, r.text
     body = r.json()

@@ -96,7 +96,13 @@ def seed_gpqa(base_url: str, env: dict[str, str], gpqa: Path, cwd: Path, headers
         assert r.status_code == 201, r.text
         r = client.post(
             "/v1/benchmarks/gpqa/sessions",
-            json={"model": model, "baseline": baseline, "batch_size": 20, "seed": 1},
+            json={
+                "model": model,
+                "baseline": baseline,
+                "policy": "random",
+                "batch_size": 20,
+                "seed": 1,
+            },
         )
         assert r.status_code == 201, r.text
         body = r.json()

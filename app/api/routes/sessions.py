@@ -1,5 +1,5 @@
-"""Evaluation sessions (issue 12): evaluate a model a batch at a time until the question is
-answered (`random`: design-based confidence sequence; `fluid`: adaptive, IRT-model-based)."""
+"""Evaluation sessions (issues 12, 23): evaluate a model a batch at a time until the question is
+answered; every policy decides with a design-based confidence sequence."""
 
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ router = APIRouter(tags=["sessions"])
     responses={
         202: {
             "model": JobPublic,
-            "description": "policy=fluid before this benchmark's IRT fit exists: the job "
+            "description": "an IRT policy (assisted, neyman, fluid) before this benchmark's "
+            "IRT fit exists: the job "
             "computing it (queued once per benchmark version); create the session again when "
             "it has succeeded",
         },
@@ -62,9 +63,11 @@ def create_session(
 ) -> Response:
     """Start evaluating `model` on this benchmark (`{benchmark}`: version id, name, or
     name@vN): 201 with the session, `state: "open"` and the first batch (`next_items`, and
-    `samples` for `lm_eval --samples`). Items come in a random order drawn from `seed`
-    (`random`) or by information under the benchmark's IRT fit (`fluid`). A `baseline` must have
-    full results on this benchmark."""
+    `samples` for `lm_eval --samples`). Items are drawn at random from `seed`: uniformly
+    (`random`, `assisted`) or favouring items the benchmark's IRT fit is unsure about (`neyman`,
+    `fluid`, with a floor); every policy decides with the same design-based confidence sequence
+    for the model's mean (wrong decision with probability at most `alpha`). A `baseline` must
+    have full results on this benchmark."""
     row, job, created = service.create_session(session, version, body)
     if row is None:
         assert job is not None

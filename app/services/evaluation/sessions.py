@@ -1,29 +1,26 @@
-"""Evaluation sessions (issue 12): evaluate a model in batches until its question is answered.
+"""Evaluation sessions (issues 12, 23): evaluate a model in batches until its question is answered.
 
 A session serves items in batches, takes the model's results on the open batch (any format a
-results upload accepts), updates the engine, checks the goal, and serves the next batch. The
-statistics live in :mod:`app.core.sequential.confidence_sequences` (``random``: seeded uniform order, time-uniform
-confidence sequence for the finite-population mean, ``basis: "design"``) and
-:mod:`app.core.sequential.fluid` (``fluid``: items of largest information under the benchmark's IRT
-fit, :mod:`app.services.catalog.irt_fits`, ``basis: "model"``).
+results upload accepts; repeated samples arrive as item means), updates the engine, checks the
+goal, and serves the next batch. How items are drawn and how the interval is computed is
+:mod:`app.services.evaluation.session_policies`: every policy (``random``, ``assisted``,
+``neyman``, ``fluid``; :mod:`app.core.sequential.policies`) decides with the design-based
+confidence sequence for the model's mean (the baseline's full results are stored with the session,
+so its mean is a known constant and the interval for ``Delta`` is the CS shifted by it), so every
+decision is wrong with probability at most ``alpha`` (``basis: "design"``). The IRT policies need
+the benchmark's IRT fit (:mod:`app.services.catalog.irt_fits`) for their predictions and draws.
+Sessions created before issue 23 keep their engine (:mod:`app.services.evaluation.legacy_engines`).
 
-* Accuracy: ``random`` runs a confidence sequence on the model's values; with a baseline a second
-  one on ``x = (y_model - y_baseline + 1) / 2`` gives the interval for ``Delta`` (the baseline's
-  full results are copied into the session at creation). ``fluid``: the model-based estimate
-  ``+- z SE``; ``Delta`` subtracts the baseline's known full accuracy.
-* A confidence sequence starts on the exact 0/1 lattice; the first fractional value rebuilds it
-  on the fine grid from every stored value (the sequence is a deterministic function of the
-  values in serving order, so this is the sequence the fine grid would have given).
-* Goals: ``decide`` (:func:`app.core.sequential.confidence_sequences.decide` on ``Delta``), ``precision`` (half-width
-  of ``Delta``'s interval with a baseline, else of the accuracy's). ``max_items`` reached first:
-  ``exhausted``.
+* Goals: ``decide`` (:func:`app.core.sequential.confidence_sequences.decide` on ``Delta``),
+  ``precision`` (half-width of ``Delta``'s interval with a baseline, else of the accuracy's).
+  ``max_items`` reached first: ``exhausted``.
 * Exactly once (:mod:`app.services.evaluation.batches`): a post names the batch it answers
   (``?batch=N`` or its item ids); a resend of an answered batch gets that batch's reply and
   changes nothing, a different body for it is a 409. The row is locked before it is read
   (``FOR UPDATE``; a first write on SQLite) and carries a version counter (``step``).
 * Lifecycle (:mod:`app.services.evaluation.lifecycle`): an open session idle past
   ``SESSION_IDLE_HOURS`` reads as ``abandoned`` and takes no more batches.
-* Not done: subtask-stratified orders (the order is uniform over all items).
+* Not done: subtask-stratified orders.
 
 Services never commit; the request does.
 """
@@ -39,25 +36,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
-from app.core.sequential.confidence_sequences import (
-    CSState,
-    cs_init,
-    cs_interval,
-    cs_update,
-    decide,
-    decision_names,
-    difference_interval,
-    paired_values,
-    precision_met,
-)
-from app.core.sequential.fluid import (
-    FluidState,
-    fluid_estimate,
-    fluid_init,
-    fluid_next,
-    fluid_update,
-    normal_interval,
-)
+from app.core.sequential.confidence_sequences import decide, decision_names, precision_met
 from app.db.base import utcnow
 from app.db.models import BenchmarkVersion, EvaluationSession, Job
 from app.db.repositories.sessions import EvaluationSessionRepository
@@ -70,7 +49,7 @@ from app.services.catalog.benchmarks import get_version, item_index
 from app.services.catalog.matrices import full_matrix
 from app.services.catalog.names import did_you_mean
 from app.services.catalog.results import load_matrix, store_results
-from app.services.evaluation import batches, lifecycle
+from app.services.evaluation import batches, legacy_engines, lifecycle, session_policies
 from app.services.platform import jobs as job_service
 
 STATES = ("open", "decided", "exhausted", "abandoned")
@@ -121,19 +100,6 @@ def unpack_state(blob: bytes) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _on_lattice(x: np.ndarray, paired: bool) -> bool:
-    scaled = x * (2.0 if paired else 1.0)
-    return bool(np.all(scaled == np.round(scaled)))
-
-
-def _feed(state: CSState, prev: np.ndarray, x: np.ndarray, paired: bool) -> CSState:
-    """Update with ``x``; leave the exact lattice (rebuild from ``prev``) at the first fraction."""
-    if state.exact_grid and not _on_lattice(x, paired):
-        state = cs_init(state.n_items, alpha=state.alpha, paired=paired, binary=False)
-        x = np.concatenate([prev, x])
-    return cs_update(state, x, inplace=True) if x.size else state
-
-
 # --- reading a session --------------------------------------------------------------------------
 
 
@@ -179,29 +145,23 @@ def _estimates(
 ) -> tuple[Interval, Interval | None]:
     """Current accuracy and difference intervals from the engine state."""
     base = _baseline(row)
-    if row.policy == "random":
-        acc = CSState.from_dict(parts["acc"])
-        lo, hi = cs_interval(acc)
-        t = int(acc.t[0])
-        est = _interval(acc.total[0] / t if t else None, lo[0], hi[0], "design")
-        if base is None:
-            return est, None
-        dif = CSState.from_dict(parts["diff"])
-        dlo, dhi = difference_interval(*cs_interval(dif))
-        dval = 2.0 * dif.total[0] / t - 1.0 if t else None
-        return est, _interval(dval, dlo[0], dhi[0], "design")
+    bank = _bank(session, row) if row.policy != "random" else None
+    if legacy_engines.is_legacy(parts):
+        est, dif, basis = legacy_engines.intervals(
+            row.policy, parts, base=base, bank=bank, alpha=row.alpha
+        )
+    else:
+        est, basis = session_policies.mean_interval(parts, bank), "design"
+        acc_b = None if base is None else float(base.mean())
+        dif = None if acc_b is None else tuple(None if v is None else v - acc_b for v in est)
+    diff = None if dif is None else _interval(*dif, basis)  # type: ignore[misc]
+    return _interval(*est, basis), diff
+
+
+def _bank(session: Session, row: EvaluationSession):
     fit = irt_fits.get_fit(session, row.benchmark_version_id)
-    assert fit is not None
-    bank = irt_fits.item_bank(fit)
-    st = FluidState.from_dict(parts["fluid"])
-    value, se = fluid_estimate(bank, st)
-    lo, hi = normal_interval(value, se, row.alpha)
-    lo, hi = np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
-    est = _interval(value[0], lo[0], hi[0], "model")
-    if base is None:
-        return est, None
-    acc_b = float(base.mean())
-    return est, _interval(value[0] - acc_b, lo[0] - acc_b, hi[0] - acc_b, "model")
+    assert fit is not None  # an IRT-policy session is created after its version's fit
+    return irt_fits.item_bank(fit)
 
 
 def _judge(row: EvaluationSession, est: Interval, diff: Interval | None) -> tuple[str, str]:
@@ -324,6 +284,14 @@ def _check(body: SessionCreate, n_items: int) -> int:
     return max_items
 
 
+def _default_policy(session: Session, version: BenchmarkVersion) -> str:
+    """``assisted`` when the version has (or can have) an IRT fit, else ``random``."""
+    if irt_fits.get_fit(session, version.id) is not None:
+        return "assisted"
+    names, _ = irt_fits.full_models(session, version.id)
+    return "assisted" if names.size >= irt_fits.MIN_FIT_MODELS else "random"
+
+
 def create_session(
     session: Session, version: BenchmarkVersion, body: SessionCreate
 ) -> tuple[EvaluationSession | None, Job | None, bool]:
@@ -334,26 +302,21 @@ def create_session(
     base = None if body.baseline is None else _baseline_values(session, version, body.baseline)
     seed = job_service.new_seed() if body.seed is None else int(body.seed)
     k = min(body.batch_size, max_items)
-    if body.policy == "random":
-        order = np.random.default_rng(seed).permutation(n)
-        parts = {"acc": cs_init(n, alpha=body.alpha).to_dict()}
-        if base is not None:
-            parts["diff"] = cs_init(n, alpha=body.alpha, paired=True).to_dict()
-    else:
+    policy = body.policy or _default_policy(session, version)
+    bank = None
+    if policy != "random":
         fit = irt_fits.get_fit(session, version.id)
         if fit is None:
             job, created = irt_fits.request_fit(session, version.id)
             return None, job, created
         bank = irt_fits.item_bank(fit)
-        st = fluid_init(bank)
-        order = fluid_next(bank, st, k)[0]
-        parts = {"fluid": st.to_dict()}
+    parts, order = session_policies.start(policy, n, bank=bank, alpha=body.alpha, seed=seed, k=k)
     row = EvaluationSession(
         benchmark_version_id=version.id,
         model_name=body.model,
         baseline_name=body.baseline,
         goal=body.goal,
-        policy=body.policy,
+        policy=policy,
         alpha=body.alpha,
         margin=body.margin,
         precision=body.precision,
@@ -378,6 +341,40 @@ def create_session(
 
 
 # --- posting results ----------------------------------------------------------------------------
+
+
+def _apply(session, row, parts, x, prev, batch):
+    """Feed the open batch, judge, and append the next batch to ``order`` (``items_used``
+    already counts the batch)."""
+    bank = _bank(session, row) if row.policy != "random" else None
+    fluid_state = None
+    if legacy_engines.is_legacy(parts):
+        seen_before = _order(row)[: row.items_used - batch.size]
+        parts, fluid_state = legacy_engines.feed(
+            row.policy,
+            parts,
+            x=x,
+            prev=prev,
+            seen_before=seen_before,
+            batch=batch,
+            base=_baseline(row),
+            bank=bank,
+        )
+    else:
+        parts = session_policies.feed(parts, bank, x, prev)
+    est, diff = _estimates(session, row, parts)
+    row.state, row.decision = _judge(row, est, diff)
+    k = min(row.batch_size, row.max_items - row.items_used) if row.state == "open" else 0
+    nxt = None
+    if k and fluid_state is not None:
+        nxt = legacy_engines.next_items(bank, fluid_state, k)
+    elif k and not legacy_engines.is_legacy(parts):
+        step = len(row.history or []) + 1
+        parts, nxt = session_policies.draw_next(parts, bank, seed=int(row.seed), step=step, k=k)
+    if nxt is not None:
+        row.order = np.concatenate([_order(row), nxt]).astype("<i4").tobytes()
+    row.open_size = k
+    return parts, est, diff
 
 
 def post_results(
@@ -407,29 +404,10 @@ def post_results(
     prev = _values(row)
     parts = unpack_state(row.engine_state)
     batch = open_batch(row)
-    base = _baseline(row)
-    if row.policy == "random":
-        parts["acc"] = _feed(CSState.from_dict(parts["acc"]), prev, x, False).to_dict()
-        if base is not None:
-            seen = _order(row)[: row.items_used]
-            prev_d, xd = paired_values(prev, base[seen]), paired_values(x, base[batch])
-            parts["diff"] = _feed(CSState.from_dict(parts["diff"]), prev_d, xd, True).to_dict()
-    else:
-        fit = irt_fits.get_fit(session, row.benchmark_version_id)
-        assert fit is not None
-        bank = irt_fits.item_bank(fit)
-        st = fluid_update(bank, FluidState.from_dict(parts["fluid"]), batch, x, inplace=True)
-        parts["fluid"] = st.to_dict()
-    row.values = np.concatenate([prev, x]).astype("<f8").tobytes()
-    row.binary = bool(row.binary and _on_lattice(x, False))
+    row.binary = bool(row.binary and legacy_engines.on_lattice(x))
     row.items_used += batch.size
-    est, diff = _estimates(session, row, parts)
-    row.state, row.decision = _judge(row, est, diff)
-    k = min(row.batch_size, row.max_items - row.items_used) if row.state == "open" else 0
-    if k and row.policy == "fluid":
-        nxt = fluid_next(irt_fits.item_bank(fit), st, k)[0]  # type: ignore[possibly-undefined]
-        row.order = np.concatenate([_order(row), nxt]).astype("<i4").tobytes()
-    row.open_size = k
+    parts, est, diff = _apply(session, row, parts, x, prev, batch)
+    row.values = np.concatenate([prev, x]).astype("<f8").tobytes()
     row.engine_state = pack_state(parts)
     entry = HistoryRow(
         step=len(row.history or []) + 1,

@@ -1,0 +1,141 @@
+"""How a session draws its items and computes its interval (the policy and decision path).
+
+Every policy of :mod:`app.core.sequential.policies` (``random``, ``assisted``, ``neyman``,
+``fluid``) decides with the §7 confidence sequence for the model's full-benchmark mean ``A``;
+with a baseline the interval for ``Delta`` is that CS minus the baseline's known mean (its full
+results are stored with the session), so every returned interval is ``design``-based and a
+decision is wrong with probability at most ``alpha``.
+
+The engine state (``parts`` of :func:`app.services.evaluation.sessions.pack_state`) holds
+``"policy"`` (:class:`~app.core.sequential.policies.PolicyState`), ``"draws"`` (the
+:class:`~app.core.sequential.active.DrawRecord` of every item served so far, the open batch
+included: each ``pi_t(I_t)``, ``f_t(I_t)``, ``F_t``, ``L_t``, ``U_t``) and ``"inputs"`` (``theta``:
+the ability each batch's predictions and draws were computed from, one row per batch). ``random`` and
+``assisted`` serve the seeded permutation ``numpy.random.default_rng(seed).permutation(N)`` in
+order; ``neyman`` and ``fluid`` draw batch ``j`` with the uniforms of
+``numpy.random.default_rng([seed, j])``. The predictions are a function of the values stored before
+the batch and the benchmark's stored IRT fit, so a session is replayed exactly from its seed,
+values and fit. A confidence sequence starts on the exact 0/1 lattice; the
+first fractional value (an item mean of repeated samples, or a fractional score) rebuilds it on the
+fine grid by replaying the stored draws and values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.core.sequential.active import DrawRecord
+from app.core.sequential.fluid import ItemBank
+from app.core.sequential.policies import (
+    UNIFORM_POLICIES,
+    PolicyState,
+    point_estimate,
+    policy_draw,
+    policy_init,
+    policy_interval,
+    policy_record,
+    policy_update,
+    replay,
+)
+
+
+def batch_uniforms(seed: int, step: int, k: int) -> np.ndarray:
+    """The uniforms of batch ``step`` (0 = the first batch), shape (1, k)."""
+    return np.random.default_rng([int(seed), int(step)]).random((1, int(k)))
+
+
+def _draw(st: PolicyState, bank: ItemBank | None, seed: int, step: int, k: int):
+    if st.policy in UNIFORM_POLICIES:  # the seeded permutation, as every uniform session had
+        t = int(st.cs.t[0])
+        perm = np.random.default_rng(int(seed)).permutation(st.cs.n_items)
+        return policy_record(st, bank, perm[None, t : t + k])
+    return policy_draw(st, bank, k, batch_uniforms(seed, step, k))
+
+
+def start(
+    policy: str, n_items: int, *, bank: ItemBank | None, alpha: float, seed: int, k: int
+) -> tuple[dict, np.ndarray]:
+    """Engine state of a new session and its first batch (item positions in draw order).
+
+    ``random`` and ``assisted`` serve the seeded permutation ``default_rng(seed).permutation(N)``
+    in order (uniform draws without replacement); the others draw batch ``j`` with the uniforms
+    of ``default_rng([seed, j])``.
+    """
+    st = policy_init(policy, n_items, bank=bank, alpha=alpha)
+    rec = _draw(st, bank, seed, 0, k)
+    parts = {"policy": st.to_dict(), "draws": rec.to_dict(), "inputs": {"theta": st.theta.copy()}}
+    return parts, rec.items[0]
+
+
+def _on_lattice(x: np.ndarray) -> bool:
+    return bool(np.all((x == 0) | (x == 1)))
+
+
+def feed(parts: dict, bank: ItemBank | None, x: np.ndarray, prev: np.ndarray) -> dict:
+    """Apply the open batch's values ``x`` (in the order served); returns new parts.
+
+    Parameters
+    ----------
+    parts : dict
+        ``{"policy": ..., "draws": ...}`` (not modified).
+    bank : ItemBank or None
+    x : ndarray, shape (k,)
+        Values of the open batch in [0, 1].
+    prev : ndarray, shape (t,)
+        Values of the items applied before, in the order served.
+    """
+    st = PolicyState.from_dict(parts["policy"])
+    draws = DrawRecord.from_dict(parts["draws"])
+    t = int(st.cs.t[0])
+    if st.cs.exact_grid and not _on_lattice(x):
+        fresh = policy_init(
+            st.policy,
+            st.cs.n_items,
+            bank=bank,
+            alpha=st.cs.alpha,
+            bet=st.cs.bet,
+            c=st.cs.c,
+            gamma=st.gamma,
+            binary=False,
+        )
+        done = draws.take((slice(None), slice(0, t)))
+        st.cs = replay(fresh, done, prev[None, :]) if t else fresh.cs
+    pending = draws.take((slice(None), slice(t, None)))
+    policy_update(st, bank, pending, np.asarray(x, dtype=np.float64)[None, :], inplace=True)
+    return {**parts, "policy": st.to_dict(), "draws": draws.to_dict()}
+
+
+def draw_next(
+    parts: dict, bank: ItemBank | None, *, seed: int, step: int, k: int
+) -> tuple[dict, np.ndarray]:
+    """Draw batch ``step`` (``k`` items) after every served item has its value.
+
+    Returns the new parts and the batch's item positions in draw order.
+    """
+    st = PolicyState.from_dict(parts["policy"])
+    rec = _draw(st, bank, seed, step, k)
+    draws = DrawRecord.concatenate([DrawRecord.from_dict(parts["draws"]), rec])
+    thetas = np.concatenate([_thetas(parts, st), st.theta], axis=0)
+    return {**parts, "draws": draws.to_dict(), "inputs": {"theta": thetas}}, rec.items[0]
+
+
+def _thetas(parts: dict, st: PolicyState) -> np.ndarray:
+    """The abilities the predictions of every batch so far were computed from, (batches, D)."""
+    theta = np.asarray(parts["inputs"]["theta"], dtype=np.float64)
+    return theta if theta.ndim == 2 else theta.reshape(-1, st.theta.shape[1])
+
+
+def mean_interval(parts: dict, bank: ItemBank | None) -> tuple[float | None, float, float]:
+    """``(estimate, lower, upper)`` for the model's full-benchmark mean.
+
+    The interval is the design-based CS; the estimate is the model-assisted (difference)
+    estimate (:func:`~app.core.sequential.policies.point_estimate`; the sample mean for
+    ``random``), ``None`` before any result.
+    """
+    st = PolicyState.from_dict(parts["policy"])
+    lo, hi = policy_interval(st)
+    est = point_estimate(st, bank)[0]
+    return (None if np.isnan(est) else float(est)), float(lo[0]), float(hi[0])
+
+
+__all__ = ["batch_uniforms", "draw_next", "feed", "mean_interval", "start"]
