@@ -195,8 +195,38 @@ def test_verdict_answers_in_order(client: TestClient, seeded: Seeded) -> None:
                 assert f"--size {v['size_needed']}" in step["command"]
         else:
             assert step["kind"] == "no_subset"
-            assert "no subset can: the full benchmark does not separate them" in step["text"]
+            assert "the full benchmark does not separate them" in step["text"]
+            assert ("no subset can" in step["text"]) == (not v["distinguishable"])
         assert (step["kind"] == "none") == (v["distinguishable"] and step["kind"] != "no_subset")
+
+
+def test_a_subset_that_copies_a_chance_order_is_not_told_no_subset_can(
+    client: TestClient, seeded: Seeded
+) -> None:
+    """When P(same order) reaches the threshold but the full benchmark's own order is within
+    chance, the headline and the next step say so instead of contradicting each other."""
+    from app.core.estimation.stats import paired_outcomes
+    from app.schemas.subsets import VerdictPublic
+    from app.services.reliability.verdict_story import tell
+
+    a, b = next(
+        (i, j)
+        for i in range(len(seeded.names))
+        for j in range(i + 1, len(seeded.names))
+        if (po := paired_outcomes(seeded.correct[i], seeded.correct[j])).n10 + po.n01 >= 10
+        and po.mcnemar_p >= 0.05
+    )
+    url = f"/v1/benchmarks/{seeded.version_id}/verdict"
+    body = client.get(
+        url, params={"model_a": seeded.names[a], "model_b": seeded.names[b], "size": 25}
+    ).json()
+    assert body["full_benchmark_differs"] is False
+    forced = VerdictPublic.model_validate({**body, "distinguishable": True})
+    told = tell(forced, "gpqa", seeded.correct.shape[1])
+    assert "within chance" in told.headline and told.headline.startswith("DISTINGUISHABLE")
+    assert told.next_step.kind == "no_subset"
+    assert "no subset can" not in told.next_step.text
+    assert "copies its order" in told.next_step.text
 
 
 def test_subset_verdict_says_whether_this_subset_keeps_the_order(

@@ -33,6 +33,8 @@ def basis_note(basis: str, *, n_pairs: int | None = None, runs: int | None = Non
 def headline(v: VerdictPublic) -> str:
     """The one-line answer: the verdict word, the pair, their accuracies and the gap."""
     word = "DISTINGUISHABLE" if v.distinguishable else "NOT distinguishable"
+    if v.distinguishable and v.full_benchmark_differs is False:
+        word += " (the full benchmark's own order is within chance)"
     return (
         f"{word}: {v.model_a} ({pct(v.full_accuracy_a)}) vs {v.model_b} "
         f"({pct(v.full_accuracy_b)}), gap {pts(abs(v.gap))}"
@@ -78,6 +80,15 @@ def next_step(v: VerdictPublic, ref: str) -> NextStep:
             if v.size_needed is not None
             else ""
         )
+        if v.distinguishable:
+            # the subset does copy the full benchmark's order, but that order is noise: saying
+            # "no subset can" under a DISTINGUISHABLE headline would contradict it
+            return NextStep(
+                kind="no_subset",
+                text=f"the full benchmark does not separate them: a {v.method} subset of "
+                f"{v.size} items copies its order (P = {prob(v.p_same_order)}), but that order is "
+                f"itself within chance; treat them as tied on {ref}.",
+            )
         return NextStep(
             kind="no_subset",
             text="no subset can: the full benchmark does not separate them; treat them as "
