@@ -134,7 +134,19 @@ def _model_assisted_oracle(idx, y, n_pop, ref, level, weights=None):
         ses.append(se)
     values, ses = np.array(values), np.array(ses)
     q = stats.t.ppf(0.5 + level / 2.0, max(k - 2, 1))
-    return values, np.clip(values - q * ses, 0, 1), np.clip(values + q * ses, 0, 1), ses
+    lo, hi = np.clip(values - q * ses, 0, 1), np.clip(values + q * ses, 0, 1)
+    # fewer than 2 right (or wrong): the hull with Wilson at Kish's size (issue 24)
+    z = stats.norm.ppf(0.5 + level / 2.0)
+    n_eff = w.sum() ** 2 / np.sum(w**2) / ((n_pop - k) / (n_pop - 1))
+    for i in range(y.shape[0]):
+        s = y[i].sum()
+        if min(s, k - s) < 2:
+            p = float(np.clip(y[i] @ w / w.sum(), 0, 1))
+            centre = (p + z * z / (2 * n_eff)) / (1 + z * z / n_eff)
+            half = z / (1 + z * z / n_eff) * np.sqrt(p * (1 - p) / n_eff + z * z / (4 * n_eff**2))
+            lo[i] = min(lo[i], max(0.0, centre - half))
+            hi[i] = max(hi[i], min(1.0, centre + half))
+    return values, lo, hi, ses
 
 
 @pytest.mark.parametrize("level", [0.8, 0.95])
@@ -387,23 +399,25 @@ def _extreme_references(hard_on_subset: bool):
 def test_model_assisted_bounds_are_clipped_above_one() -> None:
     """An all-right model on items the references never get right: shift clipped at +8, the
     estimate ``1 + mean_all yhat - mean_S yhat`` is above 1 by more than ``t se``: both bounds
-    clip to 1."""
+    clip to 1, and the no-information fallback (issue 24) widens [1, 1] to Wilson's."""
     ref, idx = _extreme_references(hard_on_subset=True)
     y = np.ones((1, 20))
     b = model_assisted(_selection("random", idx), y, 40, ref, level=0.95)
-    value, _, _, se = _model_assisted_oracle(idx, y, 40, ref, 0.95)
+    value, lo, _, se = _model_assisted_oracle(idx, y, 40, ref, 0.95)
     q = stats.t.ppf(0.975, 18)
     assert value[0] - q * se[0] > 1.0
     np.testing.assert_allclose(b.value, value, atol=1e-10)
-    assert (b.ci_low[0], b.ci_high[0]) == (1.0, 1.0)
+    assert b.ci_high[0] == 1.0 and b.ci_low[0] == pytest.approx(lo[0], abs=1e-12)
+    assert lo[0] < 0.95
 
 
 def test_model_assisted_bounds_are_clipped_below_zero() -> None:
     ref, idx = _extreme_references(hard_on_subset=False)
     y = np.zeros((1, 20))
     b = model_assisted(_selection("random", idx), y, 40, ref, level=0.95)
-    value, _, _, se = _model_assisted_oracle(idx, y, 40, ref, 0.95)
+    value, _, hi, se = _model_assisted_oracle(idx, y, 40, ref, 0.95)
     q = stats.t.ppf(0.975, 18)
     assert value[0] + q * se[0] < 0.0
     np.testing.assert_allclose(b.value, value, atol=1e-10)
-    assert (b.ci_low[0], b.ci_high[0]) == (0.0, 0.0)
+    assert b.ci_low[0] == 0.0 and b.ci_high[0] == pytest.approx(hi[0], abs=1e-12)
+    assert hi[0] > 0.05

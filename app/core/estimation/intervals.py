@@ -322,6 +322,9 @@ class ReferenceCalibration:
     grid_step : float
     confidence, inflation : float
         The level and spread multiplier it was computed for.
+    crossfit : bool
+        ``quantile`` comes from out-of-fold errors (:mod:`app.core.scoring.crossfit`), not from a
+        global ``inflation``.
     """
 
     grid: np.ndarray
@@ -331,6 +334,7 @@ class ReferenceCalibration:
     grid_step: float
     confidence: float
     inflation: float
+    crossfit: bool = False
 
     def apply(self, estimates) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(value, lo, hi, se)`` of :func:`reference_calibrated_interval` for ``estimates``."""

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from app.core.scoring.crossfit import crossfit_applies, with_out_of_fold
 from app.core.scoring.score_models import EstimateBatch, score_models
 from app.core.selectors import make_selector
 
@@ -30,7 +31,8 @@ def default_scorer(selection, y, n_population, reference_correct):
 
 @dataclass(frozen=True)
 class CoverageRow:
-    """One selector x estimator x interval x size cell (``_low``/``_high``: the 20 % tails)."""
+    """One selector x estimator x interval x size cell (``_low``/``_high``: the 20 % tails;
+    ``mean_abs_error_raw``: of the estimator's own number, before any bias correction)."""
 
     method: str
     estimator: str
@@ -50,6 +52,7 @@ class CoverageRow:
     bias_low: float
     bias_high: float
     unavailable: int = 0
+    mean_abs_error_raw: float = float("nan")
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,7 @@ def coverage_study(
     subtasks=None,
     seed: int = 0,
     scorer: Scorer | None = None,
+    crossfit: bool = True,
 ) -> CoverageTable:
     """Empirical coverage of every interval a subset's scoring returns.
 
@@ -142,6 +146,11 @@ def coverage_study(
     scorer : callable, optional
         ``scorer(selection, y_targets, N, reference_correct) -> list[EstimateBatch]``; default
         :func:`default_scorer`.
+    crossfit : bool
+        Store out-of-fold values in every non-probability subset, as the service's subset job
+        does (:func:`app.core.scoring.crossfit.with_out_of_fold`, seeded with the subset's seed; the
+        ``K`` fold fits are shared by the sizes of a repeat), so its intervals are the
+        cross-fitted ones. ``False`` measures the in-sample calibration.
 
     Returns
     -------
@@ -170,8 +179,17 @@ def coverage_study(
         low, high = truth <= q_lo, truth >= q_hi
         for name, params in specs.items():  # a handful of selectors
             sel = make_selector(name, **params).fit(c[src], subtasks=subtasks)
+            folds: dict = {}
             for n in sizes:  # a few sizes
                 selection = sel.select(int(n), rng=int(rng.integers(0, 2**31 - 1)))
+                if crossfit and crossfit_applies(name, src.size):
+                    selection = with_out_of_fold(
+                        selection,
+                        c[src],
+                        seed=int(selection.seed or 0),
+                        subtasks=subtasks,
+                        fold_selectors=folds,
+                    )
                 batches = scorer(selection, c[np.ix_(tgt, selection.indices)], big_n, c[src])
                 for b in batches:  # a handful of estimators
                     key = (name, b.estimator, b.interval, b.basis, int(n))
@@ -187,6 +205,7 @@ def coverage_study(
             "n_sources": n_sources,
             "n_targets": n_targets,
             "seed": seed,
+            "crossfit": crossfit,
             "n_models": int(c.shape[0]),
             "n_items": big_n,
         },
@@ -206,6 +225,8 @@ def _record(slot, b: EstimateBatch, truth, low, high) -> None:
         slot.setdefault("err" + tag, []).append(err[mk].sum())
         slot.setdefault("abs" + tag, []).append(np.abs(err[mk]).sum())
     slot.setdefault("unavailable", []).append((~ok).sum())
+    raw_err = np.where(ok & np.isfinite(b.raw_value), np.abs(b.raw_value - truth), 0.0)
+    slot.setdefault("abs_raw", []).append(raw_err.sum())
 
 
 def _row(key, slot) -> CoverageRow:
@@ -235,6 +256,7 @@ def _row(key, slot) -> CoverageRow:
         bias_low=ratio("err_low", "n_low"),
         bias_high=ratio("err_high", "n_high"),
         unavailable=int(a["unavailable"].sum()),
+        mean_abs_error_raw=ratio("abs_raw", "n"),
     )
 
 

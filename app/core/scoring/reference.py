@@ -21,7 +21,13 @@ from app.core.estimation.intervals import (
     proportion_interval,
 )
 from app.core.estimation.stats import fpc
-from app.core.estimation.weighted import LINEAR_ESTIMATORS, PROBABILITY_DESIGNS, design_inclusion
+from app.core.estimation.weighted import (
+    LINEAR_ESTIMATORS,
+    PROBABILITY_DESIGNS,
+    design_inclusion,
+    kish_wilson_bounds,
+    normal_quantile,
+)
 from app.core.results import Selection
 from app.core.selectors import SELECTORS
 
@@ -30,7 +36,10 @@ CALIBRATION_INFLATION = 1.1
 #: Smallest subset offered the model-assisted estimator (its tails undercover at n = 25 on GPQA:
 #: 0.921-0.925 in the top 20 %, 20 repeats; >= 0.939 from n = 50).
 MIN_MODEL_ASSISTED_N = 50
-#: Fewest reference models a calibrated interval is computed from.
+#: Fewer subset items right (or wrong) than this and the model-assisted interval is widened to the
+#: design's Wilson interval (the residuals carry no information; issue 24).
+SPARSE_OUTCOMES = 2
+#: Fewest reference models a calibrated or model-assisted interval is computed from.
 MIN_REFERENCE_MODELS = 20
 
 
@@ -91,15 +100,24 @@ def reference_calibrations(
     from the reference models (pass the result as its ``calibrations``).
 
     Empty with fewer than :data:`MIN_REFERENCE_MODELS` references (:func:`app.core.scoring.score_models.score_models` then does
-    not calibrate either). ``values``: :func:`reference_estimates` when already computed.
+    not calibrate either). ``values``: :func:`reference_estimates` when already computed. An
+    estimator whose out-of-fold values the selection stores for exactly these references
+    (:func:`app.core.scoring.crossfit.with_out_of_fold`) gets the cross-fitted law
+    (:func:`app.core.scoring.crossfit.crossfit_calibration`, no ``inflation``); the others the
+    in-sample law widened by ``inflation``.
     """
+    from app.core.scoring.crossfit import crossfit_calibration, stored_out_of_fold
+
     ref = np.asarray(reference_correct, dtype=np.float64)
     if ref.ndim != 2 or ref.shape[0] < MIN_REFERENCE_MODELS:
         return {}
     vals = reference_estimates(selection, ref) if values is None else values
     truth = ref.mean(axis=1)
+    oof = stored_out_of_fold(selection, ref.shape[0])
     return {
-        name: calibrate_references(v, truth, confidence=level, inflation=inflation)
+        name: crossfit_calibration(v, oof[name], truth, confidence=level)
+        if name in oof
+        else calibrate_references(v, truth, confidence=level, inflation=inflation)
         for name, v in vals.items()  # a handful of estimators
         if name != "weighted_confidence"  # calibrated on confidences, not on correctness
     }
@@ -151,7 +169,11 @@ def model_assisted(
     ``sqrt(f mean_S yhat (1 - yhat) / n)`` (small subsets estimate the residual variance poorly;
     the floor only widens), and the interval uses Student's ``t_{n-2}``. Design-consistent whatever
     the predictions (basis ``model-assisted``); falls back to Clopper-Pearson bounds when all
-    residuals vanish (never a zero-width interval).
+    residuals vanish (never a zero-width interval). With fewer than :data:`SPARSE_OUTCOMES`
+    subset items right (or wrong), the interval is widened to contain the design's Wilson
+    interval at Kish's size (:func:`app.core.estimation.weighted.kish_wilson_bounds`): the predictions then
+    sit at their bound and the residual variance says nothing (measured on the SYNTHETIC weak
+    family, bench/RESULTS.md).
     """
     y = np.atleast_2d(np.asarray(y, dtype=np.float64))
     k = selection.size
@@ -166,11 +188,22 @@ def model_assisted(
     q = float(_st.t.ppf(0.5 + level / 2.0, max(k - 2, 1)))
     lo, hi = np.clip(value - q * se, 0.0, 1.0), np.clip(value + q * se, 0.0, 1.0)
     zero = se <= 0
-    if zero.any():
+    if zero.any():  # a census: no sampling error, never a zero-width interval
         clo, chi = proportion_interval(
             np.round(y.sum(axis=1)), k, method="clopper_pearson", confidence=level
         )
         lo, hi = np.where(zero, clo, lo), np.where(zero, chi, hi)
+    # No information: with fewer than SPARSE_OUTCOMES items right (or wrong) the shift runs to its
+    # bound, the predictions and residuals collapse and the interval shrinks to nothing (a target
+    # with 0 of 50 right got ~[0, 0.004], covering 17 % of weak models): widen to the design's
+    # Wilson interval at Kish's size (only ever widens).
+    succ = np.round(y.sum(axis=1))
+    sparse = np.minimum(succ, k - succ) < SPARSE_OUTCOMES
+    if sparse.any():
+        w = np.asarray(selection.weights, dtype=np.float64)
+        wlo, whi = kish_wilson_bounds(y @ w / w.sum(), w, n_population, normal_quantile(level))
+        lo = np.where(sparse, np.minimum(lo, wlo), lo)
+        hi = np.where(sparse, np.maximum(hi, whi), hi)
     return make_batch(
         "model_assisted", value, lo, hi, se, "difference_fpc", "model-assisted", level
     )
@@ -180,6 +213,7 @@ __all__ = [
     "CALIBRATION_INFLATION",
     "MIN_MODEL_ASSISTED_N",
     "MIN_REFERENCE_MODELS",
+    "SPARSE_OUTCOMES",
     "model_assisted",
     "reference_calibrations",
     "reference_estimates",

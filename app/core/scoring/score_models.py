@@ -36,6 +36,7 @@ from app.core.estimation.weighted import (
 )
 from app.core.reliability.exact import order_probabilities
 from app.core.results import Selection
+from app.core.scoring.crossfit import stored_out_of_fold
 from app.core.scoring.reference import (
     CALIBRATION_INFLATION,
     MIN_MODEL_ASSISTED_N,
@@ -200,7 +201,8 @@ def score_models(
       ``t_{n-H}`` interval
       (:func:`app.core.estimation.intervals.difference_estimate` with zero predictions), falling back to
       Wilson at Kish's size when the residual variance is 0 (never a zero-width interval).
-    * Probability subsets of 0/1 results with reference models and ``k >= MIN_MODEL_ASSISTED_N``
+    * Probability subsets of 0/1 results with ``>= MIN_REFERENCE_MODELS`` reference models and
+      ``k >= MIN_MODEL_ASSISTED_N``
       also get ``model_assisted`` (:func:`model_assisted`, basis ``model-assisted``), appended
       after the selector's estimators.
     * Non-probability subsets, basis ``model``: with ``>= MIN_REFERENCE_MODELS`` reference models,
@@ -232,6 +234,16 @@ def score_models(
     if names is None:
         cls = SELECTORS.get(selection.method)
         names = tuple(cls.estimators) if cls is not None else (selection.estimator,)
+    if (
+        calibrations is None
+        and calibrate
+        and ref is not None
+        and not design
+        and stored_out_of_fold(selection, ref.shape[0])
+    ):  # the subset stores out-of-fold values for these references: the cross-fitted laws
+        calibrations = reference_calibrations(
+            selection, ref, level=level, inflation=inflation, values=reference_values
+        )
     out = []
     pending: list[EstimateBatch] = []
     for name in names:  # a handful of estimators
@@ -260,6 +272,7 @@ def score_models(
             and name in LINEAR_ESTIMATORS
             and name == names[0]
             and ref is not None
+            and ref.shape[0] >= MIN_REFERENCE_MODELS
             and binary
             and k >= MIN_MODEL_ASSISTED_N
         ):
@@ -288,7 +301,12 @@ def score_models(
             ref_signal = None if reference_confidence is None else np.asarray(reference_confidence)
         cal = None if calibrations is None else calibrations.get(name)
         calibrated = None
-        if cal is not None and calibrate and cal.confidence == level and cal.inflation == inflation:
+        if (
+            cal is not None
+            and calibrate
+            and cal.confidence == level
+            and (cal.crossfit or cal.inflation == inflation)
+        ):
             calibrated = cal.apply(value)
         elif calibrate and ref_signal is not None and ref_signal.shape[0] >= MIN_REFERENCE_MODELS:
             if reference_values is not None and name in reference_values:
