@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.estimation.stats import compare_to_baseline, wilson_interval
+from app.core.scoring.crossfit import stored_out_of_fold
 from app.core.scoring.score_models import design_inclusion, score_models, size_needed_for_gap
 from app.db.models import SubsetScore
 from app.services.selection import subsets as subset_service
@@ -171,6 +172,9 @@ def test_tiny_benchmarks_irt_estimates_and_shift(
 
     subset, idx = _subset(db_session, seeded, "tiny_benchmarks", 25, dims=2, max_iter=100)
     selection = subset_service.to_selection(subset)
+    # the job stored every calibrated estimator's out-of-fold values on the 20 sources: the
+    # intervals below are the cross-fitted ones (issue 24)
+    assert set(stored_out_of_fold(selection, 20)) == {"irt", "p_irt", "gp_irt"}
     y = seeded.correct[22, idx].astype(float)  # a source model: expected in range
     r = client.post(
         f"/v1/subsets/{subset.id}/scores",

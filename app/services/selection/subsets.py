@@ -6,6 +6,11 @@ their stored results (so replaced results give a new id). Methods that do not us
 (``random``, ``subtask_stratified``) record an empty source set: their subset depends on the
 items and the seed only.
 
+Non-probability subsets (DPP, Anchor Points, tinyBenchmarks) built on at least 20 source models
+also store, in their fitted state, each calibrated estimator's out-of-fold values on the source
+models (:func:`app.core.scoring.crossfit.with_out_of_fold`: the selector refitted on 4/5 of
+them, five times): the scores' reference-calibrated intervals are cross-fitted from them.
+
 Subsets are immutable, so their decoded form and rendered exports are cached per process.
 """
 
@@ -27,6 +32,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.core.results import Selection
+from app.core.scoring.crossfit import crossfit_applies, with_out_of_fold
 from app.core.selectors import SELECTORS, make_selector
 from app.db.models.benchmark import BenchmarkVersion
 from app.db.models.job import Job
@@ -303,6 +309,7 @@ def build_subset(
     candidates = None
     if req.excluded is not None:
         candidates = np.setdiff1d(np.arange(index.n_items), req.excluded)
+    mat = None
     if SELECTORS[req.method].uses_sources:
         mat = load_matrix(session, req.version.id, req.source_names)
         selector.fit(
@@ -311,6 +318,16 @@ def build_subset(
     else:  # the selection ignores results: one placeholder row carries the item axis
         selector.fit(np.zeros((1, index.n_items)), subtasks=index.subtasks, candidates=candidates)
     selection = selector.select(req.size, rng=req.seed)
+    if mat is not None and crossfit_applies(req.method, len(req.source_names)):
+        # out-of-fold values of the source models: the scores' cross-fitted calibration
+        selection = with_out_of_fold(
+            selection,
+            mat.correct,
+            seed=req.seed,
+            confidence=mat.confidence,
+            subtasks=index.subtasks,
+            candidates=candidates,
+        )
     row = Subset(
         id=sid,
         benchmark_version_id=req.version.id,
