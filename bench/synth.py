@@ -145,6 +145,7 @@ def make_synthetic(
     subtask_effect: float = 0.5,
     confidence_slope: float = 1.5,
     confidence_at_boundary: float = 0.4,
+    discrimination: str = "gpqa",
 ) -> SyntheticResults:
     """Draw a synthetic results matrix from a GPQA-calibrated 2PL model.
 
@@ -163,6 +164,12 @@ def make_synthetic(
         Standard deviation of the per (model, subtask) ability deviation.
     confidence_slope, confidence_at_boundary : float
         ``kappa`` and ``c0`` of the confidence link (module docstring).
+    discrimination : {"gpqa", "positive"}
+        ``"gpqa"`` draws ``a`` from GPQA's fitted quantiles, a quarter of them negative (down to
+        -3.4: items strong models get wrong more often); ``"positive"`` uses ``|a|`` (every item
+        discriminates the usual way, as on MMLU-Pro-like benchmarks). A DPP over-samples the
+        negative items (40-44 % of its subsets against 25 %), which makes its plain mean rank
+        models against their order on ``"gpqa"`` matrices (bench/dpp_ranking.py).
 
     Returns
     -------
@@ -173,11 +180,15 @@ def make_synthetic(
         raise ValueError(f"n_models: must be in [1, {MAX_MODELS}]")
     if not 1 <= n_items <= MAX_ITEMS:
         raise ValueError(f"n_items: must be in [1, {MAX_ITEMS}]")
+    if discrimination not in ("gpqa", "positive"):
+        raise ValueError(f"discrimination: expected 'gpqa' or 'positive', got {discrimination!r}")
     rng = np.random.default_rng(seed)
     subtasks = _subtask_labels(n_items, subtask_sizes)
     _, block = np.unique(subtasks, return_inverse=True)
     theta = _sample_quantiles(rng, THETA_Q, n_models)
     a = _sample_quantiles(rng, A_Q, n_items)
+    if discrimination == "positive":
+        a = np.abs(a)
     b = _sample_quantiles(rng, B_Q, n_items)
     eta = subtask_effect * rng.standard_normal((n_models, int(block.max()) + 1))
     z = a * (theta[:, None] + eta[:, block]) - b
