@@ -116,3 +116,37 @@ def test_too_few_references_offer_no_model_assisted_interval() -> None:
     few = score_models(sel, y, N_ITEMS, reference_correct=_references(60)[:10])
     assert "model_assisted" in [b.estimator for b in many]
     assert [b.estimator for b in few] == ["mean"]
+
+
+def test_stratified_ht_with_two_items_wrong_contains_kish_wilson() -> None:
+    """A strong model with 2 of 100 stratified items wrong: the t-interval on the stratified
+    variance is a Wald interval at the boundary (SYNTHETIC wide family, n = 100: the strongest
+    fifth covered 0.80); it must contain Wilson's at Kish's size."""
+    idx = np.r_[np.arange(0, 200, 4), np.arange(200, 400, 4)]  # 50 of 200 in each stratum
+    w = np.r_[np.full(50, 200 / (400 * 50)), np.full(50, 200 / (400 * 50))]
+    w[50:] *= 1.5  # unequal sampling fractions: a weighted (HT) design
+    w /= w.sum()
+    sel = Selection(
+        method="confidence_stratified",
+        indices=idx,
+        weights=w,
+        estimator="horvitz_thompson",
+        estimate_on="correct",
+        signal="correct",
+        n_requested=100,
+        n_candidates=N_ITEMS,
+        seed=0,
+        fitted={"inclusion_probability": np.r_[np.full(50, 0.25), np.full(50, 0.25 / 1.5)]},
+    )
+    y = np.ones((1, 100))
+    y[0, [3, 71]] = 0.0
+    (b,) = score_models(sel, y, N_ITEMS, estimators=("horvitz_thompson",))
+    assert b.interval == "stratified_ht"
+    value = float(y[0] @ w)
+    n_w = 1.0 / np.sum(w**2)
+    z = stats.norm.ppf(0.975)
+    n_eff = n_w / ((N_ITEMS - 100) / (N_ITEMS - 1))
+    centre = (value + z * z / (2 * n_eff)) / (1 + z * z / n_eff)
+    half = z / (1 + z * z / n_eff) * np.sqrt(value * (1 - value) / n_eff + z * z / (4 * n_eff**2))
+    assert b.ci_low[0] <= centre - half + 1e-12
+    assert b.ci_high[0] >= min(1.0, centre + half) - 1e-12

@@ -50,6 +50,10 @@ from app.core.selectors import SELECTORS
 
 #: Default small-sample interval for unweighted 0/1 probability subsets (coverage study, GPQA).
 DEFAULT_SMALL_N = "wilson_fpc"
+#: Fewer subset items right (or wrong) than this (0/1 results) and the stratified HT interval is
+#: widened to contain Wilson's at Kish's size (issue 24; the "n p >= 5" rule of the normal
+#: approximation).
+SPARSE_STRATIFIED = 5
 
 
 def size_needed_for_gap(
@@ -390,9 +394,17 @@ def _design_batch(name, value, y, selection, n_population, unweighted01, small_n
     df = max(k - int(strata.max()) - 1, 1)  # n - H degrees of freedom of the stratified variance
     q = float(_st.t.ppf(0.5 + level / 2.0, df))
     lo, hi = np.maximum(0.0, value - q * se), np.minimum(1.0, value + q * se)
-    zero = se <= 0
-    if zero.any():  # all residuals equal: never a zero-width interval
+    # all residuals equal (never a zero-width interval), or so few items right (or wrong) that
+    # the t-interval is a Wald interval at the boundary (SYNTHETIC wide family, n = 100: the
+    # strongest fifth covered 0.80): widen to Wilson at Kish's size
+    succ = y.sum(axis=1)
+    binary_rows = np.all((y == 0) | (y == 1), axis=1)
+    sparse = (se <= 0) | (binary_rows & (np.minimum(succ, k - succ) < SPARSE_STRATIFIED))
+    if sparse.any():
         klo, khi = kish_wilson_bounds(value, selection.weights, n_population, z)
+        lo = np.where(sparse, np.minimum(lo, klo), lo)
+        hi = np.where(sparse, np.maximum(hi, khi), hi)
+        zero = se <= 0
         lo, hi = np.where(zero, klo, lo), np.where(zero, khi, hi)
     return make_batch(name, value, lo, hi, se, "stratified_ht", "design", level)
 
