@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -137,3 +139,15 @@ def test_student_quantile_is_a_floor() -> None:
     student = calibrate_references(in_sample, truth).quantile
     assert np.all(cal.quantile >= student)
     assert cal.quantile[_at(cal, 0.5)] == pytest.approx(stats.norm.ppf(0.975), rel=0.1)
+
+
+def test_a_fold_whose_refit_fails_leaves_the_selection_in_sample() -> None:
+    """A stored subset whose parameters no longer fit (here an unknown DPP weighting) cannot be
+    refitted on the folds: the subset is still built, without out-of-fold values."""
+    ref = _population(r=40, n_items=60, seed=3)
+    selection = make_selector("dpp").fit(ref).select(10, rng=0)
+    stale = dataclasses.replace(selection, params={"weighting": "bogus", "pca_seed": 0})
+    with pytest.raises(ValueError, match="weighting"):
+        out_of_fold_estimates(stale, ref, seed=0)
+    assert with_out_of_fold(stale, ref, seed=0) is stale
+    assert stored_out_of_fold(with_out_of_fold(selection, ref, seed=0), 40)

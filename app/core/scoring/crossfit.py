@@ -124,8 +124,13 @@ def crossfit_applies(method: str, n_references: int) -> bool:
 
 def with_out_of_fold(selection: Selection, reference_correct, **kw) -> Selection:
     """``selection`` with :func:`out_of_fold_estimates` stored in its fitted state
-    (``oof_<estimator>``); keyword arguments as there."""
-    oof = out_of_fold_estimates(selection, reference_correct, **kw)
+    (``oof_<estimator>``); keyword arguments as there. When a fold's refit or draw fails (e.g. a
+    DPP fold keeps fewer candidates than ``n``), ``selection`` is returned unchanged: its scores
+    then use the in-sample calibration."""
+    try:
+        oof = out_of_fold_estimates(selection, reference_correct, **kw)
+    except ValueError:
+        return selection
     fitted = dict(selection.fitted)
     fitted.update({OOF_PREFIX + name: v for name, v in oof.items()})
     return dataclasses.replace(selection, fitted=fitted)
