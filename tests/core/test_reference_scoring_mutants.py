@@ -14,12 +14,12 @@ import pytest
 from scipy import optimize, stats
 
 from app.core.results import Selection
+from app.core.scoring.crossfit import reference_calibrations
 from app.core.scoring.reference import (
     CALIBRATION_INFLATION,
     MIN_MODEL_ASSISTED_N,
     MIN_REFERENCE_MODELS,
     model_assisted,
-    reference_calibrations,
     reference_estimates,
     reference_predictions,
 )

@@ -29,7 +29,11 @@ import numpy as np
 from app.core.estimation.intervals import ReferenceCalibration, calibrate_references
 from app.core.estimation.weighted import PROBABILITY_DESIGNS
 from app.core.results import Selection
-from app.core.scoring.reference import MIN_REFERENCE_MODELS, reference_estimates
+from app.core.scoring.reference import (
+    CALIBRATION_INFLATION,
+    MIN_REFERENCE_MODELS,
+    reference_estimates,
+)
 from app.core.selectors import make_selector
 
 #: Folds of the cross-fit (each refit sees (K - 1) / K of the references).
@@ -201,6 +205,39 @@ def crossfit_calibration(
     )
 
 
+def reference_calibrations(
+    selection: Selection,
+    reference_correct,
+    *,
+    level: float = 0.95,
+    inflation: float = CALIBRATION_INFLATION,
+    values: dict[str, np.ndarray] | None = None,
+) -> dict[str, ReferenceCalibration]:
+    """The error law :func:`app.core.scoring.score_models.score_models` inverts for each calibrated estimator, computed once
+    from the reference models (pass the result as its ``calibrations``).
+
+    Empty with fewer than :data:`MIN_REFERENCE_MODELS` references (:func:`app.core.scoring.score_models.score_models` then does
+    not calibrate either). ``values``: :func:`app.core.scoring.reference.reference_estimates` when already computed. An
+    estimator whose out-of-fold values the selection stores for exactly these references
+    (:func:`with_out_of_fold`) gets the cross-fitted law
+    (:func:`crossfit_calibration`, no ``inflation``); the others the
+    in-sample law widened by ``inflation``.
+    """
+    ref = np.asarray(reference_correct, dtype=np.float64)
+    if ref.ndim != 2 or ref.shape[0] < MIN_REFERENCE_MODELS:
+        return {}
+    vals = reference_estimates(selection, ref) if values is None else values
+    truth = ref.mean(axis=1)
+    oof = stored_out_of_fold(selection, ref.shape[0])
+    return {
+        name: crossfit_calibration(v, oof[name], truth, confidence=level)
+        if name in oof
+        else calibrate_references(v, truth, confidence=level, inflation=inflation)
+        for name, v in vals.items()  # a handful of estimators
+        if name != "weighted_confidence"  # calibrated on confidences, not on correctness
+    }
+
+
 __all__ = [
     "CROSSFIT_FOLDS",
     "MIN_BIN_REFERENCES",
@@ -208,6 +245,7 @@ __all__ = [
     "crossfit_applies",
     "crossfit_calibration",
     "out_of_fold_estimates",
+    "reference_calibrations",
     "stored_out_of_fold",
     "with_out_of_fold",
 ]

@@ -15,8 +15,6 @@ from scipy import stats as _st
 from app.core.estimation.estimate_batch import EstimateBatch, make_batch
 from app.core.estimation.estimators import estimate as _core_estimate
 from app.core.estimation.intervals import (
-    ReferenceCalibration,
-    calibrate_references,
     difference_estimate,
     proportion_interval,
 )
@@ -86,41 +84,6 @@ def reference_estimates(
         except ValueError:
             continue
     return out
-
-
-def reference_calibrations(
-    selection: Selection,
-    reference_correct,
-    *,
-    level: float = 0.95,
-    inflation: float = CALIBRATION_INFLATION,
-    values: dict[str, np.ndarray] | None = None,
-) -> dict[str, ReferenceCalibration]:
-    """The error law :func:`app.core.scoring.score_models.score_models` inverts for each calibrated estimator, computed once
-    from the reference models (pass the result as its ``calibrations``).
-
-    Empty with fewer than :data:`MIN_REFERENCE_MODELS` references (:func:`app.core.scoring.score_models.score_models` then does
-    not calibrate either). ``values``: :func:`reference_estimates` when already computed. An
-    estimator whose out-of-fold values the selection stores for exactly these references
-    (:func:`app.core.scoring.crossfit.with_out_of_fold`) gets the cross-fitted law
-    (:func:`app.core.scoring.crossfit.crossfit_calibration`, no ``inflation``); the others the
-    in-sample law widened by ``inflation``.
-    """
-    from app.core.scoring.crossfit import crossfit_calibration, stored_out_of_fold
-
-    ref = np.asarray(reference_correct, dtype=np.float64)
-    if ref.ndim != 2 or ref.shape[0] < MIN_REFERENCE_MODELS:
-        return {}
-    vals = reference_estimates(selection, ref) if values is None else values
-    truth = ref.mean(axis=1)
-    oof = stored_out_of_fold(selection, ref.shape[0])
-    return {
-        name: crossfit_calibration(v, oof[name], truth, confidence=level)
-        if name in oof
-        else calibrate_references(v, truth, confidence=level, inflation=inflation)
-        for name, v in vals.items()  # a handful of estimators
-        if name != "weighted_confidence"  # calibrated on confidences, not on correctness
-    }
 
 
 def reference_predictions(selection: Selection, y: np.ndarray, reference_correct) -> np.ndarray:
@@ -215,7 +178,6 @@ __all__ = [
     "MIN_REFERENCE_MODELS",
     "SPARSE_OUTCOMES",
     "model_assisted",
-    "reference_calibrations",
     "reference_estimates",
     "reference_predictions",
 ]

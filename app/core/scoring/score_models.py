@@ -36,13 +36,12 @@ from app.core.estimation.weighted import (
 )
 from app.core.reliability.exact import order_probabilities
 from app.core.results import Selection
-from app.core.scoring.crossfit import stored_out_of_fold
+from app.core.scoring.crossfit import reference_calibrations, stored_out_of_fold
 from app.core.scoring.reference import (
     CALIBRATION_INFLATION,
     MIN_MODEL_ASSISTED_N,
     MIN_REFERENCE_MODELS,
     model_assisted,
-    reference_calibrations,
     reference_estimates,
     reference_predictions,
 )
