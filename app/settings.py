@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -77,6 +78,11 @@ class Settings(BaseSettings):
         description="hours without a batch after which an open evaluation session reads as "
         "abandoned (0: never)",
     )
+    results_retention_days: float = Field(
+        default=30.0,
+        gt=0,
+        description="days replaced or deleted model results are kept for `…/restore`",
+    )
     job_soft_time_limit: int = Field(default=1800, gt=0, description="seconds")
     job_hard_time_limit: int = Field(default=1860, gt=0, description="seconds")
     worker_concurrency: int = Field(default=1, ge=1)
@@ -102,6 +108,10 @@ class Settings(BaseSettings):
         if self.job_hard_time_limit <= self.job_soft_time_limit:
             raise ValueError("JOB_HARD_TIME_LIMIT must exceed JOB_SOFT_TIME_LIMIT")
         return self
+
+    @property
+    def results_retention(self) -> timedelta:
+        return timedelta(days=self.results_retention_days)
 
     @property
     def is_sqlite(self) -> bool:

@@ -11,6 +11,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, computed_field
 # Postgres text cannot hold NUL characters: refuse them up front (422, not a 500).
 NO_NUL = r"^[^\x00]*$"
 NAME_PATTERN = r"^[^\s/\x00][^/\x00]*$"
+PROJECT_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,99}$"
 
 ItemId = Field(min_length=1, max_length=512, description="External item id, e.g. lm-eval doc_hash")
 
@@ -53,6 +54,14 @@ class BenchmarkCreate(BaseModel):
     name: str = Field(min_length=1, max_length=200, pattern=NAME_PATTERN)
     description: str | None = Field(default=None, max_length=2000, pattern=NO_NUL)
     items: list[ItemCreate] = Field(min_length=1)
+    project: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        pattern=PROJECT_PATTERN,
+        description="The project that owns a new benchmark (default: the key's only writable "
+        "project). A new version of an existing name stays in that name's project.",
+    )
 
 
 class SubtaskCount(BaseModel):
@@ -88,6 +97,11 @@ class BenchmarkPublic(BaseModel):
     subtasks: list[SubtaskCount]
     description: str | None = None
     created_at: datetime
+    project: str = Field(default="default", description="The project that owns the benchmark")
+    retired: bool = Field(
+        default=False,
+        description="Retired versions are hidden from name resolution (reachable by id)",
+    )
 
     @computed_field(description="The version id (the same as `id`)")
     @property

@@ -93,7 +93,7 @@ class ResultsCreate(BaseModel):
         return self.model if isinstance(self.model, ModelCreate) else ModelCreate(name=self.model)
 
 
-WriteStatus = Literal["created", "unchanged", "replaced"]
+WriteStatus = Literal["created", "unchanged", "replaced", "restored"]
 
 
 class ModelResultPublic(BaseModel):

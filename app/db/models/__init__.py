@@ -1,12 +1,12 @@
 """All ORM models; import each new model module here so Alembic sees its table."""
 
 from app.db.base import Base
-from app.db.models.access import ApiKey, IdempotencyKey
+from app.db.models.access import ApiKey, AuditEvent, IdempotencyKey, KeyRole, Project
 from app.db.models.analysis import Analysis, AnalysisChunk
 from app.db.models.benchmark import Benchmark, BenchmarkVersion
 from app.db.models.evaluation_session import EvaluationSession, IrtFit
 from app.db.models.job import TERMINAL_STATUSES, Job, JobStatus
-from app.db.models.model_result import LanguageModel, ModelResult
+from app.db.models.model_result import LanguageModel, ModelResult, ModelResultArchive
 from app.db.models.subset import Subset, SubsetScore
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "Analysis",
     "AnalysisChunk",
     "ApiKey",
+    "AuditEvent",
     "Base",
     "Benchmark",
     "BenchmarkVersion",
@@ -22,8 +23,11 @@ __all__ = [
     "IrtFit",
     "Job",
     "JobStatus",
+    "KeyRole",
     "LanguageModel",
     "ModelResult",
+    "ModelResultArchive",
+    "Project",
     "Subset",
     "SubsetScore",
 ]

@@ -19,6 +19,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.db.base import Base, Timestamps, UTCDateTime, UUIDPrimaryKey, utcnow
+from app.db.models.access import Project
 
 
 class Benchmark(UUIDPrimaryKey, Timestamps, Base):
@@ -26,6 +27,12 @@ class Benchmark(UUIDPrimaryKey, Timestamps, Base):
 
     name: Mapped[str] = mapped_column(String(200), unique=True)
     description: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # names stay unique instance-wide; the project decides who may read and write
+    project_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("projects.id", ondelete="RESTRICT"), index=True
+    )
+
+    project: Mapped[Project] = relationship(lazy="joined", innerjoin=True)
 
     versions: Mapped[list[BenchmarkVersion]] = relationship(
         back_populates="benchmark", cascade="all, delete-orphan", passive_deletes=True
@@ -60,5 +67,7 @@ class BenchmarkVersion(UUIDPrimaryKey, Base):
     created_at: Mapped[datetime] = mapped_column(
         UTCDateTime(), nullable=False, default=utcnow, server_default=func.now()
     )
+    # retired: hidden from name resolution (``name``, ``name@vN``), still reachable by id
+    retired_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
     benchmark: Mapped[Benchmark] = relationship(back_populates="versions", lazy="joined")

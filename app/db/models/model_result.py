@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from sqlalchemy import (
     JSON,
     Boolean,
     Float,
     ForeignKey,
+    Index,
     Integer,
     LargeBinary,
     String,
     UniqueConstraint,
+    Uuid,
 )
 from sqlalchemy.orm import Mapped, column_property, mapped_column, relationship
 
-from app.db.base import Base, Timestamps, UUIDPrimaryKey
+from app.db.base import Base, Timestamps, UTCDateTime, UUIDPrimaryKey
 
 
 class LanguageModel(UUIDPrimaryKey, Timestamps, Base):
@@ -70,3 +73,57 @@ class ModelResult(UUIDPrimaryKey, Timestamps, Base):
     eval_config: Mapped[dict | None] = mapped_column(JSON, nullable=True)
 
     model: Mapped[LanguageModel] = relationship(lazy="joined")
+
+
+class ModelResultArchive(UUIDPrimaryKey, Base):
+    """A model's previous results, kept when they were replaced or deleted (undo).
+
+    A copy of every column of :class:`ModelResult` (``result_id``, ``result_created_at``: the
+    row's own id and creation time) plus why and when it was archived. Restoring puts the
+    bytes back unchanged; rows older than the retention period are purged.
+    """
+
+    __tablename__ = "model_result_archive"
+    __table_args__ = (
+        Index("ix_model_result_archive_version_model", "benchmark_version_id", "model_id"),
+    )
+
+    benchmark_version_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("benchmark_versions.id", ondelete="CASCADE")
+    )
+    model_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"))
+    reason: Mapped[str] = mapped_column(String(16))
+    archived_at: Mapped[datetime] = mapped_column(UTCDateTime(), nullable=False, index=True)
+    result_id: Mapped[uuid.UUID] = mapped_column(Uuid)
+    result_created_at: Mapped[datetime] = mapped_column(UTCDateTime(), nullable=False)
+    binary: Mapped[bool] = mapped_column(Boolean)
+    correct: Mapped[bytes] = mapped_column(LargeBinary)
+    confidence: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    coverage: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    n_items: Mapped[int] = mapped_column(Integer)
+    accuracy: Mapped[float] = mapped_column(Float)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    source_format: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    metric: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    samples_per_item: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    within_variance: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    config_fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    eval_config: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+
+
+# the columns an archive copies from (and restores to) a result row
+ARCHIVED_COLUMNS = (
+    "binary",
+    "correct",
+    "confidence",
+    "coverage",
+    "n_items",
+    "accuracy",
+    "content_hash",
+    "source_format",
+    "metric",
+    "samples_per_item",
+    "within_variance",
+    "config_fingerprint",
+    "eval_config",
+)

@@ -1,12 +1,17 @@
-"""SQL for API keys and idempotency records."""
+"""SQL for projects, API keys and idempotency records."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
 
-from app.db.models.access import ApiKey, IdempotencyKey
+from app.db.models.access import ApiKey, AuditEvent, IdempotencyKey, KeyRole, Project
+from app.db.models.benchmark import Benchmark
 from app.db.repositories.base import Repository
 
 
@@ -35,3 +40,76 @@ class IdempotencyKeyRepository(Repository[IdempotencyKey]):
             .where(IdempotencyKey.resource == resource)
             .execution_options(synchronize_session="fetch")
         )
+
+
+class ProjectRepository(Repository[Project]):
+    model = Project
+
+    def get_by_name(self, name: str) -> Project | None:
+        return self.session.scalars(select(Project).where(Project.name == name)).first()
+
+    def all(self) -> Sequence[Project]:
+        return self.session.scalars(select(Project).order_by(Project.name)).all()
+
+    def usage(self) -> dict[uuid.UUID, tuple[int, int]]:
+        benchmarks = dict(
+            self.session.execute(
+                select(Benchmark.project_id, func.count()).group_by(Benchmark.project_id)
+            ).all()
+        )
+        keys = dict(
+            self.session.execute(
+                select(KeyRole.project_id, func.count()).group_by(KeyRole.project_id)
+            ).all()
+        )
+        return {p: (int(benchmarks.get(p, 0)), int(keys.get(p, 0))) for p in benchmarks | keys}
+
+    def add_if_missing(self, name: str) -> Project:
+        """Insert the project unless a concurrent transaction did (then return theirs)."""
+        try:
+            with self.session.begin_nested():
+                self.session.add(Project(name=name, public_read=False))
+        except IntegrityError:
+            pass
+        found = self.get_by_name(name)
+        assert found is not None
+        return found
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    """``project_ids`` None: every project (an instance admin's view)."""
+
+    project_ids: frozenset[uuid.UUID] | None = None
+    benchmark_id: uuid.UUID | None = None
+    key_id: str | None = None
+    action: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    before_id: int | None = None
+
+
+class AuditRepository(Repository[AuditEvent]):
+    model = AuditEvent
+
+    def page(self, where: AuditFilter, *, limit: int) -> Sequence[AuditEvent]:
+        """Newest first (by id: the order rows were appended)."""
+        stmt = select(AuditEvent).order_by(AuditEvent.id.desc()).limit(limit)
+        if where.project_ids is not None:
+            stmt = stmt.where(AuditEvent.project_id.in_(list(where.project_ids)))
+        if where.benchmark_id is not None:
+            stmt = stmt.where(AuditEvent.benchmark_id == where.benchmark_id)
+        if where.key_id is not None:
+            stmt = stmt.where(AuditEvent.key_id == where.key_id)
+        if where.action is not None:
+            stmt = stmt.where(AuditEvent.action == where.action)
+        if where.since is not None:
+            stmt = stmt.where(AuditEvent.at >= where.since)
+        if where.until is not None:
+            stmt = stmt.where(AuditEvent.at < where.until)
+        if where.before_id is not None:
+            stmt = stmt.where(AuditEvent.id < where.before_id)
+        return self.session.scalars(stmt).all()
+
+    def count(self) -> int:
+        return int(self.session.scalar(select(func.count()).select_from(AuditEvent)) or 0)

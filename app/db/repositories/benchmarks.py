@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
 from sqlalchemy import and_, func, or_, select
 
+from app.db.models.access import Project
 from app.db.models.benchmark import Benchmark, BenchmarkVersion
 from app.db.models.model_result import ModelResult
 from app.db.repositories.base import Repository
@@ -19,7 +20,7 @@ class BenchmarkRepository(Repository[Benchmark]):
     def get_by_name(self, name: str, *, for_update: bool = False) -> Benchmark | None:
         stmt = select(Benchmark).where(Benchmark.name == name)
         if for_update:
-            stmt = stmt.with_for_update()
+            stmt = stmt.with_for_update(of=Benchmark)  # not the joined project row
         return self.session.scalars(stmt).first()
 
 
@@ -39,9 +40,14 @@ class BenchmarkVersionRepository(Repository[BenchmarkVersion]):
         )
         return self.session.scalars(stmt).first()
 
-    def by_name(self, name: str, version: int | None = None) -> BenchmarkVersion | None:
-        """Version ``version`` (default: the latest) of the benchmark called ``name``: one query."""
+    def by_name(
+        self, name: str, version: int | None = None, *, include_retired: bool = False
+    ) -> BenchmarkVersion | None:
+        """Version ``version`` (default: the latest) of the benchmark called ``name``: one query.
+        Retired versions only with ``include_retired``."""
         stmt = select(BenchmarkVersion).join(Benchmark).where(Benchmark.name == name)
+        if not include_retired:
+            stmt = stmt.where(BenchmarkVersion.retired_at.is_(None))
         if version is not None:
             stmt = stmt.where(BenchmarkVersion.version == version)
         stmt = stmt.order_by(BenchmarkVersion.version.desc()).limit(1)
@@ -59,13 +65,26 @@ class BenchmarkVersionRepository(Repository[BenchmarkVersion]):
         limit: int,
         after: tuple[datetime, uuid.UUID] | None = None,
         name: str | None = None,
+        project_ids: Collection[uuid.UUID] | None = None,
+        project_id: uuid.UUID | None = None,
     ) -> Sequence[BenchmarkVersion]:
-        """Newest first, keyset-paginated on (created_at, id)."""
-        stmt = select(BenchmarkVersion).order_by(
-            BenchmarkVersion.created_at.desc(), BenchmarkVersion.id.desc()
+        """Newest first, keyset-paginated on (created_at, id). ``project_ids``: only versions
+        of those projects and of public-read ones (None: every project); ``project_id``: only
+        that project's."""
+        stmt = (
+            select(BenchmarkVersion)
+            .join(Benchmark, BenchmarkVersion.benchmark_id == Benchmark.id)
+            .order_by(BenchmarkVersion.created_at.desc(), BenchmarkVersion.id.desc())
         )
         if name is not None:
-            stmt = stmt.join(Benchmark).where(Benchmark.name == name)
+            stmt = stmt.where(Benchmark.name == name)
+        if project_id is not None:
+            stmt = stmt.where(Benchmark.project_id == project_id)
+        if project_ids is not None:
+            public = select(Project.id).where(Project.public_read.is_(True))
+            stmt = stmt.where(
+                or_(Benchmark.project_id.in_(list(project_ids)), Benchmark.project_id.in_(public))
+            )
         if after is not None:
             at, id_ = after
             stmt = stmt.where(

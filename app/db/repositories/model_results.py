@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ARRAY, Row, Text, cast, delete, func, select
 from sqlalchemy.orm import defer
 
-from app.db.models.model_result import LanguageModel, ModelResult
+from app.db.models.model_result import LanguageModel, ModelResult, ModelResultArchive
 from app.db.repositories.base import Repository
 
 _VECTORS = (
@@ -129,3 +130,23 @@ class ModelResultRepository(Repository[ModelResult]):
         n = self.session.execute(stmt).rowcount
         self.session.flush()
         return int(n or 0)
+
+
+class ModelResultArchiveRepository(Repository[ModelResultArchive]):
+    model = ModelResultArchive
+
+    def latest(self, version_id: uuid.UUID, model_id: uuid.UUID) -> ModelResultArchive | None:
+        stmt = (
+            select(ModelResultArchive)
+            .where(
+                ModelResultArchive.benchmark_version_id == version_id,
+                ModelResultArchive.model_id == model_id,
+            )
+            .order_by(ModelResultArchive.archived_at.desc(), ModelResultArchive.id.desc())
+            .limit(1)
+        )
+        return self.session.scalars(stmt).first()
+
+    def purge_before(self, cutoff: datetime) -> int:
+        stmt = delete(ModelResultArchive).where(ModelResultArchive.archived_at < cutoff)
+        return int(self.session.execute(stmt).rowcount or 0)

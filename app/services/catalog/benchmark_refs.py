@@ -7,7 +7,7 @@ import uuid
 
 from sqlalchemy.orm import Session
 
-from app.db.models import BenchmarkVersion
+from app.db.models import BenchmarkVersion, Project
 from app.db.repositories.benchmarks import BenchmarkRepository, BenchmarkVersionRepository
 from app.errors import NotFound
 
@@ -27,11 +27,37 @@ def ambiguous_name(name: str) -> str | None:
     return None
 
 
-def resolve_version(session: Session, ref: str, *, field: str = "benchmark") -> BenchmarkVersion:
+def owner_project(session: Session, ref: str) -> Project | None:
+    """The project of the benchmark a name or ``name@vN`` reference names, if it exists."""
+    ref = ref.strip()
+    if "\x00" in ref:
+        return None
+    match = _VERSIONED.match(ref)
+    benchmark = BenchmarkRepository(session).get_by_name(match["name"] if match else ref)
+    return benchmark.project if benchmark is not None else None
+
+
+def missing(ref: str, *, field: str = "benchmark") -> NotFound:
+    """The 404 a reference to nothing gets (also given for a benchmark the caller may not read,
+    so the answer does not tell whether it exists)."""
+    ref = ref.strip()
+    try:
+        uuid.UUID(ref)
+    except ValueError:
+        match = _VERSIONED.match(ref)
+        return NotFound(f"no benchmark named {match['name'] if match else ref!r}", field=field)
+    return NotFound(f"benchmark version {ref} not found", field=field)
+
+
+def resolve_version(
+    session: Session, ref: str, *, field: str = "benchmark", include_retired: bool = False
+) -> BenchmarkVersion:
     """The benchmark version ``ref`` names.
 
-    ``ref`` is a version id (UUID), a benchmark name (its latest version) or ``name@vN``
-    (version ``N`` of that name). An unknown reference is a 404 naming ``field`` and ``ref``.
+    ``ref`` is a version id (UUID), a benchmark name (its latest version that is not retired)
+    or ``name@vN`` (version ``N`` of that name, unless retired). A retired version stays
+    reachable by its id (and by every reference with ``include_retired``). An unknown reference
+    is a 404 naming ``field`` and ``ref``.
     """
     ref = ref.strip()
     if "\x00" in ref:  # Postgres text cannot hold NUL: no stored name has one (was a 500 on /ui)
@@ -47,9 +73,20 @@ def resolve_version(session: Session, ref: str, *, field: str = "benchmark") -> 
         return version
     match = _VERSIONED.match(ref)
     name, number = (match["name"], int(match["version"])) if match else (ref, None)
-    version = BenchmarkVersionRepository(session).by_name(name, number)  # one query when found
+    versions = BenchmarkVersionRepository(session)
+    version = versions.by_name(name, number, include_retired=include_retired)  # one query
     if version is not None:
         return version
-    if number is None or BenchmarkRepository(session).get_by_name(name) is None:
+    if BenchmarkRepository(session).get_by_name(name) is None:
         raise NotFound(f"no benchmark named {name!r}", field=field)
+    if number is None:
+        raise NotFound(
+            f"every version of benchmark {name!r} is retired (un-retire one by its id)",
+            field=field,
+        )
+    if versions.by_name(name, number, include_retired=True) is not None:
+        raise NotFound(
+            f"version {number} of benchmark {name!r} is retired (un-retire it to use it)",
+            field=field,
+        )
     raise NotFound(f"benchmark {name!r} has no version {number}", field=field)

@@ -15,7 +15,10 @@ import numpy as np
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.db.base import utcnow
+from app.db.models.access import Project
 from app.db.models.benchmark import Benchmark, BenchmarkVersion
+from app.db.repositories.access import ProjectRepository
 from app.db.repositories.benchmarks import BenchmarkRepository, BenchmarkVersionRepository
 from app.db.repositories.model_results import ModelResultRepository
 from app.errors import Conflict, FieldIssue, InvalidInput, NotFound
@@ -31,7 +34,10 @@ from app.schemas.benchmarks import (
     SubtaskCount,
 )
 from app.services.catalog.benchmark_refs import ambiguous_name
+from app.services.platform import projects
+from app.services.platform.access import Visibility, check_role
 from app.services.platform.caching import BoundedCache
+from app.services.platform.keys import Principal
 from app.services.platform.pagination import decode_cursor, encode_cursor
 
 DEFAULT_SUBTASK = "all"
@@ -59,8 +65,13 @@ def create_version(
     subtasks: Sequence[str | None],
     extra: Sequence[dict | None] | None = None,
     description: str | None = None,
+    *,
+    project: Project | None = None,
 ) -> tuple[BenchmarkVersion, bool]:
-    """Return ``(version, created)``: the existing version when the same item list exists."""
+    """Return ``(version, created)``: the existing version when the same item list exists.
+
+    ``project`` owns a new benchmark (from :func:`creation_project`; default: ``default``); a
+    new version of an existing name stays in the project that owns the name."""
     why = ambiguous_name(name)
     if why is not None:
         raise InvalidInput(why, field="name")
@@ -90,7 +101,13 @@ def create_version(
     benchmark = benchmarks.get_by_name(name, for_update=True)
     if benchmark is None:
         try:
-            benchmark = benchmarks.add(Benchmark(name=name, description=description))
+            benchmark = benchmarks.add(
+                Benchmark(
+                    name=name,
+                    description=description,
+                    project_id=(project or projects.default_project(session)).id,
+                )
+            )
         except IntegrityError:
             raise Conflict(f"benchmark {name!r} is being created concurrently; retry") from None
     else:
@@ -117,7 +134,50 @@ def create_version(
     return version, True
 
 
-def create_benchmark(session: Session, body: BenchmarkCreate) -> tuple[BenchmarkVersion, bool]:
+def creation_project(
+    session: Session, principal: Principal, name: str, requested: str | None
+) -> Project:
+    """The project a version of ``name`` is created in, after checking the caller may write it.
+
+    An existing name stays in its project (``write`` there needed: 403 naming it; another
+    ``requested`` project is a 409). A new name goes to ``requested``, else to the key's only
+    writable project (the ``default`` project for an instance admin without roles, e.g. with
+    keys disabled); a key that can write to several must say which (422 naming ``project``).
+    """
+    existing = BenchmarkRepository(session).get_by_name(name) if "\x00" not in name else None
+    if existing is not None:
+        project = existing.project
+        check_role(principal, project, "write")
+        if requested is not None and requested != project.name:
+            raise Conflict(
+                f"benchmark {name!r} belongs to project {project.name!r}; names are unique "
+                "across projects",
+                field="project",
+                message=f"the name is owned by project {project.name!r}",
+            )
+        return project
+    if requested is not None:
+        project = projects.get_by_name(session, requested)
+    else:
+        writable = principal.projects_with("write")
+        if len(writable) == 1:
+            project = projects.get_by_id(session, writable[0])
+        elif not writable and principal.instance_admin:
+            project = projects.default_project(session)
+        else:
+            names = sorted(principal.project_names[p] for p in writable)
+            raise InvalidInput(
+                "this API key can write to several projects: say which one",
+                field="project",
+                message=f"one of {', '.join(names)}",
+            )
+    check_role(principal, project, "write")
+    return project
+
+
+def create_benchmark(
+    session: Session, body: BenchmarkCreate, project: Project | None = None
+) -> tuple[BenchmarkVersion, bool]:
     items: list[ItemCreate] = body.items
     extra = [
         None
@@ -132,6 +192,7 @@ def create_benchmark(session: Session, body: BenchmarkCreate) -> tuple[Benchmark
         [it.subtask for it in items],
         extra,
         body.description,
+        project=project,
     )
 
 
@@ -142,6 +203,7 @@ def create_from_samples(
     *,
     subtask: str = "task",
     description: str | None = None,
+    project: Project | None = None,
 ) -> tuple[BenchmarkVersion, bool]:
     """Items = the sample logs' ``doc_hash``es in file then ``doc_id`` order; subtask = the task
     name (``subtask="task"``) or the doc's subject field (``subtask="subject"``)."""
@@ -160,7 +222,7 @@ def create_from_samples(
         else:
             subs.extend([parsed.task or DEFAULT_SUBTASK] * parsed.n_items)
         ids.extend(parsed.item_ids.tolist())
-    return create_version(session, name, ids, subs, None, description)
+    return create_version(session, name, ids, subs, None, description, project=project)
 
 
 def get_version(session: Session, version_id: uuid.UUID) -> BenchmarkVersion:
@@ -241,6 +303,8 @@ def to_public(version: BenchmarkVersion, n_models: int) -> BenchmarkPublic:
         subtasks=_subtask_counts(version),
         description=version.benchmark.description,
         created_at=version.created_at,
+        project=version.benchmark.project.name,
+        retired=version.retired_at is not None,
     )
 
 
@@ -274,12 +338,34 @@ def describe(session: Session, version_id: uuid.UUID) -> BenchmarkDetail:
 
 
 def list_benchmarks(
-    session: Session, *, limit: int = 50, cursor: str | None = None, name: str | None = None
+    session: Session,
+    *,
+    limit: int = 50,
+    cursor: str | None = None,
+    name: str | None = None,
+    visible: Visibility | None = None,
+    project: str | None = None,
 ) -> BenchmarkPage:
+    """Versions newest first; ``visible`` limits them to the caller's readable projects
+    (None: every one), ``project`` to one project (a project it cannot read lists nothing)."""
     limit = max(1, min(limit, MAX_PAGE))
     after = decode_cursor(cursor) if cursor else None
     versions = BenchmarkVersionRepository(session)
-    rows = list(versions.page(limit=limit + 1, after=after, name=name))
+    project_id = None
+    if project is not None:
+        found = ProjectRepository(session).get_by_name(project) if "\x00" not in project else None
+        if found is None:
+            return BenchmarkPage(items=[], next_cursor=None)
+        project_id = found.id
+    rows = list(
+        versions.page(
+            limit=limit + 1,
+            after=after,
+            name=name,
+            project_ids=None if visible is None or visible.everything else visible.project_ids,
+            project_id=project_id,
+        )
+    )
     more = len(rows) > limit
     rows = rows[:limit]
     counts = versions.model_counts([v.id for v in rows])
@@ -287,3 +373,12 @@ def list_benchmarks(
         items=[to_public(v, counts.get(v.id, 0)) for v in rows],
         next_cursor=encode_cursor(rows[-1].created_at, rows[-1].id) if more else None,
     )
+
+
+def set_retired(session: Session, version: BenchmarkVersion, retired: bool) -> bool:
+    """Retire (hide from name resolution) or un-retire a version; False when already so."""
+    if (version.retired_at is not None) == retired:
+        return False
+    version.retired_at = utcnow() if retired else None
+    session.flush()
+    return True

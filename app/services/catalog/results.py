@@ -13,6 +13,7 @@ import hashlib
 import io
 import uuid
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Literal, NamedTuple
 
 import numpy as np
@@ -20,11 +21,12 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.db.models.model_result import LanguageModel, ModelResult
+from app.db.models.model_result import LanguageModel, ModelResult, ModelResultArchive
 from app.db.repositories.model_results import LanguageModelRepository, ModelResultRepository
 from app.errors import Conflict, InvalidInput, NotFound
 from app.ingest import ParsedResults, config_fingerprint
 from app.schemas.results import ModelCreate, ModelPublic, ModelResultPublic
+from app.services.catalog import result_history
 from app.services.catalog.benchmarks import get_version, item_index
 from app.services.platform import idempotency
 
@@ -131,10 +133,12 @@ def store_results(
     parsed: ParsedResults,
     *,
     replace: bool = False,
+    keep_for: timedelta = result_history.DEFAULT_RETENTION,
 ) -> tuple[ModelResult, WriteStatus]:
     """Validate against the version's items and upsert the model's row (flush only).
 
-    Identical results are a no-op; different results need ``replace`` (else 409).
+    Identical results are a no-op; different results need ``replace`` (else 409); replaced
+    results are archived for ``keep_for`` (:mod:`app.services.catalog.result_history`).
     """
     version = get_version(session, version_id)
     index = item_index(version)
@@ -156,6 +160,12 @@ def store_results(
                 message="set to true to overwrite",
             )
         row, status = existing, "replaced"
+        result_history.archive(
+            session,
+            repo.get_for(version.id, model.id, with_vectors=True),
+            "replaced",
+            keep_for=keep_for,
+        )
         idempotency.invalidate(session, idempotency.results_resource(version.id, model.id))
     else:
         row, status = (
@@ -223,9 +233,8 @@ def list_results(session: Session, version_id: uuid.UUID) -> list[ModelResultPub
     return [to_public(r, version.n_items) for r in rows]
 
 
-def delete_results(session: Session, version_id: uuid.UUID, model: str) -> None:
-    """Delete a model's results on a version; ``model`` is its name or id."""
-    version = get_version(session, version_id)
+def find_model(session: Session, model: str) -> LanguageModel | None:
+    """A model by name or id."""
     models = LanguageModelRepository(session)
     found = models.get_by_name(model) if "\x00" not in model else None
     if found is None:
@@ -233,9 +242,46 @@ def delete_results(session: Session, version_id: uuid.UUID, model: str) -> None:
             found = models.get(uuid.UUID(model))
         except ValueError:
             found = None
-    if found is None or not ModelResultRepository(session).delete_for(version.id, found.id):
+    return found
+
+
+def delete_results(
+    session: Session,
+    version_id: uuid.UUID,
+    model: str,
+    *,
+    keep_for: timedelta = result_history.DEFAULT_RETENTION,
+) -> ModelResultArchive:
+    """Delete a model's results on a version (``model``: its name or id); they are archived
+    for ``keep_for`` and can be restored. Returns the archived copy."""
+    version = get_version(session, version_id)
+    found = find_model(session, model)
+    repo = ModelResultRepository(session)
+    row = repo.get_for(version.id, found.id, with_vectors=True) if found is not None else None
+    if found is None or row is None:
         raise NotFound(f"model {model!r} has no results on benchmark {version_id}")
+    copy = result_history.archive(session, row, "deleted", keep_for=keep_for)
+    repo.delete_for(version.id, found.id)
     idempotency.invalidate(session, idempotency.results_resource(version.id, found.id))
+    return copy
+
+
+def restore_results(
+    session: Session,
+    version_id: uuid.UUID,
+    model: str,
+    *,
+    keep_for: timedelta = result_history.DEFAULT_RETENTION,
+) -> tuple[ModelResult, ModelResultArchive, ModelResultArchive | None]:
+    """Put back the newest replaced or deleted results of ``model`` (name or id) on a version;
+    see :func:`app.services.catalog.result_history.restore`."""
+    version = get_version(session, version_id)
+    found = find_model(session, model)
+    if found is None:
+        raise NotFound(f"model {model!r} has no earlier results on benchmark {version_id}")
+    restored = result_history.restore(session, version.id, found.id, keep_for=keep_for)
+    idempotency.invalidate(session, idempotency.results_resource(version.id, found.id))
+    return restored
 
 
 class Matrix(NamedTuple):

@@ -1,9 +1,14 @@
-"""API keys: create (shown once), authenticate a bearer token, revoke.
+"""API keys: create (shown once), authenticate a bearer token, rotate, revoke; per-project roles.
 
 A key is ``bsk_<prefix>_<secret>``: the prefix (public) finds the row, the whole key is checked
 against its argon2id hash. Verified keys are remembered in-process by their sha256 (never the
-key itself) so bulk uploads do not pay for argon2 on every request; revocation still applies
-at once because the row is read on every request.
+key itself) so bulk uploads do not pay for argon2 on every request; revocation, expiry and the
+end of a rotation's grace period still apply at once because the row is read on every request.
+
+A key holds one role per project (``read`` < ``write`` < ``admin``, each including the ones
+before it) and may be an instance-wide admin (every role on every project). Rotation keeps the
+key's id, prefix and roles and gives it a new secret; the old secret stays valid for a grace
+period.
 """
 
 from __future__ import annotations
@@ -11,77 +16,151 @@ from __future__ import annotations
 import hashlib
 import secrets
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
+from types import MappingProxyType
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
-from app.db.models.access import ApiKey
+from app.db.models.access import ApiKey, KeyRole
 from app.db.repositories.access import ApiKeyRepository
 from app.errors import Forbidden, InvalidInput, NotFound, Unauthorized
+from app.services.platform import projects
 from app.services.platform.caching import BoundedCache
 
-SCOPES = ("read", "write", "admin")
-# each scope includes the ones before it: admin ⊃ write ⊃ read
-_RANK = {s: i for i, s in enumerate(SCOPES)}
+ROLES = ("read", "write", "admin")
+SCOPES = ROLES  # the pre-project name of the same ladder
+# each role includes the ones before it: admin ⊃ write ⊃ read
+_RANK = {s: i for i, s in enumerate(ROLES)}
 KEY_PREFIX = "bsk"
 _HASHER = PasswordHasher(time_cost=2, memory_cost=19 * 1024, parallelism=1)
 # sha256(key) -> the key_hash it was verified against (argon2 runs once per key and hash)
 _VERIFIED: BoundedCache[str, str] = BoundedCache(10_000)
 _LAST_USED_GRANULARITY = timedelta(minutes=1)
+DEFAULT_ROTATION_GRACE = timedelta(hours=24)
 BEARER = {"WWW-Authenticate": "Bearer"}
+
+_NO_ROLES: Mapping[uuid.UUID, str] = MappingProxyType({})
+
+
+def rank(role: str) -> int:
+    return _RANK.get(role, -1)
 
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: an API key (``id`` = key id) or ``anonymous`` when auth is disabled."""
+    """Who is calling: an API key (``id`` = key id) or ``anonymous`` when keys are disabled.
+
+    ``roles`` maps project id to the key's role there; ``project_names`` names those projects.
+    An ``instance_admin`` holds every role everywhere (the anonymous principal is one).
+    """
 
     id: str
     name: str
-    scopes: frozenset[str] = field(default_factory=frozenset)
+    roles: Mapping[uuid.UUID, str] = field(default_factory=lambda: _NO_ROLES)
+    project_names: Mapping[uuid.UUID, str] = field(default_factory=lambda: _NO_ROLES)
+    instance_admin: bool = False
 
-    def allows(self, scope: str) -> bool:
-        need = _RANK[scope]
-        return any(_RANK.get(s, -1) >= need for s in self.scopes)
+    def role_on(self, project_id: uuid.UUID) -> str | None:
+        return "admin" if self.instance_admin else self.roles.get(project_id)
+
+    def has(self, project_id: uuid.UUID, role: str) -> bool:
+        """Does the key hold ``role`` (or a higher one) on this project?"""
+        held = self.role_on(project_id)
+        return held is not None and rank(held) >= rank(role)
+
+    def allows(self, role: str) -> bool:
+        """Does the key hold ``role`` on at least one project (the check before a body is read)?
+        Every valid key may read (public-read projects; the target's project decides)."""
+        need = rank(role)
+        if need <= rank("read"):
+            return True
+        return self.instance_admin or any(rank(r) >= need for r in self.roles.values())
+
+    def projects_with(self, role: str) -> list[uuid.UUID]:
+        need = rank(role)
+        return [p for p, r in self.roles.items() if rank(r) >= need]
 
 
-ANONYMOUS = Principal(id="anonymous", name="anonymous", scopes=frozenset(SCOPES))
+ANONYMOUS = Principal(id="anonymous", name="anonymous", instance_admin=True)
 
 
-def _check_scopes(scopes: Sequence[str]) -> list[str]:
-    bad = [s for s in scopes if s not in _RANK]
-    if bad or not scopes:
+def check_role(role: str, *, field_name: str = "role") -> str:
+    if role not in _RANK:
         raise InvalidInput(
-            f"unknown scope(s) {bad}" if bad else "at least one scope is required",
-            field="scope",
-            message=f"choose from {', '.join(SCOPES)}",
+            f"unknown role {role!r}", field=field_name, message=f"choose from {', '.join(ROLES)}"
         )
-    return sorted(set(scopes), key=_RANK.__getitem__)
+    return role
 
 
-def create_key(session: Session, name: str, scopes: Sequence[str]) -> tuple[ApiKey, str]:
-    """Store a new key hashed and return ``(row, plaintext)``; the plaintext is never stored."""
+def _roles_by_project(
+    session: Session, roles: Mapping[str, str] | Sequence[str]
+) -> dict[uuid.UUID, str]:
+    """``{project name: role}``, or a bare list of roles (the pre-project form: the highest of
+    them on the ``default`` project), as ``{project id: role}``."""
+    if not isinstance(roles, Mapping):
+        bad = [s for s in roles if s not in _RANK]
+        if bad or not roles:
+            raise InvalidInput(
+                f"unknown role(s) {bad}" if bad else "at least one role is required",
+                field="role",
+                message=f"choose from {', '.join(ROLES)}",
+            )
+        roles = {projects.DEFAULT_PROJECT: max(roles, key=rank)}
+    out: dict[uuid.UUID, str] = {}
+    for project_name, role in roles.items():
+        project = (
+            projects.default_project(session)
+            if project_name == projects.DEFAULT_PROJECT
+            else projects.get_by_name(session, project_name)
+        )
+        out[project.id] = check_role(role)
+    return out
+
+
+def create_key(
+    session: Session,
+    name: str,
+    roles: Mapping[str, str] | Sequence[str],
+    *,
+    instance_admin: bool = False,
+    expires_at: datetime | None = None,
+) -> tuple[ApiKey, str]:
+    """Store a new key hashed and return ``(row, plaintext)``; the plaintext is never stored.
+
+    ``roles``: ``{project name: role}``; a plain list of roles means the ``default`` project.
+    An instance admin needs no roles.
+    """
+    by_project = _roles_by_project(session, roles) if roles or not instance_admin else {}
+    if expires_at is not None and expires_at <= utcnow():
+        raise InvalidInput("expires_at is in the past", field="expires_at")
     prefix = secrets.token_hex(6)
-    token = f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
+    token = _token(prefix)
     row = ApiKey(
         name=name,
         prefix=prefix,
         key_hash=_HASHER.hash(token),
-        scopes=_check_scopes(scopes),
+        instance_admin=instance_admin,
         revoked=False,
+        expires_at=expires_at,
     )
+    row.roles = [KeyRole(project_id=p, role=r) for p, r in by_project.items()]
     return ApiKeyRepository(session).add(row), token
+
+
+def _token(prefix: str) -> str:
+    return f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
 
 
 def list_keys(session: Session) -> Sequence[ApiKey]:
     return ApiKeyRepository(session).all()
 
 
-def revoke_key(session: Session, prefix_or_id: str) -> ApiKey:
+def find_key(session: Session, prefix_or_id: str) -> ApiKey:
     repo = ApiKeyRepository(session)
     row = repo.get_by_prefix(prefix_or_id)
     if row is None:
@@ -91,13 +170,80 @@ def revoke_key(session: Session, prefix_or_id: str) -> ApiKey:
             row = None
     if row is None:
         raise NotFound(f"no API key {prefix_or_id!r}")
+    return row
+
+
+def revoke_key(session: Session, prefix_or_id: str) -> ApiKey:
+    row = find_key(session, prefix_or_id)
     row.revoked = True
     session.flush()
     return row
 
 
+def rotate_key(
+    session: Session, prefix_or_id: str, *, grace: timedelta = DEFAULT_ROTATION_GRACE
+) -> tuple[ApiKey, str]:
+    """Give a key a new secret (same id, prefix and roles); the old secret keeps working for
+    ``grace`` (``timedelta(0)``: not at all). Returns ``(row, new plaintext)``."""
+    if grace < timedelta(0):
+        raise InvalidInput("the grace period cannot be negative", field="grace")
+    row = find_key(session, prefix_or_id)
+    if row.revoked:
+        raise InvalidInput(f"key {row.prefix!r} is revoked", field="key")
+    token = _token(row.prefix)
+    now = utcnow()
+    row.previous_key_hash = row.key_hash if grace > timedelta(0) else None
+    row.previous_valid_until = now + grace if grace > timedelta(0) else None
+    row.key_hash = _HASHER.hash(token)
+    row.rotated_at = now
+    session.flush()
+    return row, token
+
+
+def set_roles(session: Session, row: ApiKey, roles: Mapping[str, str]) -> ApiKey:
+    """Grant (or change) the key's role on each named project."""
+    by_project = _roles_by_project(session, roles)
+    current = {r.project_id: r for r in row.roles}
+    for project_id, role in by_project.items():
+        if project_id in current:
+            current[project_id].role = role
+        else:
+            row.roles.append(KeyRole(project_id=project_id, role=role))
+    session.flush()
+    return row
+
+
+def _verify(row: ApiKey, token: str, now: datetime) -> bool:
+    """Is ``token`` the key's secret (or its previous one, inside the rotation grace)?"""
+    hashes = [row.key_hash]
+    if row.previous_key_hash and row.previous_valid_until and now < row.previous_valid_until:
+        hashes.append(row.previous_key_hash)
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    if _VERIFIED.get(digest) in hashes:
+        return True
+    for stored in hashes:
+        try:
+            _HASHER.verify(stored, token)
+        except (VerificationError, InvalidHashError):
+            continue
+        _VERIFIED.put(digest, stored)
+        return True
+    return False
+
+
+def principal_for(row: ApiKey) -> Principal:
+    return Principal(
+        id=str(row.id),
+        name=row.name,
+        roles=MappingProxyType({r.project_id: r.role for r in row.roles}),
+        project_names=MappingProxyType({r.project_id: r.project.name for r in row.roles}),
+        instance_admin=bool(row.instance_admin),
+    )
+
+
 def authenticate(session: Session, token: str | None) -> Principal:
-    """The principal for a bearer token; ``Unauthorized`` when missing, unknown or revoked."""
+    """The principal for a bearer token; ``Unauthorized`` when missing, unknown, revoked,
+    expired, or a rotated-out secret past its grace period."""
     if not token:
         raise Unauthorized("missing API key (Authorization: Bearer <key>)", headers=BEARER)
     parts = token.split("_", 2)
@@ -106,22 +252,35 @@ def authenticate(session: Session, token: str | None) -> Principal:
     row = ApiKeyRepository(session).get_by_prefix(parts[1])
     if row is None or row.revoked:
         raise Unauthorized("invalid or revoked API key", headers=BEARER)
-    digest = hashlib.sha256(token.encode()).hexdigest()
-    known = _VERIFIED.get(digest) == row.key_hash
-    if not known:
-        try:
-            _HASHER.verify(row.key_hash, token)
-        except (VerificationError, InvalidHashError):
-            raise Unauthorized("invalid API key", headers=BEARER) from None
-        _VERIFIED.put(digest, row.key_hash)
     now = utcnow()
+    if row.expires_at is not None and now >= row.expires_at:
+        raise Unauthorized("this API key has expired", headers=BEARER)
+    if not _verify(row, token, now):
+        raise Unauthorized("invalid API key", headers=BEARER)
     if row.last_used_at is None or now - row.last_used_at > _LAST_USED_GRANULARITY:
         row.last_used_at = now
         session.flush()
-    return Principal(id=str(row.id), name=row.name, scopes=frozenset(row.scopes))
+    return principal_for(row)
 
 
-def require(principal: Principal, scope: str) -> Principal:
-    if not principal.allows(scope):
-        raise Forbidden(f"this API key lacks the {scope!r} scope")
+def require(principal: Principal, role: str) -> Principal:
+    """403 unless the key holds ``role`` on at least one project."""
+    if not principal.allows(role):
+        raise Forbidden(f"this API key has no {role!r} role on any project")
     return principal
+
+
+def describe_roles(row: ApiKey) -> list[str]:
+    """``project:role`` per project (``*:admin`` for an instance admin), sorted."""
+    out = sorted(f"{r.project.name}:{r.role}" for r in row.roles)
+    return (["*:admin"] if row.instance_admin else []) + out
+
+
+def roles_from_pairs(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """``[(project, role), ...]`` as a mapping; 422 naming ``project`` when one repeats."""
+    out: dict[str, str] = {}
+    for project, role in pairs:
+        if project in out:
+            raise InvalidInput(f"project {project!r} given twice", field="project")
+        out[project] = check_role(role)
+    return out

@@ -1,0 +1,164 @@
+"""Which project owns a target: a benchmark version, or a subset, session, analysis or job
+addressed by its id (through the benchmark version it was built on).
+
+Each ``*_owner`` returns ``(version or None, project)`` and raises exactly the ``NotFound``
+the target's own endpoint raises when it does not exist, so a caller that may not read the
+project can be given the same answer (no existence leak).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.db.models import BenchmarkVersion, Project
+from app.db.repositories import JobRepository
+from app.db.repositories.analyses import AnalysisRepository
+from app.db.repositories.benchmarks import BenchmarkVersionRepository
+from app.db.repositories.sessions import EvaluationSessionRepository
+from app.db.repositories.subsets import SubsetRepository
+from app.errors import NotFound
+from app.services.catalog.benchmark_refs import missing, owner_project, resolve_version
+from app.services.platform import audit
+from app.services.platform.access import can_read, check_read, check_role
+from app.services.platform.audit import Actor
+from app.services.platform.keys import Principal
+from app.services.platform.projects import default_project
+
+# the params key naming a job's benchmark version, by kind family (older irt jobs: benchmark_id)
+_JOB_VERSION_KEYS = ("benchmark_version_id", "version_id", "benchmark_id")
+
+
+def version_project(version: BenchmarkVersion) -> Project:
+    return version.benchmark.project
+
+
+def _version(session: Session, version_id: uuid.UUID | str | None) -> BenchmarkVersion | None:
+    try:
+        vid = uuid.UUID(str(version_id))
+    except ValueError:
+        return None
+    return BenchmarkVersionRepository(session).get(vid)
+
+
+def subset_not_found(subset_id: str) -> NotFound:
+    return NotFound(f"subset {subset_id} does not exist")
+
+
+def subset_owner(session: Session, subset_id: str) -> tuple[BenchmarkVersion, Project]:
+    row = SubsetRepository(session).get(subset_id) if "\x00" not in subset_id else None
+    version = _version(session, row.benchmark_version_id) if row is not None else None
+    if version is None:
+        raise subset_not_found(subset_id)
+    return version, version_project(version)
+
+
+def session_not_found(session_id: uuid.UUID) -> NotFound:
+    return NotFound(f"evaluation session {session_id} does not exist")
+
+
+def session_owner(session: Session, session_id: uuid.UUID) -> tuple[BenchmarkVersion, Project]:
+    row = EvaluationSessionRepository(session).get(session_id)
+    version = _version(session, row.benchmark_version_id) if row is not None else None
+    if version is None:
+        raise session_not_found(session_id)
+    return version, version_project(version)
+
+
+def analysis_not_found(analysis_id: uuid.UUID) -> NotFound:
+    return NotFound(f"analysis {analysis_id} does not exist")
+
+
+def analysis_owner(session: Session, analysis_id: uuid.UUID) -> tuple[BenchmarkVersion, Project]:
+    row = AnalysisRepository(session).get(analysis_id)
+    version = _version(session, row.benchmark_version_id) if row is not None else None
+    if version is None:
+        raise analysis_not_found(analysis_id)
+    return version, version_project(version)
+
+
+def job_params_version(session: Session, params: dict[str, Any]) -> BenchmarkVersion | None:
+    """The benchmark version a job's params name, if any (``ping`` names none)."""
+    for key in _JOB_VERSION_KEYS:
+        if params.get(key):
+            return _version(session, params[key])
+    return None
+
+
+def job_not_found(job_id: uuid.UUID) -> NotFound:
+    return NotFound(f"job {job_id} does not exist")
+
+
+def job_owner(session: Session, job_id: uuid.UUID) -> tuple[BenchmarkVersion | None, Project]:
+    """A job's version and project; jobs on no benchmark (``ping``) belong to ``default``."""
+    job = JobRepository(session).get(job_id)
+    if job is None:
+        raise job_not_found(job_id)
+    version = job_params_version(session, job.params or {})
+    return version, version_project(version) if version is not None else default_project(session)
+
+
+def record_write(
+    session: Session,
+    actor: Actor,
+    action: str,
+    version: BenchmarkVersion,
+    summary: Mapping[str, Any] | None = None,
+    **target: Any,
+) -> None:
+    """Append the audit row of a write on ``version`` (its project, benchmark and version in
+    the target, plus ``target``'s extra keys)."""
+    audit.record(
+        session,
+        actor,
+        action,
+        project=version_project(version),
+        benchmark_id=version.benchmark_id,
+        target={"benchmark": version.benchmark.name, "version": version.version, **target},
+        summary=summary,
+    )
+
+
+def readable_version(session: Session, principal: Principal, ref: str) -> BenchmarkVersion:
+    """The version ``ref`` names, when the caller may read its project; otherwise exactly the
+    404 a missing benchmark gives (retired versions of hidden benchmarks included)."""
+    try:
+        version = resolve_version(session, ref)
+    except NotFound:
+        owner = owner_project(session, ref)
+        if owner is not None and not can_read(principal, owner):
+            raise missing(ref) from None
+        raise
+    check_read(principal, version_project(version), lambda: missing(ref))
+    return version
+
+
+def check_readable(
+    session: Session, principal: Principal, kind: str, target_id: uuid.UUID | str
+) -> Project:
+    """The project of a subset/session/analysis/job the caller may read (else its 404)."""
+    owner, not_found = _BY_ID[kind]
+    _, project = owner(session, target_id)
+    check_read(principal, project, lambda: not_found(target_id))
+    return project
+
+
+def check_writable(
+    session: Session, principal: Principal, kind: str, target_id: uuid.UUID | str
+) -> Project:
+    """The project of a subset/session/job the caller may write (else 403 naming it)."""
+    owner, _ = _BY_ID[kind]
+    _, project = owner(session, target_id)
+    check_role(principal, project, "write")
+    return project
+
+
+_BY_ID: dict[str, tuple[Any, Any]] = {
+    "subset": (subset_owner, subset_not_found),
+    "session": (session_owner, session_not_found),
+    "analysis": (analysis_owner, analysis_not_found),
+    "job": (job_owner, job_not_found),
+}
