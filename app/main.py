@@ -15,6 +15,7 @@ from app.api.middleware import BodySizeLimit
 from app.api.openapi_links import install_openapi_links
 from app.api.routes import (
     analyses,
+    audit,
     benchmarks,
     health,
     items,
@@ -86,6 +87,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(leaderboards.router, prefix=API_PREFIX)
     app.include_router(sessions.router, prefix=API_PREFIX)
     app.include_router(items.router, prefix=API_PREFIX)
+    app.include_router(audit.router, prefix=API_PREFIX)
     install_web(app)  # read-only browser view under /ui (not in the OpenAPI schema)
     install_problem_openapi(app)
     install_openapi_links(app)  # stateful workflows (create session -> post batch -> get)

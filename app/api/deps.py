@@ -3,18 +3,26 @@ commit on success (then run after-commit hooks such as enqueueing), rollback on 
 
 from __future__ import annotations
 
+import re
+import uuid
 from collections.abc import Callable, Iterator
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Path, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
-from app.db.models import BenchmarkVersion
+from app.db.models import BenchmarkVersion, Project
 from app.db.session import pop_after_commit
 from app.queue import JobQueue
+from app.services.catalog import ownership
 from app.services.catalog.benchmark_refs import resolve_version
+from app.services.catalog.benchmarks import creation_project
+from app.services.platform.access import check_role
+from app.services.platform.audit import Actor
 from app.services.platform.keys import ANONYMOUS, Principal, authenticate, require
+from app.services.platform.projects import default_project
 from app.settings import Settings
 
 
@@ -74,9 +82,27 @@ def get_principal(
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 
 
-def require_scope(scope: str) -> Callable[[Principal], Principal]:
-    """Dependency factory: 401 without a valid key, 403 when the key lacks ``scope``."""
+F = TypeVar("F", bound=Callable[..., Any])
 
+
+def needs(role: str, where: str) -> Callable[[F], F]:
+    """Tag a dependency with the project role it enforces and where the project comes from
+    (``any``: some project, before the body is read; ``benchmark``, ``subset``, ... : the
+    target's project; ``body``: the project the request names). tests/api/test_write_roles.py
+    reads the tags of every write route."""
+
+    def tag(fn: F) -> F:
+        fn.project_role = (role, where)  # type: ignore[attr-defined]
+        return fn
+
+    return tag
+
+
+def require_scope(scope: str) -> Callable[[Principal], Principal]:
+    """Dependency factory: 401 without a valid key, 403 when the key holds ``scope`` on no
+    project (checked before the body is read; the target's project is checked after)."""
+
+    @needs(scope, "any")
     def dependency(principal: PrincipalDep) -> Principal:
         return require(principal, scope)
 
@@ -87,6 +113,24 @@ def require_scope(scope: str) -> Callable[[Principal], Principal]:
 ReadPrincipal = Annotated[Principal, Depends(require_scope("read"))]
 WritePrincipal = Annotated[Principal, Depends(require_scope("write"))]
 AdminPrincipal = Annotated[Principal, Depends(require_scope("admin"))]
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+
+
+def get_request_id(request: Request) -> str:
+    """The caller's ``X-Request-ID`` when it is a short token, else a new one."""
+    given = request.headers.get("x-request-id", "")
+    return given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+
+
+def get_actor(
+    principal: PrincipalDep, request_id: Annotated[str, Depends(get_request_id)]
+) -> Actor:
+    """Who writes, for the audit trail."""
+    return Actor(principal=principal, request_id=request_id)
+
+
+ActorDep = Annotated[Actor, Depends(get_actor)]
 
 
 BenchmarkRef = Annotated[
@@ -100,14 +144,129 @@ BenchmarkRef = Annotated[
 ]
 
 
+@needs("read", "benchmark")
 def get_benchmark_version(
-    _: ReadPrincipal, benchmark: BenchmarkRef, session: SessionDep
+    principal: ReadPrincipal, benchmark: BenchmarkRef, session: SessionDep
 ) -> BenchmarkVersion:
     """The version a ``{benchmark}`` path segment names: a version id, a name or ``name@vN``.
 
     Authenticated first (read scope, shared with the route's own principal dependency): a caller
-    without a key gets 401 whatever the parameter order, never a 404 revealing what exists."""
-    return resolve_version(session, benchmark)
+    without a key gets 401 whatever the parameter order, never a 404 revealing what exists; a
+    benchmark of a project the key may not read is a 404 like a missing one."""
+    return ownership.readable_version(session, principal, benchmark)
+
+
+@needs("write", "benchmark")
+def get_writable_version(
+    principal: WritePrincipal, benchmark: BenchmarkRef, session: SessionDep
+) -> BenchmarkVersion:
+    """The ``{benchmark}`` version, when the key holds ``write`` on its project (else 403
+    naming the project; 404 when it does not exist)."""
+    version = resolve_version(session, benchmark)
+    check_role(principal, ownership.version_project(version), "write")
+    return version
+
+
+@needs("admin", "benchmark")
+def get_administered_version(
+    principal: AdminPrincipal, benchmark: BenchmarkRef, session: SessionDep
+) -> BenchmarkVersion:
+    """Any ``{benchmark}`` version, retired ones too, when the key is admin of its project."""
+    version = resolve_version(session, benchmark, include_retired=True)
+    check_role(principal, ownership.version_project(version), "admin")
+    return version
 
 
 BenchmarkVersionDep = Annotated[BenchmarkVersion, Depends(get_benchmark_version)]
+WritableVersionDep = Annotated[BenchmarkVersion, Depends(get_writable_version)]
+AdministeredVersionDep = Annotated[BenchmarkVersion, Depends(get_administered_version)]
+
+
+# --- targets addressed by id: the project of the benchmark version they were built on --------
+
+
+@needs("read", "subset")
+async def readable_subset(
+    principal: ReadPrincipal, subset_id: str, session: SessionDep
+) -> Project | None:
+    """An instance admin (everyone, with keys disabled) may read any subset: no lookup, no
+    thread hop, so the route's cached rendering is still answered on the event loop."""
+    if principal.instance_admin:
+        return None
+    return await run_in_threadpool(
+        ownership.check_readable, session, principal, "subset", subset_id
+    )
+
+
+@needs("write", "subset")
+def writable_subset(principal: WritePrincipal, subset_id: str, session: SessionDep) -> Project:
+    return ownership.check_writable(session, principal, "subset", subset_id)
+
+
+@needs("read", "session")
+def readable_session(
+    principal: ReadPrincipal, session_id: uuid.UUID, session: SessionDep
+) -> Project:
+    return ownership.check_readable(session, principal, "session", session_id)
+
+
+@needs("write", "session")
+def writable_session(
+    principal: WritePrincipal, session_id: uuid.UUID, session: SessionDep
+) -> Project:
+    return ownership.check_writable(session, principal, "session", session_id)
+
+
+@needs("read", "analysis")
+def readable_analysis(
+    principal: ReadPrincipal, analysis_id: uuid.UUID, session: SessionDep
+) -> Project:
+    return ownership.check_readable(session, principal, "analysis", analysis_id)
+
+
+@needs("read", "job")
+def readable_job(principal: ReadPrincipal, job_id: uuid.UUID, session: SessionDep) -> Project:
+    return ownership.check_readable(session, principal, "job", job_id)
+
+
+@needs("write", "job")
+def writable_job(principal: WritePrincipal, job_id: uuid.UUID, session: SessionDep) -> Project:
+    return ownership.check_writable(session, principal, "job", job_id)
+
+
+ReadableSubset = Annotated[Project | None, Depends(readable_subset)]
+WritableSubset = Annotated[Project, Depends(writable_subset)]
+ReadableSession = Annotated[Project, Depends(readable_session)]
+WritableSession = Annotated[Project, Depends(writable_session)]
+ReadableAnalysis = Annotated[Project, Depends(readable_analysis)]
+ReadableJob = Annotated[Project, Depends(readable_job)]
+WritableJob = Annotated[Project, Depends(writable_job)]
+
+
+class ProjectChooser:
+    """Picks and checks the project a new benchmark version (or job) is created in."""
+
+    def __init__(self, session: Session, principal: Principal) -> None:
+        self.session = session
+        self.principal = principal
+
+    def for_benchmark(self, name: str, requested: str | None) -> Project:
+        return creation_project(self.session, self.principal, name, requested)
+
+    def for_job(self, params: dict[str, Any]) -> Project:
+        version = ownership.job_params_version(self.session, params)
+        project = (
+            ownership.version_project(version)
+            if version is not None
+            else default_project(self.session)
+        )
+        check_role(self.principal, project, "write")
+        return project
+
+
+@needs("write", "body")
+def get_project_chooser(principal: WritePrincipal, session: SessionDep) -> ProjectChooser:
+    return ProjectChooser(session, principal)
+
+
+ProjectChooserDep = Annotated[ProjectChooser, Depends(get_project_chooser)]

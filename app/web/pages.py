@@ -30,6 +30,7 @@ from app.schemas.sessions import SessionSummary
 from app.services.catalog import matrices
 from app.services.catalog.benchmarks import item_index
 from app.services.evaluation import lifecycle as session_lifecycle
+from app.services.platform.access import Visibility
 from app.services.platform.caching import BoundedCache
 from app.services.ranking import leaderboards
 from app.services.reliability import analyses as analyses_service
@@ -74,9 +75,12 @@ class BenchmarkRow:
     last_analysis: LastAnalysis | None
 
 
-def benchmarks_overview(session: Session) -> list[BenchmarkRow]:
-    """One row per benchmark (its latest version), by name."""
-    versions = BenchmarkVersionRepository(session).page(limit=MAX_BENCHMARK_VERSIONS)
+def benchmarks_overview(session: Session, visible: Visibility | None = None) -> list[BenchmarkRow]:
+    """One row per benchmark the caller may read (its latest version), by name."""
+    versions = BenchmarkVersionRepository(session).page(
+        limit=MAX_BENCHMARK_VERSIONS,
+        project_ids=None if visible is None or visible.everything else visible.project_ids,
+    )
     latest: dict[str, BenchmarkVersion] = {}
     count: dict[str, int] = {}
     for v in versions:

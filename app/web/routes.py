@@ -18,7 +18,8 @@ from markupsafe import Markup
 from app import formatting
 from app.api.deps import SessionDep
 from app.errors import DomainError, InvalidInput, NotFound, Unauthorized
-from app.services.catalog.benchmark_refs import resolve_version
+from app.services.catalog.ownership import check_readable, readable_version
+from app.services.platform.access import visibility
 from app.services.platform.caching import BoundedCache
 from app.services.platform.keys import authenticate, require
 from app.services.reliability import analyses as analyses_service
@@ -85,8 +86,8 @@ def _int(raw: str | None, name: str) -> int | None:
 @router.get("/", name="ui_index")
 def index(request: Request, session: SessionDep) -> Response:
     try:
-        security.page_principal(request, session)
-        rows = pages.benchmarks_overview(session)
+        principal = security.page_principal(request, session)
+        rows = pages.benchmarks_overview(session, visibility(principal))
     except DomainError as exc:
         return error_page(request, exc)
     return render(request, "index.html", {"title": "Benchmarks", "rows": rows})
@@ -102,8 +103,8 @@ def benchmark(
     all: str | None = None,
 ) -> Response:
     try:
-        security.page_principal(request, session)
-        version = resolve_version(session, benchmark)
+        principal = security.page_principal(request, session)
+        version = readable_version(session, principal, benchmark)
         query = pages.BenchmarkQuery.of(q, sort, show_all=all == "1")
         stamp = pages.benchmark_stamp(session, version)
         key = (version.id, stamp, benchmark, query)
@@ -136,8 +137,8 @@ def pair(
     method: str | None = None,
 ) -> Response:
     try:
-        security.page_principal(request, session)
-        version = resolve_version(session, benchmark)
+        principal = security.page_principal(request, session)
+        version = readable_version(session, principal, benchmark)
         view = page_views.pair_view(
             session, version, model_a=model_a, model_b=model_b, size=size, method=method
         )
@@ -152,8 +153,10 @@ def analysis(
     request: Request, analysis_id: str, session: SessionDep, n: str | None = None
 ) -> Response:
     try:
-        security.page_principal(request, session)
-        row = analyses_service.get_analysis(session, _uuid(analysis_id, "analysis"))
+        principal = security.page_principal(request, session)
+        analysis_uuid = _uuid(analysis_id, "analysis")
+        check_readable(session, principal, "analysis", analysis_uuid)
+        row = analyses_service.get_analysis(session, analysis_uuid)
         public = analyses_service.to_public(row)
         size = _int(n, "n")
         plots = None
@@ -179,7 +182,8 @@ def analysis(
 @router.get("/subsets/{subset_id}", name="ui_subset")
 def subset(request: Request, subset_id: str, session: SessionDep) -> Response:
     try:
-        security.page_principal(request, session)
+        principal = security.page_principal(request, session)
+        check_readable(session, principal, "subset", subset_id)
         view = page_views.subset_view(session, subset_id)
     except DomainError as exc:
         return error_page(request, exc)
@@ -189,7 +193,8 @@ def subset(request: Request, subset_id: str, session: SessionDep) -> Response:
 @router.get("/subsets/{subset_id}/download/{fmt}", name="ui_subset_download")
 def subset_download(request: Request, subset_id: str, fmt: str, session: SessionDep) -> Response:
     try:
-        security.page_principal(request, session)
+        principal = security.page_principal(request, session)
+        check_readable(session, principal, "subset", subset_id)
         data, media_type = page_views.subset_export(session, subset_id, fmt)
     except DomainError as exc:
         return error_page(request, exc)
@@ -205,11 +210,11 @@ def subset_download(request: Request, subset_id: str, fmt: str, session: Session
 @router.get("/sessions/{session_id}", name="ui_session")
 def evaluation_session(request: Request, session_id: str, session: SessionDep) -> Response:
     try:
-        security.page_principal(request, session)
+        principal = security.page_principal(request, session)
+        session_uuid = _uuid(session_id, "evaluation session")
+        check_readable(session, principal, "session", session_uuid)
         view = page_views.session_view(
-            session,
-            _uuid(session_id, "evaluation session"),
-            idle_hours=request.app.state.settings.session_idle_hours,
+            session, session_uuid, idle_hours=request.app.state.settings.session_idle_hours
         )
     except DomainError as exc:
         return error_page(request, exc)

@@ -8,11 +8,13 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Response, status
 
 from app.api.deps import (
+    ActorDep,
     BenchmarkVersionDep,
     JobQueueDep,
+    ReadableAnalysis,
     ReadPrincipal,
     SessionDep,
-    WritePrincipal,
+    WritableVersionDep,
 )
 from app.api.errors import INVALID, NOT_FOUND, UNAVAILABLE, problem
 from app.api.responses import AUTH
@@ -20,6 +22,7 @@ from app.enums import JobStatus
 from app.queue import enqueue_job_after_commit
 from app.schemas.analyses import AnalysisCreate, AnalysisPage, AnalysisPublic
 from app.services.catalog.benchmarks import get_version
+from app.services.catalog.ownership import record_write
 from app.services.platform import jobs as job_service
 from app.services.reliability import analyses as service
 from app.services.reliability import plots
@@ -50,8 +53,8 @@ def _image(description: str) -> dict:
     name="create_analysis",
 )
 def create_analysis(
-    _: WritePrincipal,
-    version: BenchmarkVersionDep,
+    version: WritableVersionDep,
+    actor: ActorDep,
     body: AnalysisCreate,
     session: SessionDep,
     queue: JobQueueDep,
@@ -64,6 +67,8 @@ def create_analysis(
     `n_sources + n_targets` above the model count are 422s naming the field.
     """
     analysis = service.create_analysis(session, version.id, body)
+    summary = {"analysis": str(analysis.id), "job": str(analysis.job_id)}
+    record_write(session, actor, "analysis.create", version, summary)
     if job_service.take_created(session, analysis.job_id):  # else an identical one's is queued
         enqueue_job_after_commit(session, queue, analysis.job_id)
     response.headers["Location"] = f"/v1/analyses/{analysis.id}"
@@ -94,7 +99,9 @@ def list_analyses(
     responses={**NOT_FOUND, **AUTH},
     name="get_analysis",
 )
-def get_analysis(analysis_id: uuid.UUID, session: SessionDep, _: ReadPrincipal) -> AnalysisPublic:
+def get_analysis(
+    analysis_id: uuid.UUID, session: SessionDep, _: ReadableAnalysis
+) -> AnalysisPublic:
     """Status and progress; once succeeded the MDAD table (method x n x split, with CIs),
     the agreement curves, estimation error, Kendall tau and the recommendation."""
     row = service.get_analysis(session, analysis_id)
@@ -111,7 +118,7 @@ def plot_mdad(
     analysis_id: uuid.UUID,
     fmt: Format,
     session: SessionDep,
-    _: ReadPrincipal,
+    _: ReadableAnalysis,
     split: Annotated[Literal["seen", "unseen"], Query()] = "seen",
 ) -> Response:
     """MDAD (accuracy points) against subset size, log x, one line per method with CI bands."""
@@ -136,7 +143,7 @@ def plot_agreement(
     analysis_id: uuid.UUID,
     fmt: Format,
     session: SessionDep,
-    _: ReadPrincipal,
+    _: ReadableAnalysis,
     method: Annotated[str | None, Query(description="default: the first method")] = None,
     n: Annotated[int | None, Query(description="one size (default: every size)")] = None,
     split: Annotated[Literal["seen", "unseen"], Query()] = "seen",

@@ -2,25 +2,35 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response, status
 
-from app.api.deps import BenchmarkVersionDep, ReadPrincipal, SessionDep, WritePrincipal
+from app.api.deps import (
+    ActorDep,
+    AdministeredVersionDep,
+    BenchmarkVersionDep,
+    ProjectChooserDep,
+    ReadPrincipal,
+    SessionDep,
+    WritePrincipal,
+)
 from app.api.errors import INVALID, NOT_FOUND
 from app.api.responses import AUTH, UNSUPPORTED
 from app.api.uploads import FILE_SCHEMA, MULTIPART_SCHEMA, UploadDep, request_body
 from app.schemas.benchmarks import (
     NAME_PATTERN,
     NO_NUL,
+    PROJECT_PATTERN,
     BenchmarkCreate,
     BenchmarkDetail,
     BenchmarkPage,
     BenchmarkPublic,
 )
 from app.services.catalog import benchmarks as service
+from app.services.catalog.ownership import record_write
 from app.services.catalog.uploads import ParseOptions, parse_sample_logs
+from app.services.platform.access import visibility
 
 router = APIRouter(prefix="/benchmarks", tags=["benchmarks"])
 
@@ -32,9 +42,13 @@ EXISTING = {
 }
 
 
-def _created(response: Response, version_id: uuid.UUID, created: bool) -> None:
+def _created(
+    session: SessionDep, actor: ActorDep, response: Response, version, created: bool
+) -> None:
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
-    response.headers["Location"] = f"/v1/benchmarks/{version_id}"
+    response.headers["Location"] = f"/v1/benchmarks/{version.id}"
+    summary = {"created": created, "n_items": version.n_items}
+    record_write(session, actor, "benchmark.create_version", version, summary)
 
 
 @router.post(
@@ -45,15 +59,22 @@ def _created(response: Response, version_id: uuid.UUID, created: bool) -> None:
     name="create_benchmark",
 )
 def create_benchmark(
-    body: BenchmarkCreate, session: SessionDep, response: Response, _: WritePrincipal
+    body: BenchmarkCreate,
+    session: SessionDep,
+    response: Response,
+    chooser: ProjectChooserDep,
+    actor: ActorDep,
 ) -> BenchmarkPublic:
     """Create a benchmark version from an ordered item list.
 
     The list's content hash identifies the version: posting the same items again returns the
     existing version (200); a changed list under the same name creates the next version (201).
+    A new name goes to `project` (default: the key's only writable project); a name owned by
+    a project needs `write` there (403 naming it).
     """
-    version, created = service.create_benchmark(session, body)
-    _created(response, version.id, created)
+    project = chooser.for_benchmark(body.name, body.project)
+    version, created = service.create_benchmark(session, body, project)
+    _created(session, actor, response, version, created)
     return service.public(session, version)
 
 
@@ -78,6 +99,8 @@ def create_benchmark_from_samples(
     upload: UploadDep,
     session: SessionDep,
     response: Response,
+    chooser: ProjectChooserDep,
+    actor: ActorDep,
     name: Annotated[str, Query(min_length=1, max_length=200, pattern=NAME_PATTERN)],
     subtask: Annotated[
         Literal["task", "subject"],
@@ -92,29 +115,49 @@ def create_benchmark_from_samples(
         Query(description="doc field used by subtask=subject (default subject/category)"),
     ] = None,
     description: Annotated[str | None, Query(max_length=2000, pattern=NO_NUL)] = None,
+    project: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=100,
+            pattern=PROJECT_PATTERN,
+            description="Project of a new benchmark (default: the key's only writable project)",
+        ),
+    ] = None,
 ) -> BenchmarkPublic:
     """Create a benchmark whose items are a sample log's `doc_hash`es (in `doc_id` order)."""
+    owner = chooser.for_benchmark(name, project)
     opts = ParseOptions(task=task, item_key=item_key, subject_field=subject_field)
     parsed = parse_sample_logs(upload, opts)
     version, created = service.create_from_samples(
-        session, name, parsed, subtask=subtask, description=description
+        session, name, parsed, subtask=subtask, description=description, project=owner
     )
-    _created(response, version.id, created)
+    _created(session, actor, response, version, created)
     return service.public(session, version)
 
 
 @router.get("", response_model=BenchmarkPage, responses={**INVALID, **AUTH}, name="list_benchmarks")
 def list_benchmarks(
     session: SessionDep,
-    _: ReadPrincipal,
+    principal: ReadPrincipal,
     limit: Annotated[int, Query(ge=1, le=service.MAX_PAGE)] = 50,
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
     name: Annotated[
         str | None, Query(pattern=NO_NUL, description="only versions of this benchmark")
     ] = None,
+    project: Annotated[
+        str | None, Query(pattern=NO_NUL, max_length=100, description="only this project's")
+    ] = None,
 ) -> BenchmarkPage:
-    """Benchmark versions, newest first (cursor pagination)."""
-    return service.list_benchmarks(session, limit=limit, cursor=cursor, name=name)
+    """Benchmark versions the key may read, newest first (cursor pagination)."""
+    return service.list_benchmarks(
+        session,
+        limit=limit,
+        cursor=cursor,
+        name=name,
+        visible=visibility(principal),
+        project=project,
+    )
 
 
 @router.get(
@@ -130,3 +173,40 @@ def get_benchmark(
 
     `{benchmark}` is a version id, a name (its latest version) or `name@vN`."""
     return service.describe(session, version.id)
+
+
+def _retire(
+    session: SessionDep, actor: ActorDep, version: AdministeredVersionDep, retired: bool
+) -> BenchmarkPublic:
+    changed = service.set_retired(session, version, retired)
+    action = "benchmark.retire" if retired else "benchmark.unretire"
+    record_write(session, actor, action, version, {"changed": changed})
+    return service.public(session, version)
+
+
+@router.post(
+    "/{benchmark}/retire",
+    response_model=BenchmarkPublic,
+    responses={**NOT_FOUND, **AUTH},
+    name="retire_benchmark_version",
+)
+def retire_benchmark_version(
+    version: AdministeredVersionDep, session: SessionDep, actor: ActorDep
+) -> BenchmarkPublic:
+    """Hide this version from name resolution (`name` then means the newest version that is
+    not retired; `name@vN` is a 404); its results stay and its id still works. Needs `admin`
+    on the project."""
+    return _retire(session, actor, version, True)
+
+
+@router.post(
+    "/{benchmark}/unretire",
+    response_model=BenchmarkPublic,
+    responses={**NOT_FOUND, **AUTH},
+    name="unretire_benchmark_version",
+)
+def unretire_benchmark_version(
+    version: AdministeredVersionDep, session: SessionDep, actor: ActorDep
+) -> BenchmarkPublic:
+    """Make a retired version resolvable by name again (`{benchmark}`: its id or `name@vN`)."""
+    return _retire(session, actor, version, False)

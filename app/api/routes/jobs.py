@@ -4,12 +4,20 @@ import uuid
 
 from fastapi import APIRouter, Response, status
 
-from app.api.deps import JobQueueDep, ReadPrincipal, SessionDep, WritePrincipal
+from app.api.deps import (
+    ActorDep,
+    JobQueueDep,
+    ProjectChooserDep,
+    ReadableJob,
+    SessionDep,
+    WritableJob,
+)
 from app.api.errors import CONFLICT, INVALID, NOT_FOUND, UNAVAILABLE
 from app.api.responses import AUTH
 from app.queue import enqueue_job_after_commit
 from app.schemas.jobs import JobCreate, JobPublic
 from app.services.job_kinds import submit_job
+from app.services.platform import audit
 from app.services.platform import jobs as job_service
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -27,20 +35,26 @@ def create_job(
     session: SessionDep,
     queue: JobQueueDep,
     response: Response,
-    _: WritePrincipal,
+    chooser: ProjectChooserDep,
+    actor: ActorDep,
 ) -> JobPublic:
     """Queue a job (built-in kind: `ping`). Poll the URL in `Location` for its status.
 
+    A job on a benchmark version needs `write` on its project (a `ping`: on `default`).
     If the broker is down, the job is marked `failed` and the answer is 503 with Retry-After.
     """
     job = submit_job(session, body.kind, body.params, body.seed)
+    project = chooser.for_job(job.params)
+    audit.record(
+        session, actor, "job.create", project=project, target={"job": job.id, "kind": job.kind}
+    )
     enqueue_job_after_commit(session, queue, job.id)
     response.headers["Location"] = f"/v1/jobs/{job.id}"
     return JobPublic.from_job(job)
 
 
 @router.get("/{job_id}", response_model=JobPublic, responses={**NOT_FOUND, **AUTH}, name="get_job")
-def get_job(job_id: uuid.UUID, session: SessionDep, _: ReadPrincipal) -> JobPublic:
+def get_job(job_id: uuid.UUID, session: SessionDep, _: ReadableJob) -> JobPublic:
     return JobPublic.from_job(job_service.get_job(session, job_id))
 
 
@@ -50,6 +64,18 @@ def get_job(job_id: uuid.UUID, session: SessionDep, _: ReadPrincipal) -> JobPubl
     responses={**NOT_FOUND, **CONFLICT, **AUTH},
     name="cancel_job",
 )
-def cancel_job(job_id: uuid.UUID, session: SessionDep, _: WritePrincipal) -> JobPublic:
-    """Cancel a queued job at once, or ask a running one to stop at its next progress report."""
-    return JobPublic.from_job(job_service.cancel_job(session, job_id))
+def cancel_job(
+    job_id: uuid.UUID, session: SessionDep, project: WritableJob, actor: ActorDep
+) -> JobPublic:
+    """Cancel a queued job at once, or ask a running one to stop at its next progress report.
+    Needs `write` on the project of the job's benchmark."""
+    job = job_service.cancel_job(session, job_id)
+    audit.record(
+        session,
+        actor,
+        "job.cancel",
+        project=project,
+        target={"job": job.id, "kind": job.kind},
+        summary={"status": job.status.value, "cancel_requested": job.cancel_requested},
+    )
+    return JobPublic.from_job(job)

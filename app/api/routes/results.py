@@ -10,10 +10,12 @@ from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
 from app.api.deps import (
+    ActorDep,
     BenchmarkVersionDep,
     ReadPrincipal,
     SessionDep,
     SettingsDep,
+    WritableVersionDep,
     WritePrincipal,
 )
 from app.api.errors import CONFLICT, INVALID, NOT_FOUND
@@ -28,8 +30,9 @@ from app.api.uploads import (
 )
 from app.schemas.benchmarks import NO_NUL
 from app.schemas.results import MatrixWritten, ModelCreate, ModelResultList, ResultsWritten
-from app.services.catalog import bulk_results
+from app.services.catalog import bulk_results, result_history
 from app.services.catalog import results as service
+from app.services.catalog.ownership import record_write
 from app.services.catalog.uploads import ParseOptions, parse_results_upload
 from app.services.platform import idempotency
 
@@ -57,10 +60,11 @@ router = APIRouter(prefix="/benchmarks", tags=["results"])
 def upload_results(
     request: Request,
     principal: WritePrincipal,  # before the body is read: no key, no upload
-    version: BenchmarkVersionDep,  # after the key, before the body: unknown benchmark, no upload
+    version: WritableVersionDep,  # after the key, before the body: unknown benchmark, no upload
     upload: UploadDep,
     session: SessionDep,
     settings: SettingsDep,
+    actor: ActorDep,
     model: Annotated[
         str | None,
         Query(
@@ -109,7 +113,14 @@ def upload_results(
         ParseOptions(metric=metric, filter=filter, task=task, item_key=item_key),
         model=query_model,
     )
-    row, outcome = service.store_results(session, version.id, ref, parsed, replace=replace)
+    row, outcome = service.store_results(
+        session, version.id, ref, parsed, replace=replace, keep_for=settings.results_retention
+    )
+    summary: dict = {"status": outcome, "accuracy": row.accuracy, "n_items": row.n_items}
+    if outcome == "replaced":
+        previous = result_history.latest(session, version.id, row.model_id)
+        summary |= {"previous_accuracy": previous.accuracy, "previous_n_items": previous.n_items}
+    record_write(session, actor, "results.upload", version, summary, model=row.model.name)
     code = status.HTTP_201_CREATED if outcome == "created" else status.HTTP_200_OK
     body = ResultsWritten(**service.to_public_for(session, row).model_dump(), status=outcome)
     if idempotency_key is not None and req_hash is not None:
@@ -146,11 +157,12 @@ def upload_results(
 )
 def upload_matrix(
     request: Request,
-    principal: WritePrincipal,
-    version: BenchmarkVersionDep,
+    principal: WritePrincipal,  # before the body is read: no key, no upload
+    version: WritableVersionDep,
     upload: UploadDep,
     session: SessionDep,
     settings: SettingsDep,
+    actor: ActorDep,
     replace: Annotated[bool, Query(description="Overwrite different existing results")] = False,
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> Response | MatrixWritten:
@@ -164,8 +176,13 @@ def upload_matrix(
     if replay is not None:
         return replay
     batch = bulk_results.parse_matrix_parts(upload)
-    stored = bulk_results.store_many(session, version.id, batch, replace=replace)
+    stored = bulk_results.store_many(
+        session, version.id, batch, replace=replace, keep_for=settings.results_retention
+    )
     body = bulk_results.matrix_outcome(version.id, stored)
+    summary = {"models": body.models, "created": body.created, "unchanged": body.unchanged}
+    summary["replaced"] = body.replaced
+    record_write(session, actor, "results.upload_matrix", version, summary)
     code = status.HTTP_201_CREATED if body.created else status.HTTP_200_OK
     if idempotency_key is not None and req_hash is not None:
         idempotency.store(
@@ -194,11 +211,44 @@ def list_models(
     name="delete_model_results",
 )
 def delete_model_results(
-    _: WritePrincipal, version: BenchmarkVersionDep, model: str, session: SessionDep
+    version: WritableVersionDep,
+    model: str,
+    session: SessionDep,
+    settings: SettingsDep,
+    actor: ActorDep,
 ) -> Response:
-    """Delete one model's results on this benchmark (by model name or id)."""
-    service.delete_results(session, version.id, model)
+    """Delete one model's results on this benchmark (by model name or id). They are kept for
+    `RESULTS_RETENTION_DAYS` and can be brought back with `POST …/models/{model}/restore`."""
+    copy = service.delete_results(session, version.id, model, keep_for=settings.results_retention)
+    summary = {"accuracy": copy.accuracy, "n_items": copy.n_items, "rows_deleted": 1}
+    record_write(session, actor, "results.delete", version, summary, model=model)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post(
+    "/{benchmark}/models/{model:path}/restore",
+    response_model=ResultsWritten,
+    responses={**NOT_FOUND, **AUTH},
+    name="restore_model_results",
+)
+def restore_model_results(
+    version: WritableVersionDep,
+    model: str,
+    session: SessionDep,
+    settings: SettingsDep,
+    actor: ActorDep,
+) -> ResultsWritten:
+    """Bring back a model's results as they were before their last replace or delete (byte
+    for byte); the results this displaces are kept in turn, so a restore can be undone.
+    Verdicts, leaderboards and cached matrices follow (the results' stamp changes)."""
+    row, copy, displaced = service.restore_results(
+        session, version.id, model, keep_for=settings.results_retention
+    )
+    summary: dict = {"accuracy": row.accuracy, "restored_from": copy.reason}
+    if displaced is not None:
+        summary["previous_accuracy"] = displaced.accuracy
+    record_write(session, actor, "results.restore", version, summary, model=row.model.name)
+    return ResultsWritten(**service.to_public_for(session, row).model_dump(), status="restored")
 
 
 @router.get(

@@ -10,11 +10,15 @@ from fastapi import APIRouter, Body, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
 from app.api.deps import (
+    ActorDep,
     BenchmarkVersionDep,
     JobQueueDep,
+    ReadableSession,
     ReadPrincipal,
     SessionDep,
     SettingsDep,
+    WritableSession,
+    WritableVersionDep,
     WritePrincipal,
 )
 from app.api.errors import CONFLICT, INVALID, NOT_FOUND, UNAVAILABLE
@@ -26,10 +30,11 @@ from app.schemas.benchmarks import NO_NUL
 from app.schemas.jobs import JobPublic
 from app.schemas.results import ModelCreate
 from app.schemas.sessions import SessionCreate, SessionPage, SessionPublic, SessionState
+from app.services.catalog.ownership import record_write
 from app.services.catalog.uploads import ParseOptions, parse_results_upload
 from app.services.evaluation import lifecycle
 from app.services.evaluation import sessions as service
-from app.services.platform import idempotency
+from app.services.platform import audit, idempotency
 
 router = APIRouter(tags=["sessions"])
 
@@ -54,12 +59,12 @@ router = APIRouter(tags=["sessions"])
     name="create_session",
 )
 def create_session(
-    _: WritePrincipal,
-    version: BenchmarkVersionDep,
+    version: WritableVersionDep,
     body: Annotated[SessionCreate, Body()],
     session: SessionDep,
     queue: JobQueueDep,
     settings: SettingsDep,
+    actor: ActorDep,
 ) -> Response:
     """Start evaluating `model` on this benchmark (`{benchmark}`: version id, name, or
     name@vN): 201 with the session, `state: "open"` and the first batch (`next_items`, and
@@ -69,6 +74,8 @@ def create_session(
     for the model's mean (wrong decision with probability at most `alpha`). A `baseline` must
     have full results on this benchmark."""
     row, job, created = service.create_session(session, version, body)
+    summary = {"session": str(row.id)} if row is not None else {"irt_fit_job": str(job.id)}
+    record_write(session, actor, "session.create", version, summary, model=body.model)
     if row is None:
         assert job is not None
         if created:
@@ -96,10 +103,12 @@ def create_session(
 def post_session_results(
     session_id: uuid.UUID,
     request: Request,
-    principal: WritePrincipal,
+    principal: WritePrincipal,  # before the body is read: no key, no upload
+    project: WritableSession,
     upload: UploadDep,
     session: SessionDep,
     settings: SettingsDep,
+    actor: ActorDep,
     model: Annotated[
         str | None,
         Query(min_length=1, max_length=300, pattern=NO_NUL, description="Model (non-JSON uploads)"),
@@ -149,6 +158,14 @@ def post_session_results(
         batch_number=batch,
         idle_hours=settings.session_idle_hours,
     )
+    audit.record(
+        session,
+        actor,
+        "session.post_results",
+        project=project,
+        target={"session": session_id, "model": ref.name},
+        summary={"applied": not replayed, "state": public.state, "n_items": parsed.n_items},
+    )
     body = public.model_dump(mode="json")
     if idempotency_key is not None and req_hash is not None:
         stored = idempotency.store_or_stored(
@@ -173,7 +190,7 @@ def post_session_results(
     name="get_session",
 )
 def get_session(
-    session_id: uuid.UUID, session: SessionDep, settings: SettingsDep, _: ReadPrincipal
+    session_id: uuid.UUID, session: SessionDep, settings: SettingsDep, _: ReadableSession
 ) -> SessionPublic:
     """A session with its whole history (estimate and intervals after every batch) and its
     open batch (`next_items`: the batch to run when resuming)."""

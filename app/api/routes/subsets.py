@@ -9,11 +9,15 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from app.api.deps import (
+    ActorDep,
     BenchmarkVersionDep,
     JobQueueDep,
+    ReadableSubset,
     ReadPrincipal,
     SessionDep,
     SettingsDep,
+    WritableSubset,
+    WritableVersionDep,
     WritePrincipal,
 )
 from app.api.errors import CONFLICT, INVALID, NOT_FOUND, UNAVAILABLE
@@ -32,8 +36,9 @@ from app.schemas.subsets import (
     SubsetVerdictPublic,
     VerdictPublic,
 )
+from app.services.catalog.ownership import record_write
 from app.services.catalog.uploads import ParseOptions, parse_results_upload
-from app.services.platform import idempotency
+from app.services.platform import audit, idempotency
 from app.services.platform import jobs as job_service
 from app.services.reliability import verdicts as verdict_service
 from app.services.selection import scoring as scoring_service
@@ -66,11 +71,11 @@ Threshold = Annotated[
     name="create_subset",
 )
 def create_subset(
-    _: WritePrincipal,
-    version: BenchmarkVersionDep,
+    version: WritableVersionDep,
     body: Annotated[SubsetCreate, Body()],
     session: SessionDep,
     queue: JobQueueDep,
+    actor: ActorDep,
 ) -> Response:
     """Build a fixed subset in a worker: 202 + `Location` of the job, whose result names the
     subset (`result.subset_id`).
@@ -82,6 +87,8 @@ def create_subset(
     latest version) or `name@vN`.
     """
     existing, job = service.request_subset(session, version.id, body)
+    summary = {"subset": existing.id} if existing is not None else {"job": str(job.id)}
+    record_write(session, actor, "subset.create", version, summary, method=body.method)
     if existing is not None:
         public = service.to_public(existing, version)
         return JSONResponse(
@@ -134,7 +141,7 @@ def create_subset(
 async def get_subset(
     subset_id: str,
     session: SessionDep,
-    _: ReadPrincipal,
+    _: ReadableSubset,
     format: Annotated[Literal["json", "ids", "csv", "lm-eval"], Query()] = "json",
 ) -> Response:
     """A subset: items (external ids, subtasks, positions, lm-eval doc ids), weights, estimator,
@@ -159,10 +166,12 @@ async def get_subset(
 def score_on_subset(
     subset_id: str,
     request: Request,
-    principal: WritePrincipal,
+    principal: WritePrincipal,  # before the body is read: no key, no upload
+    project: WritableSubset,
     upload: UploadDep,
     session: SessionDep,
     settings: SettingsDep,
+    actor: ActorDep,
     model: Annotated[
         str | None, Query(min_length=1, max_length=300, description="Model name (non-JSON uploads)")
     ] = None,
@@ -216,6 +225,14 @@ def score_on_subset(
         threshold=threshold,
         interval=interval,
     )
+    audit.record(
+        session,
+        actor,
+        "subset.score",
+        project=project,
+        target={"subset": subset_id, "model": ref.name},
+        summary={"n_items": parsed.n_items},
+    )
     if idempotency_key is None or req_hash is None:
         return score
     body = score.model_dump(mode="json")
@@ -236,7 +253,7 @@ def subset_verdict(
     model_a: ModelName,
     model_b: ModelName,
     session: SessionDep,
-    _: ReadPrincipal,
+    _: ReadableSubset,
     threshold: Threshold = DEFAULT_THRESHOLD,
 ) -> SubsetVerdictPublic:
     """Does this fixed subset order the pair as the full benchmark does (its default linear

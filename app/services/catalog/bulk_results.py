@@ -14,6 +14,7 @@ import io
 import uuid
 import zipfile
 from collections.abc import Sequence
+from datetime import timedelta
 
 import numpy as np
 from sqlalchemy import select
@@ -26,6 +27,7 @@ from app.errors import Conflict, InvalidInput
 from app.ingest import IngestError, ParsedResults
 from app.ingest.types import finalize_values
 from app.schemas.results import MatrixWritten, ModelCreate
+from app.services.catalog import result_history
 from app.services.catalog.benchmarks import get_version, item_index
 from app.services.catalog.results import WriteStatus, item_positions, pack
 from app.services.catalog.uploads import UploadPart, resolve_media_type
@@ -45,6 +47,7 @@ def store_many(
     batch: Sequence[tuple[ModelCreate, ParsedResults]],
     *,
     replace: bool = False,
+    keep_for: timedelta = result_history.DEFAULT_RETENTION,
 ) -> list[tuple[ModelResult, WriteStatus]]:
     """Validate and upsert many models' rows on one benchmark version (flush only).
 
@@ -121,6 +124,8 @@ def store_many(
             row = ModelResult(benchmark_version_id=version.id, model_id=model_id, model=model)
             status: WriteStatus = "created"
         else:
+            # kept for undo (loads the deferred vectors of this row only)
+            result_history.archive(session, row, "replaced", keep_for=keep_for)
             idempotency.invalidate(session, idempotency.results_resource(version.id, model_id))
             status = "replaced"
         row.binary = pk.binary
