@@ -15,8 +15,10 @@ module                                    commands
 :mod:`app.cli.analyses`                   ``analyze``
 :mod:`app.cli.leaderboard`                ``leaderboard``
 :mod:`app.cli.sessions`                   ``evaluate``, ``sessions``, ``simulate`` (no server)
-:mod:`app.cli.keys`                       ``keys create|list|revoke`` (local admin)
+:mod:`app.cli.keys`                       ``keys create|list|rotate|grant|revoke``,
+                                          ``projects create|list|set-public`` (local admin)
 :mod:`app.cli.benchmarks`                 ``benchmarks list|show|items``, ``jobs get|wait|cancel``
+:mod:`app.cli.audit`                      ``audit``, ``benchmarks restore|retire|unretire``
 ========================================  ===============================================
 """
 
@@ -26,6 +28,7 @@ import typer
 
 from app.cli import (
     analyses,
+    audit,
     benchmarks,
     keys,
     leaderboard,
@@ -66,9 +69,14 @@ app.command("analyze")(analyses.analyze)
 app.command("leaderboard")(leaderboard.leaderboard)
 app.command("evaluate")(sessions.evaluate)
 app.command("sessions")(sessions.sessions)
+app.command("audit")(audit.audit)
+benchmarks.benchmarks_app.command("restore")(audit.restore)
+benchmarks.benchmarks_app.command("retire")(audit.retire)
+benchmarks.benchmarks_app.command("unretire")(audit.unretire)
 
 # Command groups.
 app.add_typer(keys.keys_app, name="keys")
+app.add_typer(keys.projects_app, name="projects")
 app.add_typer(subsets.subset_app, name="subset")
 app.add_typer(benchmarks.benchmarks_app, name="benchmarks")
 app.add_typer(benchmarks.jobs_app, name="jobs")

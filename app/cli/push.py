@@ -41,15 +41,21 @@ if TYPE_CHECKING:
 
 
 def _ensure_benchmark(
-    client: Client, name: str, create: bool, source: Source, create_items: Any
+    client: Client,
+    name: str,
+    create: bool,
+    source: Source,
+    create_items: Any,
+    project: str | None = None,
 ) -> tuple[BenchmarkPublic, bool]:
     """The version ``name`` (a name, ``name@vN`` or version id) means; with ``create``, a name
-    that does not exist yet is created from the source's items."""
+    that does not exist yet is created from the source's items (in ``project``). An existing
+    benchmark of another project than ``project`` is an error."""
     from app.client import BenchsliceError
     from app.schemas.benchmarks import BenchmarkPublic
 
     try:
-        return BenchmarkPublic.model_validate(client.get_benchmark(name).model_dump()), False
+        found = BenchmarkPublic.model_validate(client.get_benchmark(name).model_dump())
     except BenchsliceError as exc:
         if exc.status != 404:
             raise
@@ -62,11 +68,17 @@ def _ensure_benchmark(
                 errors=exc.errors,
                 instance=exc.instance,
             ) from None
+    else:
+        if project is not None and found.project != project:
+            raise fail(
+                f"benchmark {found.name!r} belongs to project {found.project!r}, not {project!r}"
+            )
+        return found, False
     if not _plain_name(name):
         raise fail(f"--create needs a plain benchmark name, not {name!r}")
     if source.kind == "samples":
-        return client.create_benchmark_from_samples(name, source.files), True
-    return client.create_benchmark(name, create_items()), True
+        return client.create_benchmark_from_samples(name, source.files, project=project), True
+    return client.create_benchmark(name, create_items(), project=project), True
 
 
 def _plain_name(ref: str) -> bool:
@@ -134,11 +146,12 @@ def _push_npz(
     include: list[str] | None,
     exclude: list[str] | None,
     replace: bool,
+    project: str | None = None,
 ) -> tuple[BenchmarkPublic, bool, list[UploadReply]]:
     import numpy as np
 
     arrays, names, keep, items = _npz_rows(source.files[0], include, exclude)
-    bench, created = _ensure_benchmark(client, name, create, source, lambda: items)
+    bench, created = _ensure_benchmark(client, name, create, source, lambda: items, project)
     before = (
         {}
         if created
@@ -244,6 +257,12 @@ def push(
     no_input: bool = typer.Option(
         False, "--no-input", help="Never prompt (also when stdin is not a terminal)"
     ),
+    project: str | None = typer.Option(
+        None,
+        "--project",
+        help="With --create: the project that owns a new benchmark (default: the key's only "
+        "writable project); an existing benchmark must belong to it",
+    ),
     url: str | None = UrlOpt,
     api_key: str | None = ApiKeyOpt,
     as_json: bool = JsonOpt,
@@ -269,7 +288,7 @@ def push(
     with api(url, api_key) as client:
         if source.kind == "npz":
             bench, created, replies = _push_npz(
-                client, benchmark, create, source, include, excluded, replace
+                client, benchmark, create, source, include, excluded, replace, project
             )
         else:
             name = model or source.model_hint
@@ -280,7 +299,7 @@ def push(
             if source.kind == "samples":  # settle the metric before creating anything
                 metric, filter_ = _settle_choices(source, metric, filter_, task, interactive)
             bench, created = _ensure_benchmark(
-                client, benchmark, create, source, items.get(source.kind)
+                client, benchmark, create, source, items.get(source.kind), project
             )
             opts = {
                 "metric": metric,

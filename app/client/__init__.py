@@ -15,13 +15,15 @@ retried upload is a no-op on the server.
 Layout: :mod:`~app.client.transport` sends requests (httpx, auth, retries, uploads, waiting for
 jobs) and :mod:`~app.client.errors` turns problems into exceptions; the operations, one module per
 area (:mod:`~app.client.benchmarks`, :mod:`~app.client.subsets`, :mod:`~app.client.analyses`,
-:mod:`~app.client.leaderboards`, :mod:`~app.client.jobs`), build on the transport;
+:mod:`~app.client.leaderboards`, :mod:`~app.client.jobs`,
+:mod:`~app.client.audit`), build on the transport;
 :class:`Client` brings them together.
 """
 
 from __future__ import annotations
 
 from app.client.analyses import AnalysisOperations
+from app.client.audit import AuditOperations
 from app.client.benchmarks import BenchmarkOperations, UploadReply
 from app.client.errors import BenchsliceConnectionError, BenchsliceError, JobFailedError
 from app.client.jobs import JobOperations
@@ -51,6 +53,7 @@ class Client(
     LeaderboardOperations,
     SessionOperations,
     JobOperations,
+    AuditOperations,
 ):
     """A benchslice API client: every operation, over one :class:`~app.client.transport.Transport`.
 

@@ -34,11 +34,16 @@ class BenchmarkOperations(Transport):
     # --- benchmarks -----------------------------------------------------------------------------
 
     def list_benchmarks(
-        self, *, name: str | None = None, limit: int = 50, cursor: str | None = None
+        self,
+        *,
+        name: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        project: str | None = None,
     ) -> BenchmarkPage:
-        """``GET /v1/benchmarks``: versions, newest first."""
+        """``GET /v1/benchmarks``: versions the key may read, newest first."""
         return BenchmarkPage.model_validate(
-            self.get_json("/v1/benchmarks", name=name, limit=limit, cursor=cursor)
+            self.get_json("/v1/benchmarks", name=name, limit=limit, cursor=cursor, project=project)
         )
 
     def iter_benchmarks(self, *, name: str | None = None) -> Iterator[BenchmarkPublic]:
@@ -104,16 +109,20 @@ class BenchmarkOperations(Transport):
         items: Sequence[str | Mapping[str, Any]],
         *,
         description: str | None = None,
+        project: str | None = None,
     ) -> BenchmarkPublic:
         """``POST /v1/benchmarks`` from an ordered item list (ids, or ``{id, subtask, …}``).
 
-        The same list again returns the existing version (idempotent by content)."""
+        The same list again returns the existing version (idempotent by content). ``project``
+        owns a new name (default: the key's only writable project)."""
         body: dict[str, Any] = {
             "name": name,
             "items": [{"id": i} if isinstance(i, str) else dict(i) for i in items],
         }
         if description is not None:
             body["description"] = description
+        if project is not None:
+            body["project"] = project
         data = json.dumps(body).encode()
         response = self.request(
             "POST",
@@ -134,10 +143,12 @@ class BenchmarkOperations(Transport):
         item_key: Literal["doc_hash", "doc_id"] = "doc_hash",
         subject_field: str | None = None,
         description: str | None = None,
+        project: str | None = None,
     ) -> BenchmarkPublic:
         """``POST /v1/benchmarks/from-samples``: items from lm-eval sample logs / OLL details."""
         params = {
             "name": name,
+            "project": project,
             "subtask": subtask,
             "task": task,
             "item_key": item_key,
@@ -286,6 +297,19 @@ class BenchmarkOperations(Transport):
     def delete_model_results(self, benchmark: str | uuid.UUID, model: str) -> None:
         """``DELETE /v1/benchmarks/{benchmark}/models/{model}``."""
         self.request("DELETE", benchmark_path(benchmark, f"/models/{quote(model, safe='/')}"))
+
+    def restore_model_results(self, benchmark: str | uuid.UUID, model: str) -> ResultsWritten:
+        """``POST /v1/benchmarks/{benchmark}/models/{model}/restore``: the results as they were
+        before their last replace or delete."""
+        path = benchmark_path(benchmark, f"/models/{quote(model, safe='/')}/restore")
+        return ResultsWritten.model_validate(self.request("POST", path).json())
+
+    def retire_version(
+        self, benchmark: str | uuid.UUID, *, retired: bool = True
+    ) -> BenchmarkPublic:
+        """``POST /v1/benchmarks/{benchmark}/retire`` (or ``/unretire`` with ``retired=False``)."""
+        path = benchmark_path(benchmark, "/retire" if retired else "/unretire")
+        return BenchmarkPublic.model_validate(self.request("POST", path).json())
 
     def get_matrix(self, benchmark: str | uuid.UUID) -> bytes:
         """``GET /v1/benchmarks/{benchmark}/matrix``: the results as ``.npz`` bytes."""
