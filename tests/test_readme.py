@@ -177,6 +177,9 @@ def test_tour_outputs_are_not_left_untracked() -> None:
     assert "-o subset.json" in shell and "--plots plots/" in shell
 
 
+SUBCOMMANDS = ("list", "show", "get", "create", "items", "restore", "retire", "rotate")
+
+
 def _cli_table_commands() -> list[list[str]]:
     text = README.read_text()
     section = text[text.index("\n## CLI") :]
@@ -184,7 +187,7 @@ def _cli_table_commands() -> list[list[str]]:
     for cell in re.findall(r"^\| `(benchslice [^`]+)`", section, re.M):
         for variant in re.findall(r"benchslice [a-z]+(?: [a-z]+)?", cell):
             words = variant.split()[1:]
-            if words[-1] not in ("list", "show", "get", "create", "items") and len(words) == 2:
+            if words[-1] not in SUBCOMMANDS and len(words) == 2:
                 words = words[:1]  # `benchslice push --…` style: a command, then options
             commands.append(words)
     return commands

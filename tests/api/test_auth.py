@@ -1,4 +1,5 @@
-"""API keys: hashed storage, scopes read < write < admin, 401/403 as problem+json, CLI."""
+"""API keys: hashed storage, roles read < write < admin (a bare list: on the default project),
+401/403 as problem+json, CLI."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
 from app.db.models import ApiKey
-from app.services.platform.keys import authenticate, create_key, revoke_key
+from app.services.platform.keys import authenticate, create_key, describe_roles, revoke_key
 
 PROBLEM = "application/problem+json"
 ITEMS = {"name": "auth-bench", "items": [{"id": "a"}, {"id": "b"}]}
@@ -107,9 +108,7 @@ def test_revoked_key_is_401_at_once(client: TestClient, db_session: Session) -> 
 def test_key_is_stored_hashed_and_use_is_recorded(db_session: Session) -> None:
     row, token = create_key(db_session, "ci", ["write"])
     assert token.startswith("bsk_") and row.prefix in token
-    stored = db_session.execute(
-        select(ApiKey.name, ApiKey.prefix, ApiKey.key_hash, ApiKey.scopes)
-    ).one()
+    stored = db_session.execute(select(ApiKey.name, ApiKey.prefix, ApiKey.key_hash)).one()
     assert all(token not in str(v) for v in stored)
     assert row.key_hash.startswith("$argon2id$")
     assert row.last_used_at is None
@@ -134,7 +133,7 @@ def test_cli_creates_a_key_and_prints_it_once(committed_sessionmaker, cleanup) -
     with committed_sessionmaker() as session:
         row = session.scalars(select(ApiKey).where(ApiKey.prefix == token.split("_")[1])).one()
         cleanup(ApiKey, row.id)
-        assert row.scopes == ["write"] and row.name == "ci"
+        assert describe_roles(row) == ["default:write"] and row.name == "ci"
         assert token not in row.key_hash
         assert authenticate(session, token).allows("write")
     listed = CliRunner().invoke(cli, ["keys", "list"])

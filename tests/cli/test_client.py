@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import tempfile
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -249,6 +251,11 @@ CLIENT_METHODS = {
     "results-upload_matrix": "upload_matrix",
     "results-list_models": "list_models",
     "results-delete_model_results": "delete_model_results",
+    "results-restore_model_results": "restore_model_results",
+    "benchmarks-retire_benchmark_version": "retire_version",
+    "benchmarks-unretire_benchmark_version": "retire_version",
+    "audit-list_audit_events": "list_audit_events",
+    "audit-list_projects": "list_projects",
     "results-get_matrix": "get_matrix",
     "subsets-create_subset": "create_subset",
     "subsets-get_subset": "get_subset",
@@ -288,3 +295,80 @@ def test_model_names_with_slashes_and_odd_characters(service: LiveService) -> No
             client.upload_results(bench.id, name, correct=[1, 0])
             client.delete_model_results(bench.id, name)
         assert client.list_models(bench.id).items == []
+
+
+def test_projects_audit_and_restore_through_the_client_and_cli() -> None:
+    """Two teams on a server with keys on: `push --project`, the key's projects, a delete
+    undone with `benchmarks restore`, and `benchslice audit` showing who did what."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.orm import Session
+
+    from app.services.platform.keys import create_key
+    from app.services.platform.projects import create_project
+    from tests.cli.conftest import run_cli
+
+    with thread_server(auth_enabled=True) as (url, db_url):
+        engine = create_engine(db_url)
+        with Session(engine) as session:
+            create_project(session, "team-a")
+            create_project(session, "team-b")
+            _, writer = create_key(session, "a-ci", {"team-a": "write"})
+            _, lead = create_key(session, "a-lead", {"team-a": "admin", "team-b": "read"})
+            session.commit()
+        engine.dispose()
+        env = {"BENCHSLICE_URL": url}
+        with Client(url, writer) as client:
+            assert [(p.name, p.role) for p in client.list_projects().items] == [("team-a", "write")]
+        csv = Path(tempfile.mkdtemp()) / "m.csv"
+        csv.write_text("item_id,correct\na,1\nb,0\n")
+        pushed = run_cli(
+            None,
+            "push",
+            "--create",
+            "--project",
+            "team-a",
+            "--benchmark",
+            "cli-a",
+            "--model",
+            "org/m",
+            str(csv),
+            "--json",
+            BENCHSLICE_API_KEY=writer,
+            **env,
+        )
+        assert pushed.code == 0, pushed
+        with Client(url, writer) as client:
+            assert client.get_benchmark("cli-a").project == "team-a"
+            client.delete_model_results("cli-a", "org/m")
+        wrong = run_cli(
+            None,
+            "push",
+            "--project",
+            "team-b",
+            "--benchmark",
+            "cli-a",
+            "--model",
+            "org/m",
+            str(csv),
+            BENCHSLICE_API_KEY=writer,
+            **env,
+        )
+        assert wrong.code == 2 and "belongs to project 'team-a'" in wrong.stderr
+        restored = run_cli(
+            None, "benchmarks", "restore", "cli-a", "org/m", BENCHSLICE_API_KEY=writer, **env
+        )
+        assert restored.code == 0 and "restored org/m" in restored.stdout, restored
+        trail = run_cli(
+            None, "audit", "--project", "team-a", "--json", BENCHSLICE_API_KEY=lead, **env
+        )
+        assert trail.code == 0, trail
+        actions = [e["action"] for e in trail.json()["items"]]
+        assert actions == [
+            "results.restore",
+            "results.delete",
+            "results.upload",
+            "benchmark.create_version",
+        ]
+        assert {e["key_name"] for e in trail.json()["items"]} == {"a-ci"}
+        denied = run_cli(None, "audit", BENCHSLICE_API_KEY=writer, **env)
+        assert denied.code == 2 and "403" in denied.stderr

@@ -36,6 +36,12 @@ OPERATIONS = [
     if method in WRITE_METHODS | {"get", "head"}
 ]
 PROTECTED = [(m, p, op) for m, p, op in OPERATIONS if p.startswith("/v1/")]
+# project admins only (issue 25): the audit trail, retiring a benchmark version
+ADMIN_ONLY = {
+    "/v1/audit",
+    "/v1/benchmarks/{benchmark}/retire",
+    "/v1/benchmarks/{benchmark}/unretire",
+}
 
 
 def _fill(path: str) -> str:
@@ -197,13 +203,16 @@ def test_a_read_only_key_is_refused_every_write_operation(
 ) -> None:
     read_key = _key(db_session, "read")
     r = _call(api, method, path, _auth(read_key))
-    if method in WRITE_METHODS:
+    if method in WRITE_METHODS or path in ADMIN_ONLY:
         assert r.status_code == 403, (method, path, r.status_code, r.text)
         assert r.headers["content-type"].startswith(PROBLEM)
     else:
         assert r.status_code not in (401, 403), (method, path, r.status_code, r.text)
     write_key = _key(db_session, "write")
     r = _call(api, method, path, _auth(write_key))
+    if path in ADMIN_ONLY:
+        assert r.status_code == 403, (method, path, r.status_code, r.text)
+        r = _call(api, method, path, _auth(_key(db_session, "admin")))
     assert r.status_code not in (401, 403), (method, path, r.status_code, r.text)
 
 

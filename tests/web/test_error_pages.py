@@ -35,7 +35,7 @@ def test_a_bug_on_a_page_is_an_html_500(
 def test_database_unavailable_on_a_page_is_an_html_503_with_retry_after(
     client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def down(_session):
+    def down(_session, *_args):
         raise OperationalError("SELECT 1", {}, Exception("connection refused"))
 
     monkeypatch.setattr(pages, "benchmarks_overview", down)
