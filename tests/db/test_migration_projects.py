@@ -244,3 +244,42 @@ def test_upgrade_of_a_populated_copy_keeps_every_row_and_key(databases: tuple[st
     engine.dispose()
     assert scopes == {name: [role] for name, role in HIGHEST.items()}
     assert _rows(_url(copy), tables, {"api_keys": {"scopes"}}) == before
+
+
+def test_sqlite_upgrade_keeps_benchmarks_and_keys(tmp_path) -> None:
+    """The same on the embedded SQLite database of `make run` (batch table rebuilds)."""
+    import sqlite3
+
+    from app.services.catalog.benchmark_refs import resolve_version
+
+    path = tmp_path / "old.sqlite3"
+    url = f"sqlite:///{path}"
+    migrate.upgrade(url, OLD_HEAD)
+    hasher = PasswordHasher(time_cost=1, memory_cost=8 * 1024, parallelism=1)
+    token = "bsk_abcdef012345_" + uuid.uuid4().hex
+    bench, stamp = uuid.uuid4().hex, "2026-11-30 00:00:00"
+    con = sqlite3.connect(path)
+    con.execute(
+        "INSERT INTO benchmarks (id, name, created_at, updated_at) VALUES (?, 'old', ?, ?)",
+        (bench, stamp, stamp),
+    )
+    con.execute(
+        "INSERT INTO benchmark_versions (id, benchmark_id, version, content_hash, n_items, "
+        "item_ids, subtask_names, subtask_codes, created_at) VALUES (?, ?, 1, ?, 1, ?, ?, ?, ?)",
+        (uuid.uuid4().hex, bench, "h" * 64, '["a"]', '["all"]', b"\0" * 4, stamp),
+    )
+    con.execute(
+        "INSERT INTO api_keys (id, name, prefix, key_hash, scopes, revoked, created_at) "
+        "VALUES (?, 'ci', 'abcdef012345', ?, '[\"admin\"]', 0, ?)",
+        (uuid.uuid4().hex, hasher.hash(token), stamp),
+    )
+    con.commit()
+    con.close()
+    migrate.upgrade(url)
+    engine = create_engine(url)
+    with Session(engine) as session:
+        principal = authenticate(session, token)
+        assert list(principal.project_names.values()) == ["default"]
+        assert list(principal.roles.values()) == ["admin"]
+        assert resolve_version(session, "old").benchmark.project.name == "default"
+    engine.dispose()
