@@ -190,7 +190,8 @@ async def readable_subset(
     principal: ReadPrincipal, subset_id: str, session: SessionDep
 ) -> Project | None:
     """An instance admin (everyone, with keys disabled) may read any subset: no lookup, no
-    thread hop, so the route's cached rendering is still answered on the event loop."""
+    thread hop, so the route's cached rendering is still answered on the event loop. A short
+    id is resolved like the route does."""
     if principal.instance_admin:
         return None
     return await run_in_threadpool(
@@ -206,7 +207,7 @@ def writable_subset(principal: WritePrincipal, subset_id: str, session: SessionD
 @needs("read", "session")
 def readable_session(
     principal: ReadPrincipal, session_id: uuid.UUID, session: SessionDep
-) -> Project:
+) -> Project | None:
     return ownership.check_readable(session, principal, "session", session_id)
 
 
@@ -220,12 +221,14 @@ def writable_session(
 @needs("read", "analysis")
 def readable_analysis(
     principal: ReadPrincipal, analysis_id: uuid.UUID, session: SessionDep
-) -> Project:
+) -> Project | None:
     return ownership.check_readable(session, principal, "analysis", analysis_id)
 
 
 @needs("read", "job")
-def readable_job(principal: ReadPrincipal, job_id: uuid.UUID, session: SessionDep) -> Project:
+def readable_job(
+    principal: ReadPrincipal, job_id: uuid.UUID, session: SessionDep
+) -> Project | None:
     return ownership.check_readable(session, principal, "job", job_id)
 
 
@@ -236,10 +239,10 @@ def writable_job(principal: WritePrincipal, job_id: uuid.UUID, session: SessionD
 
 ReadableSubset = Annotated[Project | None, Depends(readable_subset)]
 WritableSubset = Annotated[Project, Depends(writable_subset)]
-ReadableSession = Annotated[Project, Depends(readable_session)]
+ReadableSession = Annotated[Project | None, Depends(readable_session)]
 WritableSession = Annotated[Project, Depends(writable_session)]
-ReadableAnalysis = Annotated[Project, Depends(readable_analysis)]
-ReadableJob = Annotated[Project, Depends(readable_job)]
+ReadableAnalysis = Annotated[Project | None, Depends(readable_analysis)]
+ReadableJob = Annotated[Project | None, Depends(readable_job)]
 WritableJob = Annotated[Project, Depends(writable_job)]
 
 

@@ -8,6 +8,7 @@ project can be given the same answer (no existence leak).
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -44,12 +45,30 @@ def _version(session: Session, version_id: uuid.UUID | str | None) -> BenchmarkV
     return BenchmarkVersionRepository(session).get(vid)
 
 
+# a short subset id: 6-63 hex digits (selection.subsets.MIN_ID_PREFIX; catalog cannot import it)
+_SHORT_ID = re.compile(r"^[0-9a-f]{6,63}$")
+
+
 def subset_not_found(subset_id: str) -> NotFound:
+    """The words the subset routes use for a missing id (a short one: a prefix)."""
+    if _SHORT_ID.match(subset_id):
+        return NotFound(f"no subset id starts with {subset_id}")
     return NotFound(f"subset {subset_id} does not exist")
 
 
+class AmbiguousTarget(Exception):
+    """A short id that starts several targets' ids: the target's own route answers it (422)."""
+
+
 def subset_owner(session: Session, subset_id: str) -> tuple[BenchmarkVersion, Project]:
-    row = SubsetRepository(session).get(subset_id) if "\x00" not in subset_id else None
+    """Also for a short id (a unique prefix of the id, as the CLI and pages show it)."""
+    repo = SubsetRepository(session)
+    row = repo.get(subset_id) if "\x00" not in subset_id else None
+    if row is None and _SHORT_ID.match(subset_id):
+        found = repo.ids_starting(subset_id, 2)
+        if len(found) > 1:
+            raise AmbiguousTarget(subset_id)
+        row = repo.get(found[0]) if found else None
     version = _version(session, row.benchmark_version_id) if row is not None else None
     if version is None:
         raise subset_not_found(subset_id)
@@ -138,10 +157,18 @@ def readable_version(session: Session, principal: Principal, ref: str) -> Benchm
 
 def check_readable(
     session: Session, principal: Principal, kind: str, target_id: uuid.UUID | str
-) -> Project:
-    """The project of a subset/session/analysis/job the caller may read (else its 404)."""
+) -> Project | None:
+    """The project of a subset/session/analysis/job the caller may read (else its 404).
+
+    ``None`` without a check where the target's own route decides: an instance admin may read
+    everything (a missing target is the route's 404), and an ambiguous short id is its 422."""
+    if principal.instance_admin:
+        return None
     owner, not_found = _BY_ID[kind]
-    _, project = owner(session, target_id)
+    try:
+        _, project = owner(session, target_id)
+    except AmbiguousTarget:
+        return None
     check_read(principal, project, lambda: not_found(target_id))
     return project
 
@@ -149,9 +176,13 @@ def check_readable(
 def check_writable(
     session: Session, principal: Principal, kind: str, target_id: uuid.UUID | str
 ) -> Project:
-    """The project of a subset/session/job the caller may write (else 403 naming it)."""
-    owner, _ = _BY_ID[kind]
-    _, project = owner(session, target_id)
+    """The project of a subset/session/job the caller may write (else 403 naming it); an
+    ambiguous short id is refused here like a missing one (nothing is written either way)."""
+    owner, not_found = _BY_ID[kind]
+    try:
+        _, project = owner(session, target_id)
+    except AmbiguousTarget:
+        raise not_found(target_id) from None
     check_role(principal, project, "write")
     return project
 
