@@ -129,3 +129,29 @@ def test_retired_versions_leave_name_resolution(client: TestClient, db_session: 
     back = client.post("/v1/benchmarks/ret@v2/unretire")
     assert back.status_code == 200 and back.json()["retired"] is False
     assert client.get("/v1/benchmarks/ret").json()["id"] == v2["id"]
+
+
+def test_a_matrix_upload_that_replaces_rows_can_be_undone(
+    client: TestClient, db_session: Session, bench: list[str]
+) -> None:
+    """`POST …/results/matrix?replace=true` archives each row it replaces, like one upload."""
+    import io
+
+    stored, seen = _stored(db_session, bench[1]), _observed(client, bench)
+    buf = io.BytesIO()
+    np.savez(
+        buf,
+        correct=np.zeros((2, N_ITEMS), dtype=np.uint8),
+        models=np.array(bench[:2]),
+    )
+    r = client.post(
+        "/v1/benchmarks/undo/results/matrix",
+        params={"replace": "true"},
+        content=buf.getvalue(),
+        headers={"content-type": "application/x-npz"},
+    )
+    assert r.status_code == 200 and r.json()["replaced"] == 2, r.text
+    for model in bench[:2]:
+        assert client.post(f"/v1/benchmarks/undo/models/{model}/restore").status_code == 200
+    assert _stored(db_session, bench[1]) == stored
+    assert _observed(client, bench) == seen

@@ -30,7 +30,7 @@ from app.api.uploads import (
 )
 from app.schemas.benchmarks import NO_NUL
 from app.schemas.results import MatrixWritten, ModelCreate, ModelResultList, ResultsWritten
-from app.services.catalog import bulk_results, result_history
+from app.services.catalog import bulk_results
 from app.services.catalog import results as service
 from app.services.catalog.ownership import record_write
 from app.services.catalog.uploads import ParseOptions, parse_results_upload
@@ -118,7 +118,7 @@ def upload_results(
     )
     summary: dict = {"status": outcome, "accuracy": row.accuracy, "n_items": row.n_items}
     if outcome == "replaced":
-        previous = result_history.latest(session, version.id, row.model_id)
+        previous = service.latest_archived(session, version.id, row.model_id)
         summary |= {"previous_accuracy": previous.accuracy, "previous_n_items": previous.n_items}
     record_write(session, actor, "results.upload", version, summary, model=row.model.name)
     code = status.HTTP_201_CREATED if outcome == "created" else status.HTTP_200_OK

@@ -27,9 +27,14 @@ from app.errors import Conflict, InvalidInput
 from app.ingest import IngestError, ParsedResults
 from app.ingest.types import finalize_values
 from app.schemas.results import MatrixWritten, ModelCreate
-from app.services.catalog import result_history
 from app.services.catalog.benchmarks import get_version, item_index
-from app.services.catalog.results import WriteStatus, item_positions, pack
+from app.services.catalog.results import (
+    DEFAULT_RETENTION,
+    WriteStatus,
+    archive_results,
+    item_positions,
+    pack,
+)
 from app.services.catalog.uploads import UploadPart, resolve_media_type
 from app.services.platform import idempotency
 
@@ -47,7 +52,7 @@ def store_many(
     batch: Sequence[tuple[ModelCreate, ParsedResults]],
     *,
     replace: bool = False,
-    keep_for: timedelta = result_history.DEFAULT_RETENTION,
+    keep_for: timedelta = DEFAULT_RETENTION,
 ) -> list[tuple[ModelResult, WriteStatus]]:
     """Validate and upsert many models' rows on one benchmark version (flush only).
 
@@ -125,7 +130,7 @@ def store_many(
             status: WriteStatus = "created"
         else:
             # kept for undo (loads the deferred vectors of this row only)
-            result_history.archive(session, row, "replaced", keep_for=keep_for)
+            archive_results(session, row, "replaced", keep_for=keep_for)
             idempotency.invalidate(session, idempotency.results_resource(version.id, model_id))
             status = "replaced"
         row.binary = pk.binary

@@ -21,16 +21,26 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.db.models.model_result import LanguageModel, ModelResult, ModelResultArchive
-from app.db.repositories.model_results import LanguageModelRepository, ModelResultRepository
+from app.db.base import utcnow
+from app.db.models.model_result import (
+    ARCHIVED_COLUMNS,
+    LanguageModel,
+    ModelResult,
+    ModelResultArchive,
+)
+from app.db.repositories.model_results import (
+    LanguageModelRepository,
+    ModelResultArchiveRepository,
+    ModelResultRepository,
+)
 from app.errors import Conflict, InvalidInput, NotFound
 from app.ingest import ParsedResults, config_fingerprint
 from app.schemas.results import ModelCreate, ModelPublic, ModelResultPublic
-from app.services.catalog import result_history
 from app.services.catalog.benchmarks import get_version, item_index
 from app.services.platform import idempotency
 
 WriteStatus = Literal["created", "unchanged", "replaced"]
+DEFAULT_RETENTION = timedelta(days=30)  # RESULTS_RETENTION_DAYS: replaced/deleted results kept
 
 
 class PackedResults(NamedTuple):
@@ -133,12 +143,12 @@ def store_results(
     parsed: ParsedResults,
     *,
     replace: bool = False,
-    keep_for: timedelta = result_history.DEFAULT_RETENTION,
+    keep_for: timedelta = DEFAULT_RETENTION,
 ) -> tuple[ModelResult, WriteStatus]:
     """Validate against the version's items and upsert the model's row (flush only).
 
     Identical results are a no-op; different results need ``replace`` (else 409); replaced
-    results are archived for ``keep_for`` (:mod:`app.services.catalog.result_history`).
+    results are archived for ``keep_for`` (:func:`restore_results` brings them back).
     """
     version = get_version(session, version_id)
     index = item_index(version)
@@ -160,7 +170,7 @@ def store_results(
                 message="set to true to overwrite",
             )
         row, status = existing, "replaced"
-        result_history.archive(
+        archive_results(
             session,
             repo.get_for(version.id, model.id, with_vectors=True),
             "replaced",
@@ -250,7 +260,7 @@ def delete_results(
     version_id: uuid.UUID,
     model: str,
     *,
-    keep_for: timedelta = result_history.DEFAULT_RETENTION,
+    keep_for: timedelta = DEFAULT_RETENTION,
 ) -> ModelResultArchive:
     """Delete a model's results on a version (``model``: its name or id); they are archived
     for ``keep_for`` and can be restored. Returns the archived copy."""
@@ -260,7 +270,7 @@ def delete_results(
     row = repo.get_for(version.id, found.id, with_vectors=True) if found is not None else None
     if found is None or row is None:
         raise NotFound(f"model {model!r} has no results on benchmark {version_id}")
-    copy = result_history.archive(session, row, "deleted", keep_for=keep_for)
+    copy = archive_results(session, row, "deleted", keep_for=keep_for)
     repo.delete_for(version.id, found.id)
     idempotency.invalidate(session, idempotency.results_resource(version.id, found.id))
     return copy
@@ -271,15 +281,15 @@ def restore_results(
     version_id: uuid.UUID,
     model: str,
     *,
-    keep_for: timedelta = result_history.DEFAULT_RETENTION,
+    keep_for: timedelta = DEFAULT_RETENTION,
 ) -> tuple[ModelResult, ModelResultArchive, ModelResultArchive | None]:
     """Put back the newest replaced or deleted results of ``model`` (name or id) on a version;
-    see :func:`app.services.catalog.result_history.restore`."""
+    see :func:`restore_archived`."""
     version = get_version(session, version_id)
     found = find_model(session, model)
     if found is None:
         raise NotFound(f"model {model!r} has no earlier results on benchmark {version_id}")
-    restored = result_history.restore(session, version.id, found.id, keep_for=keep_for)
+    restored = restore_archived(session, version.id, found.id, keep_for=keep_for)
     idempotency.invalidate(session, idempotency.results_resource(version.id, found.id))
     return restored
 
@@ -404,3 +414,75 @@ def export_npz(session: Session, benchmark_version_id: uuid.UUID) -> tuple[bytes
     np.savez(buf, **arrays)
     filename = f"{version.benchmark.name}-v{version.version}.npz".replace("/", "_")
     return buf.getvalue(), filename
+
+
+# --- undo: replaced or deleted results are archived and can be restored ---------------------
+#
+# Replacing or deleting a model's results first copies the current row, byte for byte, into
+# ``model_result_archive``. ``restore_archived`` puts the newest archived copy back (the current results,
+# if any, are archived in turn, so a restore can itself be undone) with a fresh ``updated_at``:
+# the version's results stamp changes, so cached matrices, verdicts and leaderboards recompute.
+# Archived copies older than the retention period (``RESULTS_RETENTION_DAYS``) are purged
+# whenever another one is written.
+
+
+def archive_results(
+    session: Session, row: ModelResult, reason: str, *, keep_for: timedelta = DEFAULT_RETENTION
+) -> ModelResultArchive:
+    """Copy ``row`` into the archive (flush only) and purge copies past ``keep_for``."""
+    now = utcnow()
+    repo = ModelResultArchiveRepository(session)
+    repo.purge_before(now - keep_for)
+    copy = ModelResultArchive(
+        benchmark_version_id=row.benchmark_version_id,
+        model_id=row.model_id,
+        reason=reason,
+        archived_at=now,
+        result_id=row.id,
+        result_created_at=row.created_at,
+        **{c: getattr(row, c) for c in ARCHIVED_COLUMNS},
+    )
+    return repo.add(copy)
+
+
+def latest_archived(
+    session: Session, version_id: uuid.UUID, model_id: uuid.UUID
+) -> ModelResultArchive:
+    found = ModelResultArchiveRepository(session).latest(version_id, model_id)
+    if found is None:
+        raise NotFound("no earlier results of this model on this benchmark to restore")
+    return found
+
+
+def restore_archived(
+    session: Session,
+    version_id: uuid.UUID,
+    model_id: uuid.UUID,
+    *,
+    keep_for: timedelta = DEFAULT_RETENTION,
+) -> tuple[ModelResult, ModelResultArchive, ModelResultArchive | None]:
+    """Bring back the newest archived results of a model on a version (flush only).
+
+    Returns ``(restored row, the archived copy it came from, the archive of the results it
+    replaced or None)``; the copy used is removed from the archive.
+    """
+    ModelResultArchiveRepository(session).purge_before(utcnow() - keep_for)
+    copy = latest_archived(session, version_id, model_id)
+    results = ModelResultRepository(session)
+    current = results.get_for(version_id, model_id, with_vectors=True)
+    displaced = (
+        archive_results(session, current, "replaced", keep_for=keep_for) if current else None
+    )
+    row = current or ModelResult(
+        id=copy.result_id,
+        benchmark_version_id=version_id,
+        model_id=model_id,
+        created_at=copy.result_created_at,
+    )
+    for column in ARCHIVED_COLUMNS:
+        setattr(row, column, getattr(copy, column))
+    row.updated_at = utcnow()
+    session.add(row)
+    session.delete(copy)
+    session.flush()
+    return row, copy, displaced
