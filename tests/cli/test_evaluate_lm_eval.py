@@ -62,7 +62,7 @@ def _lm_eval(lm_eval_bin: Path, extra: str = "") -> str:
 
 @pytest.fixture(scope="module")
 def tiny(cli: CLI, lm_eval_bin: Path, hf_env: dict[str, str], tmp_path_factory) -> str:
-    """The benchmark `tiny-lm`, created from a full lm-eval run, with an all-correct `oracle`."""
+    """The benchmark `tiny-lm`, created from a full lm-eval run, with a stronger baseline `oracle`."""
     out = tmp_path_factory.mktemp("full")
     done = subprocess.run(
         _lm_eval(lm_eval_bin, f"--output_path {shlex.quote(str(out))}"),
@@ -75,13 +75,23 @@ def tiny(cli: CLI, lm_eval_bin: Path, hf_env: dict[str, str], tmp_path_factory) 
     assert done.returncode == 0, done.stderr[-3000:]
     run = cli("push", "--create", "--benchmark", "tiny-lm", "--model", "dummy/full", str(out))
     assert run.code == 0, run
-    # the oracle: the same sample logs with every answer right
+    # the baseline: the same sample logs, right wherever the dummy model is right and on half
+    # of the items it gets wrong. Not an all-right oracle: against a known 100 % baseline one
+    # wrong answer decides (Ā ≤ (N-1)/N < B̄), and the session must need more than one batch.
     (log,) = out.rglob(f"samples_{TASK}_*.jsonl")
     rows = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(rows) == N_ITEMS
+    wrong = [i for i, r in enumerate(rows) if float(r["acc"]) == 0.0]
+    assert len(wrong) >= 20, f"the dummy model got only {len(wrong)} items wrong"
+    extra = set(wrong[::2])
     oracle = out / "oracle" / log.name
     oracle.parent.mkdir()
-    oracle.write_text("".join(json.dumps({**r, "acc": 1.0}) + "\n" for r in rows))
+    oracle.write_text(
+        "".join(
+            json.dumps({**r, "acc": 1.0 if (float(r["acc"]) == 1.0 or i in extra) else 0.0}) + "\n"
+            for i, r in enumerate(rows)
+        )
+    )
     run = cli("push", "--benchmark", "tiny-lm", "--model", "oracle", str(oracle.parent))
     assert run.code == 0, run
     return "tiny-lm"

@@ -258,8 +258,10 @@ def test_gpqa_end_to_end(
     assert missing.headers["content-type"].startswith(PROBLEM), missing.headers
     problem = missing.json()
     assert problem["status"] == 409
-    assert f"/v1/benchmarks/{version_id}/analyses" in problem["detail"], problem
-    assert "anchor_points" in problem["detail"], problem
+    # the fix in words a person can run: the CLI command and the API call, by benchmark name
+    assert "benchslice analyze" in problem["detail"], problem
+    assert "--methods anchor_points" in problem["detail"], problem
+    assert "/analyses" in problem["detail"] and "POST /v1/benchmarks/gpqa-e2e-" in problem["detail"]
 
     # --- 5. analysis of random and anchor_points: table equal to the engine's, plots ------------
     queued_a = _ok(api.post(f"/v1/benchmarks/{version_id}/analyses", json=ANALYSIS), 202).json()
