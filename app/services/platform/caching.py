@@ -3,8 +3,8 @@
 Each :class:`BoundedCache` is a least-recently-used map (``cachetools.LRUCache`` sized by
 :func:`app.services.platform.sizing.nbytes`) holding at most ``max_bytes``; every cache of the
 process together holds at most :data:`BUDGET`'s limit (``CACHE_MAX_BYTES``): a put that takes
-the process over it evicts least-recently-used entries, first from that cache, then from the
-largest others. A value larger than its cache is not stored (counted as ``too_large``).
+the process over it evicts least-recently-used entries from the largest caches first (never the
+entry just written). A value larger than its cache is not stored (counted as ``too_large``).
 
 Hits, misses, evictions and bytes per cache are exported on ``/metrics`` (prometheus_client).
 
@@ -71,22 +71,18 @@ class _Budget:
     def total(self) -> int:
         return sum(c.currsize for c in list(self.caches.values()))
 
-    def enforce(self, first: BoundedCache) -> None:
-        """Evict until the process is under its limit: ``first`` (the cache just written), then
-        the largest other caches."""
+    def enforce(self, written: BoundedCache) -> None:
+        """Evict least recently used entries, largest caches first, until the process is under
+        its limit; the entry just written to ``written`` stays."""
         if self.total() <= self.limit:
             return
         with self._lock:
-            others = sorted(
-                (c for c in self.caches.values() if c is not first),
-                key=lambda c: c.currsize,
-                reverse=True,
-            )
-        for cache in [first, *others]:
+            largest = sorted(self.caches.values(), key=lambda c: c.currsize, reverse=True)
+        for cache in largest:
             excess = self.total() - self.limit
             if excess <= 0:
                 return
-            cache.shrink_by(excess)
+            cache.shrink_by(excess, keep=1 if cache is written else 0)
 
 
 BUDGET = _Budget(1024 * MB)
@@ -145,11 +141,12 @@ class BoundedCache(Generic[K, V]):
             self._gauge()
         BUDGET.enforce(self)
 
-    def shrink_by(self, excess: int) -> None:
-        """Evict least recently used entries until ``excess`` bytes are freed (or it is empty)."""
+    def shrink_by(self, excess: int, keep: int = 0) -> None:
+        """Evict least recently used entries until ``excess`` bytes are freed or ``keep``
+        entries (the most recent) are left."""
         with self._lock:
             freed = 0
-            while freed < excess and len(self._data):
+            while freed < excess and len(self._data) > keep:
                 _, value = self._data.popitem()
                 freed += self._data.getsizeof(value)
             self._gauge()

@@ -28,13 +28,11 @@ def nbytes(value: Any) -> int:
             continue
         seen.add(id(obj))
         if isinstance(obj, np.ndarray):
-            base = obj
-            while isinstance(base.base, np.ndarray):
-                base = base.base
+            # an array that owns its buffer counts it in its own size; a view counts its
+            # header and its base (once, however many views share it)
             total += sys.getsizeof(obj)
-            if id(base) not in seen or base is obj:
-                seen.add(id(base))
-                total += base.nbytes if obj.dtype != object else 0
+            if obj.base is not None:
+                stack.append(obj.base)
             if obj.dtype == object:
                 stack.extend(obj.ravel().tolist())
             continue
