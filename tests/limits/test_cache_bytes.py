@@ -29,8 +29,9 @@ def test_nbytes_counts_buffers_once() -> None:
 
 def test_cache_holds_at_most_its_bytes_and_counts() -> None:
     cache: BoundedCache[int, np.ndarray] = BoundedCache("test_bytes", max_bytes=10 * MB)
-    hits, misses = _count("benchslice_cache_hits_total", "test_bytes"), _count(
-        "benchslice_cache_misses_total", "test_bytes"
+    hits, misses = (
+        _count("benchslice_cache_hits_total", "test_bytes"),
+        _count("benchslice_cache_misses_total", "test_bytes"),
     )
     evictions = _count("benchslice_cache_evictions_total", "test_bytes")
     for i in range(5):

@@ -100,7 +100,7 @@ def test_expensive_pool_per_caller_share_busy_and_cost(limited: None) -> None:
             with pool.slot("a test"):
                 inside.set()
                 release.wait(10)
-        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+        except Exception as exc:
             errors.append(exc)
 
     alice = Caller("alice", ("key:alice",))
