@@ -73,7 +73,10 @@ class Settings(BaseSettings):
         default=1, ge=1, description="expensive computations one API process runs at once"
     )
     expensive_queue: int = Field(
-        default=8, ge=0, description="expensive computations waiting per process; more get 503"
+        default=4, ge=0, description="expensive computations waiting per process; more get 503"
+    )
+    expensive_nice: int = Field(
+        default=10, ge=0, le=19, description="CPU priority (nice) of the expensive-work threads"
     )
     expensive_per_key: int = Field(
         default=2, ge=1, description="running + waiting expensive computations per key and process"

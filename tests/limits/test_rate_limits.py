@@ -148,3 +148,22 @@ def test_expensive_pool_admin_exempt_and_no_caller(limited: None) -> None:
     with pool.slot("outside a request"):  # no caller: not limited at all
         with pool.slot("nested"):
             pass
+
+
+def test_expensive_work_runs_in_its_own_lower_priority_threads() -> None:
+    import os
+
+    pool = ExpensivePool(slots=1, queue=0, per_caller=1)
+
+    def where() -> tuple[int, int]:
+        tid = threading.get_native_id()
+        return tid, os.getpriority(os.PRIO_PROCESS, tid)
+
+    here = threading.get_native_id()
+    assert pool.run("inline", where)[0] == here  # no caller: computed in this thread
+    token = CALLER.set(Caller("dave", ("key:dave",)))
+    try:
+        tid, nice = pool.run("pooled", where)
+    finally:
+        CALLER.reset(token)
+    assert tid != here and nice == 10

@@ -10,17 +10,24 @@ and ``queue`` more wait (each at most ``wait_seconds``); one caller holds at mos
 (their own excess); past the pool's capacity: 503; both at once with ``Retry-After``, never a
 timeout. Admins are exempt from the per-caller limits, not from the pool.
 
+:meth:`ExpensivePool.run` computes in the pool's own threads, run at a lower CPU priority
+(``nice`` ``EXPENSIVE_NICE``, Linux): when expensive and cheap work compete for the cores, the
+scheduler gives the request threads (cheap reads) the larger share.
+
 Work outside a request (worker tasks, scripts) has no caller and is not limited. A slot taken
 inside another (nested computations on one thread) passes straight through.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import Counter as Tally
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import TypeVar
 
 from prometheus_client import Counter, Gauge
 
@@ -34,12 +41,25 @@ RUNNING = Gauge("benchslice_expensive_running", "Expensive computations running 
 COMPUTED = Counter("benchslice_expensive_computed", "Expensive computations run", ["what"])
 
 
+T = TypeVar("T")
+
+
+def _lower_priority(nice: int) -> None:
+    """Executor thread initializer: this thread at ``nice`` (Linux: per thread)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+    except (AttributeError, OSError):  # not Linux, or not allowed: run at normal priority
+        pass
+
+
 class ExpensivePool:
     """At most ``slots`` running and ``queue`` waiting; ``per_caller`` places per caller."""
 
     def __init__(
-        self, slots: int = 2, queue: int = 8, per_caller: int = 2, wait_seconds: float = 30.0
+        self, slots: int = 1, queue: int = 4, per_caller: int = 2, wait_seconds: float = 30.0
     ) -> None:
+        self._executor: ThreadPoolExecutor | None = None
+        self.nice = 10
         self.configure(slots, queue, per_caller, wait_seconds)
         self._lock = threading.Lock()
         self._free = threading.Condition(self._lock)
@@ -48,7 +68,13 @@ class ExpensivePool:
         self._places: Tally[str] = Tally()
         self._inside = threading.local()
 
-    def configure(self, slots: int, queue: int, per_caller: int, wait_seconds: float) -> None:
+    def configure(
+        self, slots: int, queue: int, per_caller: int, wait_seconds: float, nice: int = 10
+    ) -> None:
+        if self._executor is not None and (slots != self.slots or nice != self.nice):
+            self._executor.shutdown(wait=False)
+            self._executor = None
+        self.nice = int(nice)
         self.slots = max(1, int(slots))
         self.queue = max(0, int(queue))
         self.per_caller = max(1, int(per_caller))
@@ -126,6 +152,25 @@ class ExpensivePool:
                 self._release_place(caller_id)
                 RUNNING.set(self._running)
                 self._free.notify()
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(
+                max_workers=self.slots,
+                thread_name_prefix="expensive",
+                initializer=_lower_priority,
+                initargs=(self.nice,),
+            )
+        return self._executor
+
+    def run(self, what: str, compute: Callable[[], T]) -> T:
+        """``compute()`` under a slot, in the pool's lower-priority threads (in the calling
+        thread when there is no caller, or inside another slot)."""
+        caller = CALLER.get()
+        if caller is None or getattr(self._inside, "held", False):
+            return compute()
+        with self.slot(what):
+            return self._pool().submit(compute).result()
 
 
 EXPENSIVE = ExpensivePool()

@@ -43,6 +43,7 @@ def configure_limits(settings: Settings) -> None:
         settings.expensive_queue,
         settings.expensive_per_key,
         settings.expensive_wait_seconds,
+        settings.expensive_nice,
     )
     QUOTAS.max_active_jobs = settings.job_quota
     QUOTAS.analysis_max_cost = settings.analysis_max_cost

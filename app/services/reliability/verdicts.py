@@ -80,8 +80,10 @@ def exact_random_mdad(fm: FullMatrix, n: int, threshold: float) -> MDADResult:
         hit = _MDADS.get(key)
         if hit is not None:
             return hit
-        with EXPENSIVE.slot("an exact MDAD"):  # cost-aware admission: a bounded pool
-            result = exact_agreement(fm.correct, int(n), threshold=threshold)
+        # cost-aware admission: a bounded pool of its own, at a lower CPU priority
+        result = EXPENSIVE.run(
+            "an exact MDAD", lambda: exact_agreement(fm.correct, int(n), threshold=threshold)
+        )
         _MDADS.put(key, result)
     return result
 
