@@ -61,8 +61,8 @@ MEDIA_TYPES: dict[str, str] = {
 }
 GLOB_CHARS = frozenset("*?[")
 MATRIX_CACHE_BYTES = 64 * MB
-BOARD_CACHE_BYTES = 128 * MB
-RENDER_CACHE_BYTES = 128 * MB  # the pairs of GPQA as JSON are ~27 MB
+BOARD_CACHE_BYTES = 64 * MB
+RENDER_CACHE_BYTES = 96 * MB  # the pairs of GPQA as JSON are ~27 MB
 
 
 @dataclass(frozen=True)
