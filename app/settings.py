@@ -60,7 +60,7 @@ class Settings(BaseSettings):
         description="tokens per second refilled in each key's bucket (a cheap request costs 1); "
         "0 = no rate limits",
     )
-    rate_limit_burst: float = Field(default=400.0, gt=0, description="tokens a bucket holds")
+    rate_limit_burst: float = Field(default=1000.0, gt=0, description="tokens a bucket holds")
     rate_limit_redis_url: str | None = Field(
         default=None,
         description="Redis for the buckets shared by every API process (default: BROKER_URL "
