@@ -4,6 +4,7 @@ keys; job quotas (the 1,000-run analysis is refused naming ANALYSIS_MAX_COST); /
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -136,9 +137,25 @@ def test_job_quotas(limited_client: TestClient, db_session: Session) -> None:
     assert first.status_code == 202 and first.json()["job_id"] == queued["job_id"], first.text
 
 
-def test_metrics_count_cache_hits_and_misses(client: TestClient) -> None:
+def _sample(text: str, name: str, cache: str) -> float:
+    m = re.search(rf'^{name}{{cache="{cache}"}} ([0-9.e+]+)$', text, re.MULTILINE)
+    return float(m.group(1)) if m else 0.0
+
+
+def test_metrics_count_cache_hits_and_misses(client: TestClient, db_session: Session) -> None:
+    from tests.api._subset_data import seed_gpqa
+
+    seeded = seed_gpqa(db_session, n_models=12)
     before = client.get("/metrics")
-    assert before.status_code == 200
-    assert before.headers["content-type"].startswith("text/plain")
-    assert "benchslice_cache_hits_total" in before.text
-    assert 'benchslice_cache_bytes{cache="verdicts"}' in before.text
+    assert before.status_code == 200 and before.headers["content-type"].startswith("text/plain")
+    url = f"/v1/benchmarks/{seeded.version_id}/leaderboard"
+    assert client.get(url, params={"alpha": 0.0123}).status_code == 200  # a miss, then stored
+    assert client.get(url, params={"alpha": 0.0123}).status_code == 200  # a hit
+    after = client.get("/metrics").text
+    for name, grew in (("benchslice_cache_misses_total", 1), ("benchslice_cache_hits_total", 1)):
+        assert (
+            _sample(after, name, "leaderboards")
+            >= _sample(before.text, name, "leaderboards") + grew
+        )
+    assert _sample(after, "benchslice_cache_bytes", "leaderboards") > 0
+    assert "benchslice_cache_evictions_total" in after
