@@ -215,7 +215,12 @@ def list_sessions(
     settings: SettingsDep,
     model: Annotated[
         str | None,
-        Query(min_length=1, max_length=300, pattern=NO_NUL, description="Only this model's"),
+        Query(
+            min_length=1,
+            max_length=300,
+            pattern=MODEL_NAME_PATTERN,
+            description="Only this model's",
+        ),
     ] = None,
     state: Annotated[
         SessionState | None,
