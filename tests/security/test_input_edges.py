@@ -140,3 +140,21 @@ def test_docs_are_served_locally_and_never_framed(client: TestClient) -> None:
             if url.startswith("/docs-assets/"):
                 asset = client.get(url)
                 assert asset.status_code == 200 and len(asset.content) > 100, url
+
+
+def test_analyses_that_would_fail_in_the_worker_are_422(client: TestClient, db_session) -> None:
+    """subtask_stratified (equal allocation) at a size some subtask's seen half cannot supply
+    was accepted with 202 and then failed in the worker; now a 422 naming the size."""
+    from tests.api._subset_data import seed_gpqa
+
+    seeded = seed_gpqa(db_session, n_models=30)  # subtasks of 298 and 150 items: halves 149, 75
+    db_session.commit()
+    url = f"/v1/benchmarks/{seeded.version_id}/analyses"
+    body = {"sizes": [20, 200], "runs": 2, "n_sources": 10, "n_targets": 5, "seed": 1}
+    r = client.post(url, json={**body, "methods": ["random", "subtask_stratified"]})
+    assert r.status_code == 422, r.text
+    assert _fields(r) == {"body.sizes.1"} and "at most 150" in r.text, r.text
+    r = client.post(url, json={**body, "sizes": [20, 150], "methods": ["subtask_stratified"]})
+    assert r.status_code == 202, r.text
+    r = client.post(url, json={**body, "methods": ["random"]})  # random draws from all 224
+    assert r.status_code == 202, r.text
