@@ -83,7 +83,7 @@ class Settings(BaseSettings):
     )
     expensive_wait_seconds: float = Field(default=30.0, gt=0)
     auth_attempts_per_second: float = Field(
-        default=1.0, gt=0, description="unverified key attempts refilled per prefix and address"
+        default=1.0, gt=0, description="failed key attempts refilled per prefix and address"
     )
     auth_attempts_burst: float = Field(default=20.0, gt=0)
     job_quota: int = Field(default=20, ge=1, description="queued + running jobs per key")

@@ -273,6 +273,7 @@ def login_submit(
             key.strip() or None,
             timedelta(hours=request.app.state.settings.web_session_hours),
             before_hashing=lambda prefix: RATES.check_auth_attempt(prefix, _address(request)),
+            after_failure=lambda prefix: RATES.auth_failed(prefix, _address(request)),
         )
     except DomainError as exc:
         return login_form(request, status_code=exc.status_code, message=exc.detail, next_url=next)

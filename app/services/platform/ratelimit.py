@@ -241,21 +241,31 @@ class RateLimits:
         self.expensive_cost = float(expensive_cost)
         self.auth_attempts = auth_attempts
 
+    @staticmethod
+    def _auth_units(prefix: str, client: str) -> list[str]:
+        return [f"auth-prefix:{prefix}", f"auth-client:{client}"]
+
     def check_auth_attempt(self, prefix: str, client: str) -> None:
         """Before an argon2 verification: refuse (429) when this key prefix or this client
-        address has used up its attempts (AUTH_ATTEMPTS_BURST, AUTH_ATTEMPTS_PER_SECOND)."""
+        address has no failed attempt left (AUTH_ATTEMPTS_BURST, refilled at
+        AUTH_ATTEMPTS_PER_SECOND). Only failures spend them: :meth:`auth_failed`."""
         if self.auth_attempts is None:
             return
-        decision = self.auth_attempts.take([f"auth-prefix:{prefix}", f"auth-client:{client}"], 1)
-        if not decision.allowed:
-            retry = max(1, math.ceil(decision.retry_after))
+        decision = self.auth_attempts.take(self._auth_units(prefix, client), 0)  # a look
+        if decision.remaining < 1:
+            retry = max(1, math.ceil((1 - decision.remaining) / decision.policy.rate))
             raise TooManyRequests(
-                f"too many unverified API key attempts for this key prefix or address "
+                f"too many failed API key attempts for this key prefix or address "
                 f"(AUTH_ATTEMPTS_BURST={decision.policy.burst:g}, AUTH_ATTEMPTS_PER_SECOND="
                 f"{decision.policy.rate:g}); retry after {retry} s",
                 limit="auth-attempts",
                 retry_after=retry,
             )
+
+    def auth_failed(self, prefix: str, client: str) -> None:
+        """A wrong or unknown key was presented: spend one attempt of the prefix and address."""
+        if self.auth_attempts is not None:
+            self.auth_attempts.take(self._auth_units(prefix, client), 1)
 
     def charge(self, caller: Caller | None, cost: float, what: str) -> Decision | None:
         """Take ``cost`` from ``caller``'s buckets; raises 429 when short. None when the

@@ -40,10 +40,11 @@ def open_session(
     key: str | None,
     ttl: timedelta,
     before_hashing: Callable[[str], None] | None = None,
+    after_failure: Callable[[str], None] | None = None,
 ) -> str:
     """Check ``key`` (read scope suffices) and store a new session; returns its id (the cookie
     value, shown once). ``Unauthorized``/``Forbidden`` for a bad key."""
-    principal = require(authenticate(session, key, before_hashing), "read")
+    principal = require(authenticate(session, key, before_hashing, after_failure), "read")
     sid = secrets.token_urlsafe(32)
     row = BrowserSession(
         token_hash=_digest(sid), key_id=uuid.UUID(principal.id), expires_at=utcnow() + ttl
