@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -51,6 +52,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         # first: a public address with keys disabled fails the startup, whatever the server
         check_exposure(settings)
+        # a thread computing something expensive hands the GIL to waiting request threads
+        # every millisecond instead of every 5 (cheap reads wait less behind it)
+        sys.setswitchinterval(settings.gil_switch_interval_ms / 1000)
         # Build every route's parameter and response models now, before the first request:
         # recent FastAPI builds them lazily per router on the first request it answers (~250 ms
         # for the sessions router, paid inside a client's request). The OpenAPI schema walks

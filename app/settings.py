@@ -82,6 +82,11 @@ class Settings(BaseSettings):
         default=2, ge=1, description="running + waiting expensive computations per key and process"
     )
     expensive_wait_seconds: float = Field(default=30.0, gt=0)
+    gil_switch_interval_ms: float = Field(
+        default=1.0,
+        gt=0,
+        description="how often a running thread hands the GIL on (Python's default is 5 ms)",
+    )
     auth_attempts_per_second: float = Field(
         default=1.0, gt=0, description="failed key attempts refilled per prefix and address"
     )
