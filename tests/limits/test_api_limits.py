@@ -83,15 +83,20 @@ def test_unknown_prefixes_cost_an_argon2_verification_and_are_limited(
     limited_client: TestClient, db_session: Session, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[str] = []
-    real = keys._verify
+    real_verify, real_dummy = keys._verify, keys._dummy_verify
 
-    def counted(key_hash: str, token: str) -> bool:
-        calls.append(key_hash)
-        return real(key_hash, token)
+    def counted(row, token, now) -> bool:
+        calls.append(row.key_hash)
+        return real_verify(row, token, now)
+
+    def counted_dummy(token: str) -> None:
+        calls.append("dummy")
+        real_dummy(token)
 
     monkeypatch.setattr(keys, "_verify", counted)
+    monkeypatch.setattr(keys, "_dummy_verify", counted_dummy)
     r = limited_client.get("/v1/benchmarks", headers={"Authorization": "Bearer bsk_abcdef_nope"})
-    assert r.status_code == 401 and calls == [keys._DUMMY_HASH]  # unknown prefix: dummy hash
+    assert r.status_code == 401 and calls == ["dummy"]  # unknown prefix: a dummy verification
     valid = _key(db_session, "read")
     prefix = valid["Authorization"].split("_")[1]
     wrong = {"Authorization": f"Bearer bsk_{prefix}_wrong-secret"}

@@ -1,7 +1,7 @@
 """Browser sessions, shared server secrets, and the key that submitted each job (quotas)
 
 Revision ID: b26f0c3a9d71
-Revises: e7a3c9d2f4b1
+Revises: a5c8e1f3b7d2
 Create Date: 2026-12-01 16:00:00
 
 """
@@ -14,7 +14,7 @@ from alembic import op
 from app.db.base import UTCDateTime
 
 revision: str = "b26f0c3a9d71"
-down_revision: str | Sequence[str] | None = "e7a3c9d2f4b1"
+down_revision: str | Sequence[str] | None = "a5c8e1f3b7d2"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
