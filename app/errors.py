@@ -112,6 +112,22 @@ class ServiceUnavailable(DomainError):
         self.headers.setdefault("Retry-After", str(retry_after))
 
 
+class TooManyRequests(DomainError):
+    """A limit of the caller's was reached (rate, expensive work, job quota): 429 with
+    ``Retry-After``; ``limit`` names which (also in the problem body)."""
+
+    status_code = 429
+    title = "Too many requests"
+    type_slug = "too-many-requests"
+
+    def __init__(
+        self, detail: str | None = None, *, limit: str, retry_after: int = 1, **kwargs: Any
+    ) -> None:
+        super().__init__(detail, **kwargs)
+        self.limit = limit
+        self.headers.setdefault("Retry-After", str(max(1, int(retry_after))))
+
+
 class Unauthorized(DomainError):
     status_code = 401
     title = "Unauthorized"

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 
 from app.api.admission import AdmissionLimit
+from app.api.deps import single_valued_query
+from app.api.docs import install_docs
 from app.api.errors import install_error_handlers, install_problem_openapi
-from app.api.middleware import BodySizeLimit
+from app.api.exposure import check_exposure
+from app.api.middleware import BodySizeLimit, ResponseHeaders
 from app.api.openapi_links import install_openapi_links
 from app.api.routes import (
     analyses,
@@ -27,6 +31,7 @@ from app.api.routes import (
 )
 from app.db.session import make_engine, make_sessionmaker
 from app.queue import CeleryQueue
+from app.services.platform.limits_setup import configure_limits
 from app.settings import Settings, get_settings
 from app.web import install_web
 from app.web import warm_up as warm_up_web
@@ -45,6 +50,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # first: a public address with keys disabled fails the startup, whatever the server
+        check_exposure(settings)
+        # a thread computing something expensive hands the GIL to waiting request threads
+        # every millisecond instead of every 5 (cheap reads wait less behind it)
+        sys.setswitchinterval(settings.gil_switch_interval_ms / 1000)
         # Build every route's parameter and response models now, before the first request:
         # recent FastAPI builds them lazily per router on the first request it answers (~250 ms
         # for the sessions router, paid inside a client's request). The OpenAPI schema walks
@@ -66,6 +76,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Micro-benchmark selection and reliability (MDAD) for LLM evaluation",
         generate_unique_id_function=operation_id,
         lifespan=lifespan,
+        dependencies=[Depends(single_valued_query)],
+        docs_url=None,  # served with local assets: app/api/docs.py
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.engine = engine
@@ -77,6 +90,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         BodySizeLimit, max_bytes=settings.max_body_bytes, max_json_depth=settings.max_json_depth
     )
     app.add_middleware(AdmissionLimit, max_in_flight=settings.max_requests_in_flight)
+    app.add_middleware(ResponseHeaders)  # outermost: nosniff on every answer, 503s included
+    configure_limits(settings)
 
     app.include_router(health.router)
     app.include_router(jobs.router, prefix=API_PREFIX)
@@ -88,6 +103,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(sessions.router, prefix=API_PREFIX)
     app.include_router(items.router, prefix=API_PREFIX)
     app.include_router(audit.router, prefix=API_PREFIX)
+    install_docs(app)
     install_web(app)  # read-only browser view under /ui (not in the OpenAPI schema)
     install_problem_openapi(app)
     install_openapi_links(app)  # stateful workflows (create session -> post batch -> get)

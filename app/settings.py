@@ -54,6 +54,60 @@ class Settings(BaseSettings):
         description="requests one API process serves at once; more get 503 + Retry-After at "
         "once instead of queueing (0 = no limit)",
     )
+    rate_limit_per_second: float = Field(
+        default=200.0,
+        ge=0,
+        description="tokens per second refilled in each key's bucket (a cheap request costs 1); "
+        "0 = no rate limits",
+    )
+    rate_limit_burst: float = Field(default=1000.0, gt=0, description="tokens a bucket holds")
+    rate_limit_redis_url: str | None = Field(
+        default=None,
+        description="Redis for the buckets shared by every API process (default: BROKER_URL "
+        "when it is Redis, else in-process buckets)",
+    )
+    expensive_cost: float = Field(
+        default=100.0, ge=0, description="extra tokens an expensive computation takes"
+    )
+    expensive_slots: int = Field(
+        default=1, ge=1, description="expensive computations one API process runs at once"
+    )
+    expensive_queue: int = Field(
+        default=4, ge=0, description="expensive computations waiting per process; more get 503"
+    )
+    expensive_nice: int = Field(
+        default=10, ge=0, le=19, description="CPU priority (nice) of the expensive-work threads"
+    )
+    expensive_per_key: int = Field(
+        default=2, ge=1, description="running + waiting expensive computations per key and process"
+    )
+    expensive_wait_seconds: float = Field(default=30.0, gt=0)
+    gil_switch_interval_ms: float = Field(
+        default=1.0,
+        gt=0,
+        description="how often a running thread hands the GIL on (Python's default is 5 ms)",
+    )
+    auth_attempts_per_second: float = Field(
+        default=1.0, gt=0, description="failed key attempts refilled per prefix and address"
+    )
+    auth_attempts_burst: float = Field(default=20.0, gt=0)
+    job_quota: int = Field(default=20, ge=1, description="queued + running jobs per key")
+    analysis_max_cost: int = Field(
+        default=20_000, ge=1, description="runs x sizes x methods of one analysis"
+    )
+    analysis_cost_quota: int = Field(
+        default=60_000, ge=1, description="runs x sizes x methods of a key's active analyses"
+    )
+    cache_max_bytes: int = Field(
+        default=512 * 1024 * 1024, gt=0, description="bytes all caches of a process hold together"
+    )
+    web_secret: str | None = Field(
+        default=None,
+        min_length=32,
+        description="CSRF signing secret of the browser view (default: a random one stored in "
+        "the database, shared by every process)",
+    )
+    web_session_hours: float = Field(default=8.0, gt=0, description="browser session lifetime")
     max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     max_json_depth: int = Field(default=32, ge=2, description="nesting limit of JSON bodies")
     max_upload_lines: int = Field(default=2_000_000, gt=0, description="lines per uploaded file")

@@ -59,3 +59,19 @@ def start_uvicorn(env: dict[str, str], workers: int | None = None) -> tuple[subp
     if workers is not None:
         argv += ["--workers", str(workers)]
     return subprocess.Popen(argv, cwd=ROOT, env=env), f"http://127.0.0.1:{port}"
+
+
+def browser_session(base: str, key: str) -> str:
+    """Sign in to the browser view with ``key``; the session cookie's value (every API process
+    accepts it: sessions live in the database)."""
+    import re
+
+    import httpx
+
+    with httpx.Client(base_url=base, timeout=60) as browser:
+        form = browser.get("/ui/login")
+        token = re.search(r'name="csrf" value="([^"]+)"', form.text)
+        assert token is not None, form.text[:300]
+        r = browser.post("/ui/login", data={"key": key, "csrf": token.group(1), "next": "/ui/"})
+        assert r.status_code == 303, (r.status_code, r.text[:300])
+        return browser.cookies["benchslice_session"]

@@ -45,6 +45,9 @@ TEST_ENV = {
     "JOB_SOFT_TIME_LIMIT": "60",
     "JOB_HARD_TIME_LIMIT": "90",
     "AUTH_ENABLED": "false",
+    # no per-key rate limit by default: functional tests send hundreds of requests with one key
+    # (tests/limits turn the limits on with their own settings)
+    "RATE_LIMIT_PER_SECOND": "0",
 }
 os.environ.update(TEST_ENV)
 os.environ.setdefault("BENCHSLICE_SHARED_DATA", str(REPO_ROOT.parent / "shared" / "data"))

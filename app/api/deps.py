@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Path, Request
+from fastapi._compat import field_annotation_is_sequence
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from app.db.models import BenchmarkVersion, Project
 from app.db.session import pop_after_commit
+from app.errors import FieldIssue, InvalidInput
 from app.queue import JobQueue
 from app.services.catalog import ownership
 from app.services.catalog.benchmark_refs import resolve_version
@@ -23,6 +25,8 @@ from app.services.platform.access import check_role
 from app.services.platform.audit import Actor
 from app.services.platform.keys import ANONYMOUS, Principal, authenticate, require
 from app.services.platform.projects import default_project
+from app.services.platform.ratelimit import CALLER, RATES, Caller, quota_units
+from app.services.platform.ratelimit import headers as rate_headers
 from app.settings import Settings
 
 
@@ -73,10 +77,20 @@ def get_principal(
     session: SessionDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    """The caller. With ``AUTH_ENABLED=false`` (the local default) everyone is allowed."""
+    """The caller. With ``AUTH_ENABLED=false`` (the local default) everyone is allowed.
+
+    A key not verified before in this process first passes the failure limiter (per key prefix
+    and client address, :meth:`~app.services.platform.ratelimit.RateLimits.check_auth_attempt`):
+    wrong secrets cannot make the server run argon2 without bound."""
     if not request.app.state.settings.auth_enabled:
         return ANONYMOUS
-    return authenticate(session, credentials.credentials if credentials else None)
+    address = request.client.host if request.client else "unknown"
+    return authenticate(
+        session,
+        credentials.credentials if credentials else None,
+        before_hashing=lambda prefix: RATES.check_auth_attempt(prefix, address),
+        after_failure=lambda prefix: RATES.auth_failed(prefix, address),
+    )
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
@@ -98,13 +112,41 @@ def needs(role: str, where: str) -> Callable[[F], F]:
     return tag
 
 
-def require_scope(scope: str) -> Callable[[Principal], Principal]:
+WRITE_COST = 5.0
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def operation_cost(request: Request) -> float:
+    """What a request takes from its caller's bucket: 1, or :data:`WRITE_COST` for writes that
+    store or queue work (expensive reads pay more only when they compute:
+    :mod:`app.services.platform.expensive`)."""
+    return WRITE_COST if request.method in WRITE_METHODS else 1.0
+
+
+async def limited(request: Request, principal: Principal) -> Principal:
+    """Charge the request to its caller (429 when short) and name the caller for the rest of
+    the request (expensive-work pool, job quotas). Instance admins are exempt."""
+    caller = Caller(
+        id=principal.id, units=tuple(quota_units(principal)), exempt=principal.instance_admin
+    )
+    CALLER.set(caller)
+    if getattr(request.state, "charged", False):  # a route may check two roles: charge once
+        return principal
+    request.state.charged = True
+    decision = await run_in_threadpool(RATES.charge, caller, operation_cost(request), "a request")
+    if decision is not None:
+        request.state.rate_limit = rate_headers(decision)
+    return principal
+
+
+def require_scope(scope: str) -> Callable[..., Awaitable[Principal]]:
     """Dependency factory: 401 without a valid key, 403 when the key holds ``scope`` on no
-    project (checked before the body is read; the target's project is checked after)."""
+    project (checked before the body is read; the target's project is checked after), 429 when
+    the key's rate limit is reached."""
 
     @needs(scope, "any")
-    def dependency(principal: PrincipalDep) -> Principal:
-        return require(principal, scope)
+    async def dependency(request: Request, principal: PrincipalDep) -> Principal:
+        return await limited(request, require(principal, scope))
 
     dependency.__name__ = f"require_{scope}"
     return dependency
@@ -273,3 +315,41 @@ def get_project_chooser(principal: WritePrincipal, session: SessionDep) -> Proje
 
 
 ProjectChooserDep = Annotated[ProjectChooser, Depends(get_project_chooser)]
+
+
+def _scalar_query_params(request: Request) -> set[str]:
+    """Names of the matched route's query parameters that take one value."""
+    route = request.scope.get("route")
+    found = getattr(route, "_scalar_query_params", None)
+    if found is None:
+        found = set()
+        todo = [getattr(route, "dependant", None)]
+        while todo:
+            current = todo.pop()
+            if current is None:
+                continue
+            for param in current.query_params:
+                if not field_annotation_is_sequence(param.field_info.annotation):
+                    found.add(param.alias)
+            todo.extend(current.dependencies)
+        if route is not None:
+            route._scalar_query_params = found  # type: ignore[attr-defined]
+    return found
+
+
+def single_valued_query(request: Request) -> None:
+    """A one-value query parameter given twice (``?models=a&models=b``) is a 422 naming it,
+    not silently the last value (an app-wide dependency)."""
+    keys = [k for k, _ in request.query_params.multi_items()]
+    if len(keys) == len(set(keys)):
+        return
+    scalar = _scalar_query_params(request)
+    repeated = sorted({k for k in keys if keys.count(k) > 1 and k in scalar})
+    if repeated:
+        raise InvalidInput(
+            f"query parameter(s) {', '.join(repeated)} given more than once",
+            errors=[
+                FieldIssue((name,), "give it once (for several values, comma-separate them)")
+                for name in repeated
+            ],
+        )

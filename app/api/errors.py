@@ -34,6 +34,7 @@ def problem_response(
     errors: list[dict[str, Any]] | None = None,
     errors_total: int | None = None,
     headers: dict[str, str] | None = None,
+    limit: str | None = None,
 ) -> JSONResponse:
     body: dict[str, Any] = {
         "type": TYPE_BASE + type_slug if type_slug else "about:blank",
@@ -46,6 +47,9 @@ def problem_response(
         body["errors"] = [_field_error(e) for e in errors]
         if errors_total is not None and errors_total > len(errors):
             body["errors_total"] = errors_total  # the list holds only the first problems
+    if limit is not None:
+        body["limit"] = limit
+    headers = {**(headers or {}), "X-Content-Type-Options": "nosniff"}
     return JSONResponse(body, status_code=status, headers=headers, media_type=PROBLEM_JSON)
 
 
@@ -118,6 +122,7 @@ async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
         errors=errors,
         errors_total=exc.errors_total,
         headers=exc.headers,
+        limit=getattr(exc, "limit", None),
     )
 
 
@@ -207,6 +212,11 @@ def install_problem_openapi(app: FastAPI) -> None:
                 responses = operation.setdefault("responses", {})
                 if "requestBody" in operation and "400" not in responses:
                     responses["400"] = {"description": "Malformed body (not decodable)"}
+                if route.startswith("/v1/") and "429" not in responses:
+                    responses["429"] = {
+                        "description": "A limit of the key was reached (named in `limit`); "
+                        "see Retry-After and the RateLimit fields"
+                    }
                 if route.startswith("/v1/") and "503" not in responses:
                     responses["503"] = {
                         "description": "The database or the queue is unavailable; see Retry-After"

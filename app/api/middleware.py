@@ -1,4 +1,6 @@
-"""Pure-ASGI guard: refuse a request whose declared Content-Length exceeds MAX_BODY_BYTES (413).
+"""Pure-ASGI middleware: the body guard and the headers every response carries.
+
+:class:`BodySizeLimit` refuses a request whose declared Content-Length exceeds MAX_BODY_BYTES (413).
 
 JSON bodies are read here whatever their framing (a chunked body has no Content-Length):
 over MAX_BODY_BYTES is a 413, nested deeper than MAX_JSON_DEPTH a 422; the checked body is then
@@ -11,9 +13,11 @@ import re
 from typing import Any
 
 import numpy as np
+from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.docs import DOCS_CSP, is_docs_path
 from app.api.errors import problem_response
 
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
@@ -100,3 +104,32 @@ class BodySizeLimit:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+class ResponseHeaders:
+    """``X-Content-Type-Options: nosniff`` on every response; the rate-limit fields of a
+    limited request (``RateLimit``, ``RateLimit-Policy``); on the API docs a CSP with
+    ``frame-ancestors 'none'`` and ``X-Frame-Options: DENY`` (they can not be framed)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        docs = is_docs_path(scope.get("path", ""))
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                headers["x-content-type-options"] = "nosniff"
+                for name, value in (scope.get("state") or {}).get("rate_limit", {}).items():
+                    if name not in headers:
+                        headers[name] = value
+                if docs:
+                    headers["content-security-policy"] = DOCS_CSP
+                    headers["x-frame-options"] = "DENY"
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)

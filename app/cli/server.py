@@ -40,6 +40,8 @@ def serve(host: str | None = None, port: int | None = None, reload: bool = False
 
     settings = get_settings()
     guard_exposure(settings, host or settings.host)
+    # the app checks again at startup (app/api/exposure.py); tell it the address outright
+    os.environ["BENCHSLICE_BIND_HOST"] = host or settings.host
     uvicorn.run(
         "app.main:create_app",
         factory=True,

@@ -10,7 +10,19 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, computed_field
 
 # Postgres text cannot hold NUL characters: refuse them up front (422, not a 500).
 NO_NUL = r"^[^\x00]*$"
-NAME_PATTERN = r"^[^\s/\x00][^/\x00]*$"
+# Characters that hide or disguise a name: C0/C1 controls, bidirectional marks, embeddings,
+# overrides and isolates (U+202E shows "abc\u202efdp.exe" as "abcexe.pdf").
+UNSAFE = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+# A benchmark name (a path segment): no "/", no unsafe character, no leading space, and not
+# "." or ".." (a path would read them as directories).
+NAME_PATTERN = (
+    f"^(?:[^.\\s/{UNSAFE}][^/{UNSAFE}]*|\\.+[^./{UNSAFE}][^/{UNSAFE}]*|\\.{{3,}}[^/{UNSAFE}]*)$"
+)
+# A model name ("org/model" allowed): no unsafe character, not "." or "..".
+MODEL_NAME_PATTERN = (
+    f"^(?:[^.{UNSAFE}][^{UNSAFE}]*|\\.+[^.{UNSAFE}][^{UNSAFE}]*|\\.{{3,}}[^{UNSAFE}]*)$"
+)
+SAFE_TEXT = f"^[^{UNSAFE}]*$"
 PROJECT_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,99}$"
 
 ItemId = Field(min_length=1, max_length=512, description="External item id, e.g. lm-eval doc_hash")

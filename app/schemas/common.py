@@ -20,6 +20,11 @@ class Problem(BaseModel):
     detail: str | None = None
     instance: str | None = None
     errors: list[FieldError] | None = None
+    limit: str | None = Field(
+        default=None,
+        description="With 429: the limit reached (rate, expensive-per-key, jobs, "
+        "analysis-cost, auth-attempts)",
+    )
 
 
 class ORMModel(BaseModel):

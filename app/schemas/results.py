@@ -8,15 +8,20 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.schemas.benchmarks import NO_NUL, version_id_field
+from app.schemas.benchmarks import MODEL_NAME_PATTERN, NO_NUL, SAFE_TEXT, version_id_field
+
+# a million billion parameters: far above any model, far below what overflows a float
+MAX_PARAMS_B = 1e6
 
 
 class ModelCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=300, pattern=NO_NUL)
-    params_b: float | None = Field(default=None, ge=0, description="Parameters, billions")
-    family: str | None = Field(default=None, max_length=200, pattern=NO_NUL)
+    name: str = Field(min_length=1, max_length=300, pattern=MODEL_NAME_PATTERN)
+    params_b: float | None = Field(
+        default=None, ge=0, le=MAX_PARAMS_B, allow_inf_nan=False, description="Parameters, billions"
+    )
+    family: str | None = Field(default=None, max_length=200, pattern=SAFE_TEXT)
     tags: list[Annotated[str, Field(max_length=200, pattern=NO_NUL)]] | None = None
 
 
@@ -58,7 +63,10 @@ class ResultsCreate(BaseModel):
         },
     )
 
-    model: Annotated[str, Field(min_length=1, max_length=300, pattern=NO_NUL)] | ModelCreate
+    model: (
+        Annotated[str, Field(min_length=1, max_length=300, pattern=MODEL_NAME_PATTERN)]
+        | ModelCreate
+    )
     results: dict[str, float | ItemResult] | None = Field(
         default=None, description="{item_id: correct} or {item_id: {correct, confidence}}"
     )

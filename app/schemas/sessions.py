@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.schemas.benchmarks import NO_NUL
+from app.schemas.benchmarks import MODEL_NAME_PATTERN
 
 MAX_SEED = 2**63 - 1
 Basis = Literal["design", "model"]
@@ -29,12 +29,12 @@ class SessionCreate(BaseModel):
         },
     )
 
-    model: str = Field(min_length=1, max_length=300, pattern=NO_NUL)
+    model: str = Field(min_length=1, max_length=300, pattern=MODEL_NAME_PATTERN)
     baseline: str | None = Field(
         default=None,
         min_length=1,
         max_length=300,
-        pattern=NO_NUL,
+        pattern=MODEL_NAME_PATTERN,
         description="Model with full stored results on this benchmark (needed by goal=decide)",
     )
     goal: Literal["decide", "precision"] = Field(

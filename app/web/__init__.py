@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import secrets
 from http import HTTPStatus
 from pathlib import Path
 
@@ -21,7 +20,7 @@ STATIC_DIR = Path(__file__).parent / "static"
 
 def install_web(app: FastAPI) -> None:
     """Mount the pages, their static files and the security headers on ``app``."""
-    app.state.web_secret = secrets.token_bytes(32)  # signs CSRF tokens (per process)
+    app.state.web_secret = None  # signs CSRF tokens; shared by every process (security._secret)
     app.include_router(router)
     app.mount(f"{UI_PREFIX}/static", StaticFiles(directory=STATIC_DIR), name="ui_static")
     app.add_middleware(SecurityHeaders)

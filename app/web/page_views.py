@@ -19,7 +19,7 @@ from app.schemas.subsets import SubsetPublic, VerdictPublic
 from app.services.catalog import matrices
 from app.services.catalog.benchmarks import get_version
 from app.services.evaluation import sessions as sessions_service
-from app.services.platform.caching import BoundedCache
+from app.services.platform.caching import MB, BoundedCache
 from app.services.reliability import verdict_story, verdicts
 from app.services.reliability.analyses import analysed_methods, latest_analysis
 from app.services.selection import subsets as subsets_service
@@ -85,7 +85,7 @@ def _placement(v: VerdictPublic) -> str:
     )
 
 
-_CURVES: BoundedCache[tuple, tuple[str, str]] = BoundedCache(256)
+_CURVES: BoundedCache[tuple, tuple[str, str]] = BoundedCache("page_curves", 32 * MB)
 
 
 def _curve_svg(
@@ -184,7 +184,7 @@ class SessionView:
     plot_svg_narrow: str | None = None
 
 
-_SESSION_SVGS: BoundedCache[tuple, tuple[str, str]] = BoundedCache(128)
+_SESSION_SVGS: BoundedCache[tuple, tuple[str, str]] = BoundedCache("page_session_svgs", 16 * MB)
 
 
 def session_view(

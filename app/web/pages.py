@@ -31,7 +31,7 @@ from app.services.catalog import matrices
 from app.services.catalog.benchmarks import item_index
 from app.services.evaluation import lifecycle as session_lifecycle
 from app.services.platform.access import Visibility
-from app.services.platform.caching import BoundedCache
+from app.services.platform.caching import MB, BoundedCache
 from app.services.ranking import leaderboards
 from app.services.reliability import analyses as analyses_service
 from app.services.reliability import verdicts
@@ -42,7 +42,7 @@ LISTING_LIMIT = 20
 FLAGGED_SHOWN = 50
 MODELS_SHOWN = 50
 SORT_KEYS = ("rank", "name", "accuracy", "coverage")
-CACHE_SIZE = 16
+CACHE_BYTES = 16 * MB
 
 
 NONE = formatting.MISSING
@@ -212,8 +212,8 @@ class BenchmarkListings:
     abandoned: list[SessionSummary]  # open but idle past SESSION_IDLE_HOURS: shown apart
 
 
-_HEALTH: BoundedCache[tuple, HealthSummary] = BoundedCache(CACHE_SIZE)
-_HIST: BoundedCache[tuple, tuple[str, str]] = BoundedCache(CACHE_SIZE)
+_HEALTH: BoundedCache[tuple, HealthSummary] = BoundedCache("page_health", CACHE_BYTES)
+_HIST: BoundedCache[tuple, tuple[str, str]] = BoundedCache("page_histograms", CACHE_BYTES)
 
 
 def _parse_sort(sort: str | None) -> tuple[str, bool]:
@@ -436,7 +436,9 @@ def recommendation_sentences(rec: Recommendation) -> list[str]:
     return out
 
 
-_ANALYSIS_SVGS: BoundedCache[tuple, tuple[str, str, str, str]] = BoundedCache(64)
+_ANALYSIS_SVGS: BoundedCache[tuple, tuple[str, str, str, str]] = BoundedCache(
+    "page_analysis_svgs", 32 * MB
+)
 
 
 def analysis_plots(

@@ -4,13 +4,16 @@
   are inline SVG with presentation attributes, see :mod:`app.web.svg`), ``nosniff``,
   ``Referrer-Policy: same-origin``; pages are ``Cache-Control: no-store``;
   ``Server-Timing: app;dur=<ms>`` is the time until the response starts (bench/bench_pages.py).
-* With ``auth_enabled`` a page needs a read key. ``/ui/login`` checks the key once and keeps it
-  in an HttpOnly, SameSite=Strict cookie scoped to ``/ui`` (Secure over HTTPS); every page
-  authenticates it like a bearer token (revocation applies at once). The key is never written
-  into HTML or logs.
+* With ``auth_enabled`` a page needs a browser session. ``/ui/login`` checks a key (read scope
+  suffices) once and opens a server-side session (:mod:`app.services.platform.web_sessions`):
+  the HttpOnly, SameSite=Strict cookie scoped to ``/ui`` (Secure over HTTPS) holds a random
+  session id, never the key; every page looks the session up (logout, expiry and revoking the
+  key apply at once, in every process), and the session only reads. The key is never written
+  into HTML, cookies or logs.
 * CSRF: signed double-submit. The form carries ``nonce.signature`` and so does an HttpOnly
-  cookie; a POST is accepted only when both are equal and the signature (HMAC-SHA256 with a
-  per-process secret) is valid.
+  cookie; a POST is accepted only when both are equal and the signature (HMAC-SHA256) is valid.
+  The secret is shared by every API process (``WEB_SECRET``, else one stored in the database),
+  so a form served by one process is accepted by another.
 """
 
 from __future__ import annotations
@@ -25,15 +28,16 @@ from typing import TYPE_CHECKING, Any
 from fastapi import Request
 from fastapi.responses import Response
 
-from app.services.platform.keys import ANONYMOUS, Principal, authenticate, require
+from app.services.platform import web_sessions
+from app.services.platform.keys import ANONYMOUS, Principal, require
+from app.services.platform.ratelimit import CALLER, RATES, Caller, quota_units
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
 UI_PREFIX = "/ui"
-KEY_COOKIE = "benchslice_key"
+SESSION_COOKIE = "benchslice_session"
 CSRF_COOKIE = "benchslice_csrf"
-KEY_MAX_AGE = 8 * 3600
 CSP = (
     "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'; "
     "object-src 'none'"
@@ -86,18 +90,26 @@ def _secure(request: Request) -> bool:
 
 
 def page_principal(request: Request, session: Session) -> Principal:
-    """The caller of a page: anonymous when auth is off, else the cookie's key (read scope);
-    ``Unauthorized`` (401) without a valid one."""
+    """The caller of a page: anonymous when auth is off, else the session's reader;
+    ``Unauthorized`` (401) without a live session."""
     if not request.app.state.settings.auth_enabled:
         return ANONYMOUS
-    return require(authenticate(session, request.cookies.get(KEY_COOKIE)), "read")
+    principal = require(
+        web_sessions.session_principal(session, request.cookies.get(SESSION_COOKIE)), "read"
+    )
+    # the page's caller for the rate limits and the expensive-work pool (a page runs in one
+    # thread and context: what is set here holds for the rest of the page)
+    caller = Caller(principal.id, tuple(quota_units(principal)), exempt=False)
+    CALLER.set(caller)
+    RATES.charge(caller, 1.0, "a page")
+    return principal
 
 
-def set_key_cookie(request: Request, response: Response, key: str) -> None:
+def set_session_cookie(request: Request, response: Response, session_id: str) -> None:
     response.set_cookie(
-        KEY_COOKIE,
-        key,
-        max_age=KEY_MAX_AGE,
+        SESSION_COOKIE,
+        session_id,
+        max_age=int(request.app.state.settings.web_session_hours * 3600),
         path=UI_PREFIX,
         httponly=True,
         samesite="strict",
@@ -105,14 +117,24 @@ def set_key_cookie(request: Request, response: Response, key: str) -> None:
     )
 
 
-def clear_key_cookie(request: Request, response: Response) -> None:
+def clear_session_cookie(request: Request, response: Response) -> None:
     response.delete_cookie(
-        KEY_COOKIE, path=UI_PREFIX, httponly=True, samesite="strict", secure=_secure(request)
+        SESSION_COOKIE, path=UI_PREFIX, httponly=True, samesite="strict", secure=_secure(request)
     )
 
 
 def _secret(request: Request) -> bytes:
-    return request.app.state.web_secret
+    """The CSRF signing secret every process shares: ``WEB_SECRET``, else the database's."""
+    state = request.app.state
+    if getattr(state, "web_secret", None) is None:
+        configured = state.settings.web_secret
+        if configured:
+            state.web_secret = configured.encode()
+        else:
+            with state.sessionmaker() as session:
+                state.web_secret = web_sessions.shared_secret(session)
+                session.commit()
+    return state.web_secret
 
 
 def _sign(secret: bytes, nonce: str) -> str:

@@ -34,7 +34,8 @@ def test_refusal_rules() -> None:
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in {"AUTH_ENABLED", "HOST"}}
+    drop = {"AUTH_ENABLED", "HOST", "ALLOW_UNAUTHENTICATED", "BENCHSLICE_BIND_HOST"}
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(extra)
     return env
 
@@ -84,3 +85,70 @@ def test_serve_starts_open_when_allowed_and_warns(tmp_path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+def _uvicorn(host: str, port: int, env: dict[str, str], *extra: str) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory"]
+    return subprocess.Popen(
+        [*argv, "--host", host, "--port", str(port), *extra],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+@pytest.mark.parametrize("workers", [[], ["--workers", "2"]], ids=["one", "workers"])
+def test_the_app_factory_refuses_a_public_bind_without_keys(tmp_path, workers) -> None:
+    """The README's scaling path (`uvicorn --factory --host 0.0.0.0`) no longer bypasses the
+    guard: the app's startup fails, whatever started it."""
+    env = _env(DATABASE_URL=f"sqlite:///{tmp_path}/db.sqlite3")
+    env.pop("ALLOW_UNAUTHENTICATED", None)
+    env.pop("BENCHSLICE_BIND_HOST", None)
+    proc = _uvicorn("0.0.0.0", _free_port(), env, *workers)
+    try:
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if not workers:  # uvicorn's supervisor (--workers) stops but exits 0 when a child fails
+        assert proc.returncode == 3, out
+    assert "refusing to serve on 0.0.0.0" in out and "ALLOW_UNAUTHENTICATED=true" in out, out
+    assert "Application startup complete" not in out
+
+
+def test_the_app_factory_serves_a_public_bind_with_keys(tmp_path) -> None:
+    """With keys on, 0.0.0.0 starts (traffic sent to 127.0.0.1 only)."""
+    import httpx
+
+    port = _free_port()
+    env = _env(DATABASE_URL=f"sqlite:///{tmp_path}/db.sqlite3", AUTH_ENABLED="true")
+    proc = _uvicorn("0.0.0.0", port, env)
+    try:
+        deadline = time.monotonic() + 60
+        status = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                status = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code
+                break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        assert status == 200
+        assert httpx.get(f"http://127.0.0.1:{port}/v1/benchmarks", timeout=5).status_code == 401
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+def test_bind_hosts_reads_the_serve_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.api.exposure import ExposureRefused, bind_hosts, check_exposure
+
+    monkeypatch.setenv("BENCHSLICE_BIND_HOST", "10.0.0.7")
+    assert bind_hosts() == ["10.0.0.7"]
+    with pytest.raises(ExposureRefused):
+        check_exposure(Settings(auth_enabled=False))
+    check_exposure(Settings(auth_enabled=True))
+    monkeypatch.setenv("BENCHSLICE_BIND_HOST", "127.0.0.1")
+    check_exposure(Settings(auth_enabled=False))

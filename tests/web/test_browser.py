@@ -174,7 +174,8 @@ def test_login_flow_with_keys_on(browser: Any) -> None:
             page.click("form.stack button[type=submit]")
         assert page.url == f"{base}/ui/" and page.inner_text("main h1") == "Benchmarks"
         assert key not in page.content()
-        cookie = next(c for c in context.cookies() if c["name"] == "benchslice_key")
+        cookie = next(c for c in context.cookies() if c["name"] == "benchslice_session")
+        assert key not in cookie["value"]
         assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/ui"
         # a fresh browser without the cookie is refused again
         other = browser.new_context()

@@ -20,18 +20,28 @@ def _csrf(page: str) -> str:
     return m.group(1)
 
 
-def test_missing_or_bad_key_is_refused(auth_client: TestClient, db_session: Session) -> None:
+def _login(client: TestClient, key: str) -> str:
+    """Sign in with ``key``; the session cookie's value."""
+    token = _csrf(client.get("/ui/login").text)
+    r = client.post("/ui/login", data={"key": key, "csrf": token, "next": "/ui/"})
+    assert r.status_code == 303, r.text
+    return r.cookies["benchslice_session"]
+
+
+def test_missing_or_bad_session_is_refused(auth_client: TestClient, db_session: Session) -> None:
     for path in ("/ui/", "/ui/benchmarks/x", "/ui/analyses/x", "/ui/subsets/x/download/csv"):
         r = auth_client.get(path)
         assert r.status_code == 401, (path, r.status_code)
         assert 'action="/ui/login"' in r.text
-    auth_client.cookies.set("benchslice_key", "bsk_nope_nope", path="/ui")
-    assert auth_client.get("/ui/").status_code == 401
     _, key = create_key(db_session, "ui-reader", ["read"])
     db_session.flush()
-    auth_client.cookies.set("benchslice_key", key, path="/ui")
-    r = auth_client.get("/ui/")
-    assert r.status_code == 200 and key not in r.text
+    # the cookie is never a key: a raw key in it (or in the old key cookie) is refused
+    for cookie in ("benchslice_session", "benchslice_key"):
+        auth_client.cookies.set(cookie, key, path="/ui")
+        assert auth_client.get("/ui/").status_code == 401
+        auth_client.cookies.clear()
+    auth_client.cookies.set("benchslice_session", "made-up", path="/ui")
+    assert auth_client.get("/ui/").status_code == 401
 
 
 def test_login_flow(auth_client: TestClient, db_session: Session) -> None:
@@ -45,32 +55,60 @@ def test_login_flow(auth_client: TestClient, db_session: Session) -> None:
 
     # without the CSRF token (or with a forged one) the form is refused
     r = auth_client.post("/ui/login", data={"key": key, "csrf": "", "next": "/ui/"})
-    assert r.status_code == 403 and "benchslice_key" not in r.headers.get("set-cookie", "")
+    assert r.status_code == 403 and "benchslice_session" not in r.headers.get("set-cookie", "")
     r = auth_client.post("/ui/login", data={"key": key, "csrf": "a.b", "next": "/ui/"})
     assert r.status_code == 403
     # a wrong key: 401, the form again, the submitted key not echoed
     r = auth_client.post("/ui/login", data={"key": "bsk_abc_wrong", "csrf": token, "next": "/ui/"})
     assert r.status_code == 401 and "bsk_abc_wrong" not in r.text
-    # the right key: redirect where asked, cookie set
+    # a read key signs in: redirect where asked, a session cookie that is not the key
     r = auth_client.post(
         "/ui/login", data={"key": key, "csrf": token, "next": "/ui/benchmarks/gpqa"}
     )
     assert r.status_code == 303 and r.headers["location"] == "/ui/benchmarks/gpqa"
     cookie = r.headers["set-cookie"]
-    assert cookie.startswith("benchslice_key=")
+    assert cookie.startswith("benchslice_session=")
+    session_id = r.cookies["benchslice_session"]
+    assert key not in cookie and len(session_id) >= 40
     for attr in ("HttpOnly", "SameSite=strict", "Path=/ui"):
         assert attr in cookie
     assert "Secure" not in cookie  # plain http here; https adds it
     r = auth_client.get("/ui/")
     assert r.status_code == 200 and key not in r.text and "Sign out" in r.text
-    # sign out clears the cookie
+    # the session id is no bearer token on /v1
+    assert (
+        auth_client.get(
+            "/v1/benchmarks", headers={"Authorization": f"Bearer {session_id}"}
+        ).status_code
+        == 401
+    )
+    # sign out revokes the session on the server: the old cookie no longer works
     r = auth_client.post("/ui/logout", data={"csrf": _csrf(r.text)})
     assert r.status_code == 303
     assert auth_client.get("/ui/").status_code == 401
-    # a revoked key stops working at once
-    auth_client.cookies.set("benchslice_key", key, path="/ui")
+    auth_client.cookies.set("benchslice_session", session_id, path="/ui")
+    assert auth_client.get("/ui/").status_code == 401
+    # revoking the key ends its sessions at once
+    auth_client.cookies.clear()
+    _login(auth_client, key)
     assert auth_client.get("/ui/").status_code == 200
     revoke_key(db_session, row.prefix)
+    assert auth_client.get("/ui/").status_code == 401
+
+
+def test_sessions_expire(auth_client: TestClient, db_session: Session) -> None:
+    from datetime import timedelta
+
+    from app.db.base import utcnow
+    from app.db.models import BrowserSession
+
+    _, key = create_key(db_session, "ui-reader", ["read"])
+    db_session.flush()
+    _login(auth_client, key)
+    assert auth_client.get("/ui/").status_code == 200
+    for row in db_session.query(BrowserSession).all():
+        row.expires_at = utcnow() - timedelta(seconds=1)
+    db_session.flush()
     assert auth_client.get("/ui/").status_code == 401
 
 

@@ -95,7 +95,10 @@ def test_every_page_sends_the_security_headers_and_never_shows_the_key(
     r = auth_client.post("/ui/login", data={"key": key, "csrf": token.group(1), "next": "/ui/"})
     assert r.status_code == 303, r.text
     _headers_ok(r, "POST /ui/login")
-    assert "benchslice_key=" in r.headers["set-cookie"] and "HttpOnly" in r.headers["set-cookie"]
+    assert (
+        "benchslice_session=" in r.headers["set-cookie"] and "HttpOnly" in r.headers["set-cookie"]
+    )
+    assert key not in r.headers["set-cookie"]
     assert key not in r.text
 
     name = client.get(f"/v1/benchmarks/{seen.ref}").json()["name"]

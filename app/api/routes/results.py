@@ -28,8 +28,14 @@ from app.api.uploads import (
     replay_upload,
     request_body,
 )
-from app.schemas.benchmarks import NO_NUL
-from app.schemas.results import MatrixWritten, ModelCreate, ModelResultList, ResultsWritten
+from app.schemas.benchmarks import MODEL_NAME_PATTERN, SAFE_TEXT
+from app.schemas.results import (
+    MAX_PARAMS_B,
+    MatrixWritten,
+    ModelCreate,
+    ModelResultList,
+    ResultsWritten,
+)
 from app.services.catalog import bulk_results
 from app.services.catalog import results as service
 from app.services.catalog.ownership import record_write
@@ -70,12 +76,15 @@ def upload_results(
         Query(
             min_length=1,
             max_length=300,
-            pattern=NO_NUL,
+            pattern=MODEL_NAME_PATTERN,
             description="Model name (non-JSON uploads)",
         ),
     ] = None,
-    params_b: Annotated[float | None, Query(ge=0, description="Parameters, billions")] = None,
-    family: Annotated[str | None, Query(max_length=200, pattern=NO_NUL)] = None,
+    params_b: Annotated[
+        float | None,
+        Query(ge=0, le=MAX_PARAMS_B, allow_inf_nan=False, description="Parameters, billions"),
+    ] = None,
+    family: Annotated[str | None, Query(max_length=200, pattern=SAFE_TEXT)] = None,
     metric: Annotated[
         str | None,
         Query(

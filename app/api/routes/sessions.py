@@ -26,7 +26,7 @@ from app.api.responses import AUTH, UNSUPPORTED
 from app.api.uploads import UPLOAD_BODY, IdempotencyKeyHeader, UploadDep, replay_upload
 from app.api.uploads import replayed as replay_response
 from app.queue import enqueue_job_after_commit
-from app.schemas.benchmarks import NO_NUL
+from app.schemas.benchmarks import MODEL_NAME_PATTERN
 from app.schemas.jobs import JobPublic
 from app.schemas.results import ModelCreate
 from app.schemas.sessions import SessionCreate, SessionPage, SessionPublic, SessionState
@@ -111,7 +111,12 @@ def post_session_results(
     actor: ActorDep,
     model: Annotated[
         str | None,
-        Query(min_length=1, max_length=300, pattern=NO_NUL, description="Model (non-JSON uploads)"),
+        Query(
+            min_length=1,
+            max_length=300,
+            pattern=MODEL_NAME_PATTERN,
+            description="Model (non-JSON uploads)",
+        ),
     ] = None,
     metric: Annotated[str | None, Query(description="lm-eval metric, if several")] = None,
     filter: Annotated[str | None, Query(description="lm-eval filter, if several")] = None,
@@ -210,7 +215,12 @@ def list_sessions(
     settings: SettingsDep,
     model: Annotated[
         str | None,
-        Query(min_length=1, max_length=300, pattern=NO_NUL, description="Only this model's"),
+        Query(
+            min_length=1,
+            max_length=300,
+            pattern=MODEL_NAME_PATTERN,
+            description="Only this model's",
+        ),
     ] = None,
     state: Annotated[
         SessionState | None,

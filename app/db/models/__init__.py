@@ -8,6 +8,7 @@ from app.db.models.evaluation_session import EvaluationSession, IrtFit
 from app.db.models.job import TERMINAL_STATUSES, Job, JobStatus
 from app.db.models.model_result import LanguageModel, ModelResult, ModelResultArchive
 from app.db.models.subset import Subset, SubsetScore
+from app.db.models.web import BrowserSession, ServerSecret
 
 __all__ = [
     "TERMINAL_STATUSES",
@@ -18,6 +19,7 @@ __all__ = [
     "Base",
     "Benchmark",
     "BenchmarkVersion",
+    "BrowserSession",
     "EvaluationSession",
     "IdempotencyKey",
     "IrtFit",
@@ -28,6 +30,7 @@ __all__ = [
     "ModelResult",
     "ModelResultArchive",
     "Project",
+    "ServerSecret",
     "Subset",
     "SubsetScore",
 ]

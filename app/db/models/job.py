@@ -47,3 +47,5 @@ class Job(UUIDPrimaryKey, Timestamps, Base):
     # sha256 of (kind, canonical params, seed) for kinds whose identical requests share one job
     # (subset, analysis); NULL for the others (every request its own job)
     dedupe_key: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # the API key that submitted it (job quotas); None for jobs made outside a request
+    owner: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlalchemy import select
 
 from app.db.models import Job
@@ -16,3 +18,10 @@ class JobRepository(Repository[Job]):
             Job.dedupe_key == key, Job.status.in_([JobStatus.queued, JobStatus.running])
         )
         return self.session.scalars(stmt).first()
+
+    def active_for_owner(self, owner: str) -> Sequence[Job]:
+        """The key's queued and running jobs (its job quota)."""
+        stmt = select(Job).where(
+            Job.owner == owner, Job.status.in_([JobStatus.queued, JobStatus.running])
+        )
+        return self.session.scalars(stmt).all()

@@ -36,7 +36,7 @@ from app.schemas.benchmarks import (
 from app.services.catalog.benchmark_refs import ambiguous_name
 from app.services.platform import projects
 from app.services.platform.access import Visibility, check_role
-from app.services.platform.caching import BoundedCache
+from app.services.platform.caching import MB, BoundedCache
 from app.services.platform.keys import Principal
 from app.services.platform.pagination import decode_cursor, encode_cursor
 
@@ -261,8 +261,8 @@ class ItemIndex:
         return self.order[pos_c]
 
 
-INDEX_CACHE_SIZE = 16
-_INDEXES: BoundedCache[uuid.UUID, ItemIndex] = BoundedCache(INDEX_CACHE_SIZE)
+INDEX_CACHE_BYTES = 64 * MB
+_INDEXES: BoundedCache[uuid.UUID, ItemIndex] = BoundedCache("item_indexes", INDEX_CACHE_BYTES)
 
 
 def item_index(version: BenchmarkVersion) -> ItemIndex:

@@ -25,13 +25,13 @@ from app.errors import InvalidInput
 from app.services.catalog.benchmarks import get_version
 from app.services.catalog.results import load_matrix
 from app.services.platform import jobs as job_service
-from app.services.platform.caching import BoundedCache
+from app.services.platform.caching import MB, BoundedCache
 
 JOB_KIND = "irt_fit"
 IRT_DIMS = 2
 MIN_FIT_MODELS = 10
 
-_BANKS: BoundedCache[uuid.UUID, ItemBank] = BoundedCache(16)
+_BANKS: BoundedCache[uuid.UUID, ItemBank] = BoundedCache("irt_item_banks", 64 * MB)
 
 
 def validate_params(params: dict[str, Any]) -> dict[str, Any]:

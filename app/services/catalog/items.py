@@ -24,10 +24,10 @@ from app.schemas.items import MAX_ITEMS_PAGE, ItemHealthPage, ItemHealthRow, Ite
 from app.services.catalog import irt_fits
 from app.services.catalog.benchmarks import item_index
 from app.services.catalog.matrices import doc_ids, full_matrix
-from app.services.platform.caching import BoundedCache
+from app.services.platform.caching import MB, BoundedCache
 
 MIN_MODELS = 3
-HEALTH_CACHE_SIZE = 16
+HEALTH_CACHE_BYTES = 32 * MB
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class HealthTable:
     irt_dims: int | None
 
 
-_TABLES: BoundedCache[tuple, HealthTable] = BoundedCache(HEALTH_CACHE_SIZE)
+_TABLES: BoundedCache[tuple, HealthTable] = BoundedCache("item_health", HEALTH_CACHE_BYTES)
 
 
 def _fit_model(fit, n_items: int) -> IRTModel | None:

@@ -24,7 +24,7 @@ from app.db.repositories.subsets import results_stamp
 from app.errors import Conflict, NotFound
 from app.services.catalog.names import did_you_mean
 from app.services.catalog.results import load_matrix
-from app.services.platform.caching import BoundedCache, SingleFlight
+from app.services.platform.caching import MB, BoundedCache, SingleFlight
 
 
 @dataclass(frozen=True)
@@ -45,10 +45,12 @@ class FullMatrix:
         return int(self.correct.shape[1])
 
 
-MATRIX_CACHE_SIZE = 8
+MATRIX_CACHE_BYTES = 128 * MB
 STAMP_TTL_SECONDS = 1.0
 # version -> (its matrix, when the version's results stamp last matched the matrix's)
-_MATRICES: BoundedCache[uuid.UUID, tuple[FullMatrix, float]] = BoundedCache(MATRIX_CACHE_SIZE)
+_MATRICES: BoundedCache[uuid.UUID, tuple[FullMatrix, float]] = BoundedCache(
+    "full_matrices", MATRIX_CACHE_BYTES
+)
 _LOCK = threading.Lock()  # matrix entry read-modify-write
 MATRIX_FLIGHTS = SingleFlight()  # one load per (version, stamp) at a time
 # called with (version id, new stamp) after a version's matrix is reloaded
@@ -152,7 +154,7 @@ def on_matrix_reload(listener: Callable[[uuid.UUID, tuple], None]) -> None:
     _RELOAD_LISTENERS.append(listener)
 
 
-_DOC_IDS: BoundedCache[uuid.UUID, np.ndarray] = BoundedCache(16)
+_DOC_IDS: BoundedCache[uuid.UUID, np.ndarray] = BoundedCache("doc_ids", 16 * MB)
 
 
 def doc_ids(version: BenchmarkVersion) -> np.ndarray:

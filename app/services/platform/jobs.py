@@ -32,6 +32,7 @@ from app.db.models.job import ACTIVE_DEDUPE_INDEX
 from app.db.repositories import JobRepository
 from app.enums import JobStatus
 from app.errors import Conflict, NotFound
+from app.services.platform import quotas
 
 
 class JobCancelled(Exception):
@@ -89,12 +90,14 @@ def create_job(
     Callers validate ``params`` first: the service of the kind, or
     :func:`app.services.job_kinds.submit_job` for the generic ``POST /v1/jobs``.
     """
+    quotas.check_new_job(session, kind, params or {})
     job = Job(
         kind=kind,
         status=JobStatus.queued,
         params=dict(params or {}),
         seed=new_seed() if seed is None else seed,
         progress_done=0,
+        owner=quotas.owner(),
     )
     return JobRepository(session).add(job)
 
@@ -154,6 +157,7 @@ def create_or_join_job(
         found = repo.active_by_dedupe_key(key)
         if found is not None:
             return found, False
+        quotas.check_new_job(session, kind, params)
         job = Job(
             kind=kind,
             status=JobStatus.queued,
@@ -162,6 +166,7 @@ def create_or_join_job(
             progress_done=0,
             progress_total=progress_total,
             dedupe_key=key,
+            owner=quotas.owner(),
         )
         try:
             with session.begin_nested():

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import MappingProxyType
@@ -30,7 +30,7 @@ from app.db.models.access import ApiKey, KeyRole
 from app.db.repositories.access import ApiKeyRepository
 from app.errors import Forbidden, InvalidInput, NotFound, Unauthorized
 from app.services.platform import projects
-from app.services.platform.caching import BoundedCache
+from app.services.platform.caching import MB, BoundedCache
 
 ROLES = ("read", "write", "admin")
 SCOPES = ROLES  # the pre-project name of the same ladder
@@ -39,7 +39,10 @@ _RANK = {s: i for i, s in enumerate(ROLES)}
 KEY_PREFIX = "bsk"
 _HASHER = PasswordHasher(time_cost=2, memory_cost=19 * 1024, parallelism=1)
 # sha256(key) -> the key_hash it was verified against (argon2 runs once per key and hash)
-_VERIFIED: BoundedCache[str, str] = BoundedCache(10_000)
+_VERIFIED: BoundedCache[str, str] = BoundedCache("verified_keys", 4 * MB)
+# Verified against when the prefix is unknown, so an unknown prefix costs what a wrong secret
+# does (no timing oracle telling which prefixes exist).
+_DUMMY_HASH = _HASHER.hash(secrets.token_urlsafe(32))
 _LAST_USED_GRANULARITY = timedelta(minutes=1)
 DEFAULT_ROTATION_GRACE = timedelta(hours=24)
 BEARER = {"WWW-Authenticate": "Bearer"}
@@ -241,25 +244,64 @@ def principal_for(row: ApiKey) -> Principal:
     )
 
 
-def authenticate(session: Session, token: str | None) -> Principal:
+def _dummy_verify(token: str) -> None:
+    try:
+        _HASHER.verify(_DUMMY_HASH, token)
+    except (VerificationError, InvalidHashError):
+        pass
+
+
+def _cached(row: ApiKey, token: str) -> bool:
+    """Was ``token`` verified against one of the key's hashes before (no argon2 needed)?"""
+    known = _VERIFIED.get(hashlib.sha256(token.encode()).hexdigest())
+    return known is not None and known in (row.key_hash, row.previous_key_hash)
+
+
+def authenticate(
+    session: Session,
+    token: str | None,
+    before_hashing: Callable[[str], None] | None = None,
+    after_failure: Callable[[str], None] | None = None,
+) -> Principal:
     """The principal for a bearer token; ``Unauthorized`` when missing, unknown, revoked,
-    expired, or a rotated-out secret past its grace period."""
+    expired, or a rotated-out secret past its grace period.
+
+    A token not verified before costs one argon2 verification whatever its prefix (unknown and
+    revoked prefixes are verified against a dummy hash). ``before_hashing(prefix)`` runs first
+    and may refuse, ``after_failure(prefix)`` after a wrong or unknown key (the API's failure
+    limiter: per prefix and client address)."""
     if not token:
         raise Unauthorized("missing API key (Authorization: Bearer <key>)", headers=BEARER)
     parts = token.split("_", 2)
     if len(parts) != 3 or parts[0] != KEY_PREFIX:
         raise Unauthorized("invalid API key", headers=BEARER)
-    row = ApiKeyRepository(session).get_by_prefix(parts[1])
+    prefix = parts[1]
+    row = ApiKeyRepository(session).get_by_prefix(prefix)
+    if (row is None or row.revoked or not _cached(row, token)) and before_hashing is not None:
+        before_hashing(prefix)
     if row is None or row.revoked:
+        _dummy_verify(token)
+        if after_failure is not None:
+            after_failure(prefix)
         raise Unauthorized("invalid or revoked API key", headers=BEARER)
     now = utcnow()
     if row.expires_at is not None and now >= row.expires_at:
         raise Unauthorized("this API key has expired", headers=BEARER)
     if not _verify(row, token, now):
+        if after_failure is not None:
+            after_failure(prefix)
         raise Unauthorized("invalid API key", headers=BEARER)
     if row.last_used_at is None or now - row.last_used_at > _LAST_USED_GRANULARITY:
         row.last_used_at = now
         session.flush()
+    return principal_for(row)
+
+
+def principal_for_key(session: Session, key_id: uuid.UUID) -> Principal | None:
+    """The principal of a stored, unrevoked, unexpired key (a browser session's), else None."""
+    row = ApiKeyRepository(session).get(key_id)
+    if row is None or row.revoked or (row.expires_at is not None and utcnow() >= row.expires_at):
+        return None
     return principal_for(row)
 
 

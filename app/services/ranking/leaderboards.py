@@ -48,7 +48,9 @@ from app.schemas.leaderboards import (
     LeaderboardInfo,
 )
 from app.services.catalog.results import load_matrix
-from app.services.platform.caching import BoundedCache
+from app.services.platform.caching import MB, BoundedCache, SingleFlight
+from app.services.platform.expensive import EXPENSIVE
+from app.services.platform.spreadsheet import safe_row, safe_text
 from app.services.selection.subsets import get_subset, to_selection
 
 DEFAULT_ALPHA = 0.05
@@ -58,9 +60,9 @@ MEDIA_TYPES: dict[str, str] = {
     "markdown": "text/markdown; charset=utf-8",
 }
 GLOB_CHARS = frozenset("*?[")
-MATRIX_CACHE_SIZE = 8
-BOARD_CACHE_SIZE = 64
-RENDER_CACHE_SIZE = 128
+MATRIX_CACHE_BYTES = 64 * MB
+BOARD_CACHE_BYTES = 64 * MB
+RENDER_CACHE_BYTES = 96 * MB  # the pairs of GPQA as JSON are ~27 MB
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,10 @@ class LeaderboardQuery:
         if isinstance(models, str):
             models = models.split(",")
         names = tuple(dict.fromkeys(m.strip() for m in (models or ()) if m.strip()))
+        if models is not None and not names:  # `models=` selects nothing, not everything
+            raise InvalidInput(
+                "models names no model", field="models", message="comma-separated model names"
+            )
         match = match.strip() if match is not None and match.strip() else None
         if correction not in CORRECTIONS:
             raise InvalidInput(
@@ -132,9 +138,12 @@ class ComputedLeaderboard:
     stamp: tuple  # the results stamp it was computed under
 
 
-_MATRICES: BoundedCache[uuid.UUID, ResultsMatrix] = BoundedCache(MATRIX_CACHE_SIZE)
-_BOARDS: BoundedCache[tuple, ComputedLeaderboard] = BoundedCache(BOARD_CACHE_SIZE)
-_RENDERED: BoundedCache[tuple, bytes] = BoundedCache(RENDER_CACHE_SIZE)
+_MATRICES: BoundedCache[uuid.UUID, ResultsMatrix] = BoundedCache(
+    "leaderboard_matrices", MATRIX_CACHE_BYTES
+)
+_BOARDS: BoundedCache[tuple, ComputedLeaderboard] = BoundedCache("leaderboards", BOARD_CACHE_BYTES)
+BOARD_FLIGHTS = SingleFlight()
+_RENDERED: BoundedCache[tuple, bytes] = BoundedCache("leaderboard_renderings", RENDER_CACHE_BYTES)
 
 
 def results_matrix(session: Session, version_id: uuid.UUID) -> ResultsMatrix:
@@ -253,6 +262,21 @@ def compute(
     hit = _BOARDS.get(key)
     if hit is not None:
         return hit
+    with BOARD_FLIGHTS(key):  # identical concurrent requests compute it once
+        hit = _BOARDS.get(key)
+        if hit is not None:
+            return hit
+        # cost-aware admission: a bounded pool of its own, at a lower CPU priority
+        return EXPENSIVE.run("a leaderboard", lambda: _compute(rm, version, query, selection, key))
+
+
+def _compute(
+    rm: ResultsMatrix,
+    version: BenchmarkVersion,
+    query: LeaderboardQuery,
+    selection: Selection | None,
+    key: tuple,
+) -> ComputedLeaderboard:
     rows, excluded = _select(rm, query, selection)
     if query.top is not None and rows.size > query.top:
         rows = _top(rm, rows, query.top, selection)
@@ -341,7 +365,8 @@ def csv_bytes(columns: dict[str, list]) -> bytes:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(list(columns))
-    writer.writerows(zip(*columns.values(), strict=True))
+    # model names come from uploads: text cells never read as formulas (numbers unchanged)
+    writer.writerows(safe_row(row) for row in zip(*columns.values(), strict=True))
     return out.getvalue().encode()
 
 
@@ -358,7 +383,9 @@ def _cell(value: object) -> str:
         return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:.4g}" if abs(value) < 1e-3 and value != 0 else f"{value:.4f}"
-    return str(value).replace("|", "\\|")
+    if isinstance(value, int):
+        return str(value)
+    return safe_text(str(value)).replace("|", "\\|")
 
 
 def markdown_bytes(

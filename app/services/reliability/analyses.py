@@ -218,9 +218,24 @@ def seen_half(version: BenchmarkVersion) -> int:
     return int((np.bincount(codes) // 2).sum())
 
 
-def check_against_benchmark(params: Mapping[str, Any], n_models: int, n_seen: int) -> None:
+def seen_per_subtask(version: BenchmarkVersion) -> np.ndarray:
+    """Seen-half items of each subtask (floor(n_s / 2)), subtasks with items only."""
+    counts = np.bincount(np.frombuffer(version.subtask_codes, dtype="<i4")) // 2
+    return counts[counts > 0]
+
+
+def check_against_benchmark(
+    params: Mapping[str, Any],
+    n_models: int,
+    n_seen: int,
+    per_subtask: np.ndarray | None = None,
+) -> None:
     """The analysis' split and sizes against the benchmark (at request time and again when the
-    job runs); raises 422 naming the fields."""
+    job runs); raises 422 naming the fields.
+
+    ``subtask_stratified`` (equal allocation, its default) draws n / k items from each of the k
+    subtasks' seen halves: sizes above k x the smallest half would fail in the worker, so they
+    are refused here (``per_subtask``: :func:`seen_per_subtask`)."""
     errors = []
     if params["n_sources"] + params["n_targets"] > n_models:
         errors.append(
@@ -235,6 +250,19 @@ def check_against_benchmark(params: Mapping[str, Any], n_models: int, n_seen: in
         for i, n in enumerate(params["sizes"])
         if n > n_seen
     ]
+    methods = params.get("methods", ())
+    if per_subtask is not None and per_subtask.size > 1 and "subtask_stratified" in methods:
+        cap = int(per_subtask.size * per_subtask.min())
+        errors += [
+            FieldIssue(
+                ("sizes", i),
+                f"size {n} needs about {-(-n // per_subtask.size)} items from each of the "
+                f"{per_subtask.size} subtasks for subtask_stratified (equal allocation); the "
+                f"smallest subtask has {int(per_subtask.min())} in the seen half: at most {cap}",
+            )
+            for i, n in enumerate(params["sizes"])
+            if cap < n <= n_seen
+        ]
     if errors:
         raise InvalidInput(
             "the analysis does not fit this benchmark: " + "; ".join(e.message for e in errors),
@@ -276,7 +304,7 @@ def create_analysis(
         {**body.model_dump(exclude={"seed"}), "benchmark_version_id": str(version.id)}
     )
     n_models = AnalysisRepository(session).full_coverage_models(version.id)
-    check_against_benchmark(params, n_models, seen_half(version))
+    check_against_benchmark(params, n_models, seen_half(version), seen_per_subtask(version))
     # single flight: an identical request (same params and seed) gets the queued/running job's
     # analysis; progress_total is known up front (clients see "0 / runs" while queued)
     job, created = job_service.create_or_join_job(

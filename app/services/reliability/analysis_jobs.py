@@ -42,7 +42,12 @@ from app.schemas.analyses import Recommendation
 from app.services.catalog.benchmarks import get_version, item_index
 from app.services.catalog.results import load_matrix
 from app.services.platform.jobs import JobContext, Progress
-from app.services.reliability.analyses import check_against_benchmark, new_analysis_row, seen_half
+from app.services.reliability.analyses import (
+    check_against_benchmark,
+    new_analysis_row,
+    seen_half,
+    seen_per_subtask,
+)
 from app.services.reliability.analysis_codecs import (
     chunk_from_bytes,
     chunk_to_bytes,
@@ -73,9 +78,15 @@ def load_inputs(session: Session, row: Analysis) -> AnalysisInputs:
     confidence = None if mat.confidence is None else mat.confidence[full]
     version = get_version(session, row.benchmark_version_id)
     check_against_benchmark(
-        {"n_sources": row.n_sources, "n_targets": row.n_targets, "sizes": row.sizes},
+        {
+            "n_sources": row.n_sources,
+            "n_targets": row.n_targets,
+            "sizes": row.sizes,
+            "methods": row.methods,
+        },
         int(full.sum()),
         seen_half(version),
+        seen_per_subtask(version),
     )
     return AnalysisInputs(
         correct, confidence, np.asarray(item_index(version).subtasks), int(full.sum())

@@ -14,11 +14,10 @@ from app.core.estimation.stats import paired_outcomes
 from app.core.reliability.power import pair_power, paired_sample_size, typical_discordance
 from app.errors import InvalidInput
 from app.schemas.subsets import PairedOutcomePublic, SignificancePublic
-from app.services.platform.caching import BoundedCache
+from app.services.platform.caching import MB, BoundedCache
 
-OMEGA2_CACHE_SIZE = 16
 # (version id, results stamp) -> the benchmark's median omega^2 over model pairs
-_OMEGA2: BoundedCache[Hashable, float] = BoundedCache(OMEGA2_CACHE_SIZE)
+_OMEGA2: BoundedCache[Hashable, float] = BoundedCache("paired_omega2", 4 * MB)
 
 
 def check_min_discordant(k: int) -> None:

@@ -43,7 +43,8 @@ from app.services.catalog.matrices import (
     model_row,
     on_matrix_reload,
 )
-from app.services.platform.caching import BoundedCache, SingleFlight, memoized
+from app.services.platform.caching import MB, BoundedCache, SingleFlight, memoized
+from app.services.platform.expensive import EXPENSIVE
 from app.services.reliability import verdict_story
 from app.services.reliability.paired import check_min_discordant, paired_public, significance
 from app.services.selection import drift
@@ -53,12 +54,12 @@ EXACT_METHODS = frozenset({"random"})
 PLAN_SIZES_POINTS = 10
 
 
-MDAD_CACHE_SIZE = 256
-VERDICT_CACHE_SIZE = 65536
+MDAD_CACHE_BYTES = 64 * MB
+VERDICT_CACHE_BYTES = 64 * MB
 _MDADS: BoundedCache[tuple[uuid.UUID, tuple, int, float], MDADResult] = BoundedCache(
-    MDAD_CACHE_SIZE
+    "exact_mdads", MDAD_CACHE_BYTES
 )
-_VERDICTS: BoundedCache[tuple, VerdictPublic] = BoundedCache(VERDICT_CACHE_SIZE)
+_VERDICTS: BoundedCache[tuple, VerdictPublic] = BoundedCache("verdicts", VERDICT_CACHE_BYTES)
 MDAD_FLIGHTS = SingleFlight()  # one benchmark-wide exact MDAD computation per key at a time
 
 
@@ -79,7 +80,10 @@ def exact_random_mdad(fm: FullMatrix, n: int, threshold: float) -> MDADResult:
         hit = _MDADS.get(key)
         if hit is not None:
             return hit
-        result = exact_agreement(fm.correct, int(n), threshold=threshold)
+        # cost-aware admission: a bounded pool of its own, at a lower CPU priority
+        result = EXPENSIVE.run(
+            "an exact MDAD", lambda: exact_agreement(fm.correct, int(n), threshold=threshold)
+        )
         _MDADS.put(key, result)
     return result
 
@@ -226,7 +230,7 @@ def cached_verdict(
     return _VERDICTS.get(key)
 
 
-@memoized(VERDICT_CACHE_SIZE)
+@memoized("verdict_pairs", 16 * MB)
 def _exact_verdict(
     n_items: int, n10: int, n01: int, size: int, method: str, threshold: float, mdad: float | None
 ) -> Verdict:

@@ -53,12 +53,12 @@ from app.schemas.subsets import (
 )
 from app.services.catalog.benchmarks import get_version, item_index
 from app.services.catalog.matrices import FullMatrix, full_matrix, model_row
-from app.services.platform.caching import BoundedCache
+from app.services.platform.caching import MB, BoundedCache
 from app.services.selection import drift, repeats
 from app.services.selection.subsets import get_subset, to_selection
 
 PERSON_FIT_LIMIT = -2.0
-REFERENCE_CACHE_SIZE = 32
+REFERENCE_CACHE_BYTES = 64 * MB
 
 
 def _placed(
@@ -155,7 +155,9 @@ class References:
 
 
 # (subset id, results stamp) -> its references
-_REFERENCES: BoundedCache[tuple[str, tuple], References] = BoundedCache(REFERENCE_CACHE_SIZE)
+_REFERENCES: BoundedCache[tuple[str, tuple], References] = BoundedCache(
+    "scoring_references", REFERENCE_CACHE_BYTES
+)
 
 
 def reference_rows(fm: FullMatrix, row: Subset) -> list[int]:

@@ -49,7 +49,8 @@ from app.services.catalog.benchmarks import get_version, item_index
 from app.services.catalog.matrices import doc_ids
 from app.services.catalog.results import load_matrix
 from app.services.platform import jobs as job_service
-from app.services.platform.caching import BoundedCache
+from app.services.platform.caching import MB, BoundedCache
+from app.services.platform.spreadsheet import safe_text
 from app.services.selection import drift
 
 JOB_KIND = "subset"
@@ -515,7 +516,9 @@ def render(public: SubsetPublic, fmt: ExportFormat) -> bytes:
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(["item_id", "doc_id", "position", "subtask", "weight"])
         for it in public.items:
-            writer.writerow([it.item_id, it.doc_id, it.position, it.subtask, repr(it.weight)])
+            # ids and subtasks come from uploads: never a formula in a spreadsheet
+            item_id, subtask = safe_text(it.item_id), safe_text(it.subtask)
+            writer.writerow([item_id, it.doc_id, it.position, subtask, repr(it.weight)])
         return buf.getvalue().encode()
     tasks: dict[str, list[int]] = {}
     for it in public.items:
@@ -523,9 +526,11 @@ def render(public: SubsetPublic, fmt: ExportFormat) -> bytes:
     return json.dumps({k: sorted(v) for k, v in sorted(tasks.items())}).encode()
 
 
-RENDER_CACHE_SIZE = 512
+RENDER_CACHE_BYTES = 64 * MB
 # (subset id, format) -> (rendering, when the subset's existence was last confirmed)
-_RENDERED: BoundedCache[tuple[str, str], tuple[bytes, float]] = BoundedCache(RENDER_CACHE_SIZE)
+_RENDERED: BoundedCache[tuple[str, str], tuple[bytes, float]] = BoundedCache(
+    "subset_renderings", RENDER_CACHE_BYTES
+)
 RENDER_REVALIDATE_SECONDS = 60.0
 
 

@@ -1,0 +1,176 @@
+"""Cost-aware admission: expensive synchronous work runs in a small bounded pool of its own.
+
+A cache miss that costs CPU seconds or tens of megabytes (a benchmark-wide exact MDAD at a new
+size, exact agreement curves, a leaderboard or its pairs at a new alpha, a first page view)
+computes inside :meth:`ExpensivePool.slot`; a cached answer and every cheap request never touch
+it, so they never queue behind expensive work. Per process at most ``slots`` computations run
+and ``queue`` more wait (each at most ``wait_seconds``); one caller holds at most
+``per_caller`` of the running and waiting places, and each computation takes
+``EXPENSIVE_COST`` tokens from the caller's rate-limit buckets. Past a caller's share: 429
+(their own excess); past the pool's capacity: 503; both at once with ``Retry-After``, never a
+timeout. Admins are exempt from the per-caller limits, not from the pool.
+
+:meth:`ExpensivePool.run` computes in the pool's own threads, run at a lower CPU priority
+(``nice`` ``EXPENSIVE_NICE``, Linux): when expensive and cheap work compete for the cores, the
+scheduler gives the request threads (cheap reads) the larger share.
+
+Work outside a request (worker tasks, scripts) has no caller and is not limited. A slot taken
+inside another (nested computations on one thread) passes straight through.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import Counter as Tally
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import TypeVar
+
+from prometheus_client import Counter, Gauge
+
+from app.errors import ServiceUnavailable, TooManyRequests
+from app.services.platform.ratelimit import CALLER, RATES
+
+REFUSED = Counter(
+    "benchslice_expensive_refused", "Expensive computations refused at once", ["reason"]
+)
+RUNNING = Gauge("benchslice_expensive_running", "Expensive computations running now")
+COMPUTED = Counter("benchslice_expensive_computed", "Expensive computations run", ["what"])
+
+
+T = TypeVar("T")
+
+
+def _lower_priority(nice: int) -> None:
+    """Executor thread initializer: this thread at ``nice`` (Linux: per thread)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+    except (AttributeError, OSError):  # not Linux, or not allowed: run at normal priority
+        pass
+
+
+class ExpensivePool:
+    """At most ``slots`` running and ``queue`` waiting; ``per_caller`` places per caller."""
+
+    def __init__(
+        self, slots: int = 1, queue: int = 4, per_caller: int = 2, wait_seconds: float = 30.0
+    ) -> None:
+        self._executor: ThreadPoolExecutor | None = None
+        self.nice = 10
+        self.configure(slots, queue, per_caller, wait_seconds)
+        self._lock = threading.Lock()
+        self._free = threading.Condition(self._lock)
+        self._running = 0
+        self._waiting = 0
+        self._places: Tally[str] = Tally()
+        self._inside = threading.local()
+
+    def configure(
+        self, slots: int, queue: int, per_caller: int, wait_seconds: float, nice: int = 10
+    ) -> None:
+        if self._executor is not None and (slots != self.slots or nice != self.nice):
+            self._executor.shutdown(wait=False)
+            self._executor = None
+        self.nice = int(nice)
+        self.slots = max(1, int(slots))
+        self.queue = max(0, int(queue))
+        self.per_caller = max(1, int(per_caller))
+        self.wait_seconds = float(wait_seconds)
+
+    @property
+    def running(self) -> int:
+        return self._running
+
+    def _admit(self, caller_id: str | None) -> None:
+        """Take a place (under the lock) or raise the refusal."""
+        if caller_id is not None and self._places[caller_id] >= self.per_caller:
+            REFUSED.labels("per_caller").inc()
+            raise TooManyRequests(
+                f"{self._places[caller_id]} expensive computation(s) of this key are already "
+                f"running or waiting in this process (the limit is {self.per_caller}: "
+                "EXPENSIVE_PER_KEY); retry when one has finished",
+                limit="expensive-per-key",
+                retry_after=1,
+            )
+        if self._running >= self.slots and self._waiting >= self.queue:
+            REFUSED.labels("busy").inc()
+            raise ServiceUnavailable(
+                f"the server is computing {self._running} expensive request(s) with "
+                f"{self._waiting} waiting (EXPENSIVE_SLOTS={self.slots}, "
+                f"EXPENSIVE_QUEUE={self.queue}); cached answers are unaffected",
+                retry_after=1,
+            )
+        if caller_id is not None:
+            self._places[caller_id] += 1
+
+    def _release_place(self, caller_id: str | None) -> None:
+        if caller_id is not None:
+            self._places[caller_id] -= 1
+            if self._places[caller_id] <= 0:
+                del self._places[caller_id]
+
+    @contextmanager
+    def slot(self, what: str) -> Iterator[None]:
+        """Hold a slot while computing ``what`` (named in refusals and on /metrics)."""
+        caller = CALLER.get()
+        if caller is None or getattr(self._inside, "held", False):
+            yield
+            return
+        caller_id = None if caller.exempt else caller.id
+        RATES.charge(caller, RATES.expensive_cost, f"computing {what}")
+        with self._lock:
+            self._admit(caller_id)
+            deadline = time.monotonic() + self.wait_seconds
+            self._waiting += 1
+            try:
+                while self._running >= self.slots:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        self._release_place(caller_id)
+                        REFUSED.labels("timeout").inc()
+                        raise ServiceUnavailable(
+                            f"waited {self.wait_seconds:g} s for an expensive-work slot "
+                            "(EXPENSIVE_WAIT_SECONDS)",
+                            retry_after=1,
+                        )
+                    self._free.wait(left)
+            finally:
+                self._waiting -= 1
+            self._running += 1
+            RUNNING.set(self._running)
+        self._inside.held = True
+        try:
+            COMPUTED.labels(what).inc()
+            yield
+        finally:
+            self._inside.held = False
+            with self._lock:
+                self._running -= 1
+                self._release_place(caller_id)
+                RUNNING.set(self._running)
+                self._free.notify()
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(
+                max_workers=self.slots,
+                thread_name_prefix="expensive",
+                initializer=_lower_priority,
+                initargs=(self.nice,),
+            )
+        return self._executor
+
+    def run(self, what: str, compute: Callable[[], T]) -> T:
+        """``compute()`` under a slot, in the pool's lower-priority threads (in the calling
+        thread when there is no caller, or inside another slot)."""
+        caller = CALLER.get()
+        if caller is None or getattr(self._inside, "held", False):
+            return compute()
+        with self.slot(what):
+            return self._pool().submit(compute).result()
+
+
+EXPENSIVE = ExpensivePool()

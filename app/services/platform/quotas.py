@@ -1,0 +1,91 @@
+"""Job quotas per key: how many jobs may wait or run at once, and how big an analysis may be.
+
+Checked when a job is inserted (:func:`app.services.platform.jobs.create_job` and
+:func:`~app.services.platform.jobs.create_or_join_job`) for the caller of the request
+(:data:`app.services.platform.ratelimit.CALLER`; admins exempt, worker-side jobs unlimited):
+
+* ``JOB_QUOTA`` queued + running jobs of the key (429 naming the limit, ``Retry-After``);
+* ``ANALYSIS_MAX_COST``: one analysis' cost, runs x sizes x methods (the protocol's subset
+  draws; 422 on ``runs`` naming the limit), and ``ANALYSIS_COST_QUOTA`` for the key's queued
+  and running analyses together (429).
+
+Joining an identical active job (single flight) costs nothing: no new work is queued.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.db.repositories import JobRepository
+from app.errors import FieldIssue, InvalidInput, TooManyRequests
+from app.services.platform.ratelimit import CALLER
+
+ANALYSIS_KIND = "analysis"
+RETRY_SECONDS = 30
+
+
+@dataclass
+class JobQuotas:
+    max_active_jobs: int = 20
+    analysis_max_cost: int = 20_000
+    analysis_cost_quota: int = 60_000
+
+
+QUOTAS = JobQuotas()
+
+
+def analysis_cost(params: Mapping[str, Any]) -> int:
+    """Runs x sizes x methods: the subset draws an analysis makes."""
+    return (
+        int(params.get("runs", 0)) * len(params.get("sizes", ())) * len(params.get("methods", ()))
+    )
+
+
+def owner() -> str | None:
+    """The key the job is submitted for (None outside requests)."""
+    caller = CALLER.get()
+    return caller.id if caller is not None else None
+
+
+def check_new_job(session: Session, kind: str, params: Mapping[str, Any]) -> None:
+    """Raise when inserting this job would take the caller over a quota."""
+    caller = CALLER.get()
+    if caller is None or caller.exempt:
+        return
+    cost = analysis_cost(params) if kind == ANALYSIS_KIND else 0
+    if cost > QUOTAS.analysis_max_cost:
+        raise InvalidInput(
+            f"this analysis costs runs x sizes x methods = {params['runs']} x "
+            f"{len(params['sizes'])} x {len(params['methods'])} = {cost:,} subset draws; the "
+            f"limit per analysis is {QUOTAS.analysis_max_cost:,} (ANALYSIS_MAX_COST): fewer "
+            "runs, sizes or methods",
+            errors=[
+                FieldIssue(
+                    ("runs",),
+                    f"runs x sizes x methods = {cost:,} exceeds ANALYSIS_MAX_COST = "
+                    f"{QUOTAS.analysis_max_cost:,}",
+                )
+            ],
+        )
+    active = JobRepository(session).active_for_owner(caller.id)
+    if len(active) >= QUOTAS.max_active_jobs:
+        raise TooManyRequests(
+            f"this key has {len(active)} queued or running jobs; the limit is "
+            f"{QUOTAS.max_active_jobs} (JOB_QUOTA): wait for some to finish or cancel them",
+            limit="jobs",
+            retry_after=RETRY_SECONDS,
+        )
+    if cost:
+        queued = sum(analysis_cost(j.params) for j in active if j.kind == ANALYSIS_KIND)
+        if queued + cost > QUOTAS.analysis_cost_quota:
+            raise TooManyRequests(
+                f"this key's queued and running analyses cost {queued:,} subset draws and this "
+                f"one {cost:,}; the limit together is {QUOTAS.analysis_cost_quota:,} "
+                "(ANALYSIS_COST_QUOTA): wait for some to finish",
+                limit="analysis-cost",
+                retry_after=RETRY_SECONDS,
+            )

@@ -1,0 +1,288 @@
+"""Token buckets: how much each caller may ask for, per second and in a burst.
+
+A bucket holds up to ``burst`` tokens and refills at ``rate`` tokens per second; a request of
+cost ``c`` takes ``c`` tokens or is refused with the wait until it could (``Retry-After``).
+Two stores with one contract:
+
+* :class:`MemoryBuckets` (the embedded default: one process, a lock around a dict, idle
+  buckets dropped once full again), and
+* :class:`RedisBuckets` (several API processes: one atomic Lua script per request, clock from
+  the Redis server so every process agrees; keys expire once the bucket would be full).
+
+A bucket is named by its unit (``key:<id>``, later ``project:<id>``): :class:`Limiter` takes
+from every unit the caller belongs to and refuses on the first that is short.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import math
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from redis.exceptions import RedisError
+
+from app.errors import TooManyRequests
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """``rate`` tokens per second, at most ``burst`` stored."""
+
+    rate: float
+    burst: float
+
+    @property
+    def window(self) -> int:
+        """Seconds to refill an empty bucket (the ``w`` of the RateLimit-Policy field)."""
+        return max(1, math.ceil(self.burst / self.rate))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Whether a request may go ahead, what is left, and how long until it could."""
+
+    allowed: bool
+    remaining: float
+    retry_after: float  # seconds until ``cost`` tokens are there (0 when allowed)
+    reset: float  # seconds until the bucket is full again
+    unit: str = ""
+    policy: Policy | None = None
+
+
+class Buckets(Protocol):
+    def take(self, unit: str, cost: float, policy: Policy) -> Decision: ...
+
+
+def _decide(tokens: float, cost: float, policy: Policy, unit: str) -> tuple[Decision, float]:
+    if tokens >= cost:
+        left = tokens - cost
+        return Decision(True, left, 0.0, (policy.burst - left) / policy.rate, unit, policy), left
+    wait = (cost - tokens) / policy.rate
+    return Decision(
+        False, tokens, wait, (policy.burst - tokens) / policy.rate, unit, policy
+    ), tokens
+
+
+MAX_MEMORY_BUCKETS = 10_000
+
+
+class MemoryBuckets:
+    """In-process buckets (the embedded default; each API process counts on its own)."""
+
+    def __init__(self, clock=time.monotonic) -> None:
+        self._clock = clock
+        self._state: dict[str, tuple[float, float]] = {}  # unit -> (tokens, at)
+        self._lock = threading.Lock()
+
+    def take(self, unit: str, cost: float, policy: Policy) -> Decision:
+        now = self._clock()
+        with self._lock:
+            tokens, at = self._state.get(unit, (policy.burst, now))
+            tokens = min(policy.burst, tokens + (now - at) * policy.rate)
+            decision, left = _decide(tokens, cost, policy, unit)
+            self._state[unit] = (left, now)
+            if len(self._state) > MAX_MEMORY_BUCKETS:  # refilled buckets equal new ones
+                for u in [
+                    u
+                    for u, (t, a) in self._state.items()
+                    if t + (now - a) * policy.rate >= policy.burst
+                ]:
+                    del self._state[u]
+            return decision
+
+
+# KEYS[1]: the bucket. ARGV: rate, burst, cost. Returns {allowed, tokens*1000, wait_ms}.
+# Time comes from the server (every API process shares one clock).
+TAKE_SCRIPT = """
+local rate = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local cost = tonumber(ARGV[3])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local tokens = tonumber(state[1])
+local at = tonumber(state[2])
+if tokens == nil then
+  tokens = burst
+  at = now
+end
+tokens = math.min(burst, tokens + math.max(0, now - at) * rate)
+local allowed = 0
+local wait = 0
+if tokens >= cost then
+  tokens = tokens - cost
+  allowed = 1
+else
+  wait = (cost - tokens) / rate
+end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
+redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) / rate * 1000) + 1000)
+return {allowed, tostring(tokens), tostring(wait)}
+"""
+
+
+class RedisBuckets:
+    """Buckets shared by every process through Redis (one atomic script per request)."""
+
+    def __init__(self, client, prefix: str = "") -> None:
+        self._client = client
+        self._prefix = prefix + "benchslice:rate:"
+        self._script = client.register_script(TAKE_SCRIPT)
+
+    def take(self, unit: str, cost: float, policy: Policy) -> Decision:
+        try:
+            allowed, tokens, wait = self._script(
+                keys=[self._prefix + unit], args=[policy.rate, policy.burst, cost]
+            )
+        except RedisError as exc:  # fail open: a limiter outage must not take the API down
+            log.warning("rate limit store unavailable, request allowed: %s", exc)
+            return Decision(True, policy.burst, 0.0, 0.0, unit, policy)
+        tokens = float(tokens)
+        reset = (policy.burst - tokens) / policy.rate
+        return Decision(bool(int(allowed)), tokens, float(wait), reset, unit, policy)
+
+
+class Limiter:
+    """Take ``cost`` from each of the caller's units; the first refusal wins (tokens already
+    taken from the units before it stay taken: a refused request still cost its caller)."""
+
+    def __init__(self, buckets: Buckets, policy: Policy) -> None:
+        self.buckets = buckets
+        self.policy = policy
+
+    def take(self, units: Sequence[str], cost: float) -> Decision:
+        last: Decision | None = None
+        for unit in units:
+            decision = self.buckets.take(unit, cost, self.policy)
+            if not decision.allowed:
+                return decision
+            if last is None or decision.remaining < last.remaining:
+                last = decision
+        assert last is not None
+        return last
+
+
+POLICY_NAME = "key"
+
+
+def headers(decision: Decision) -> dict[str, str]:
+    """``RateLimit-Policy`` and ``RateLimit`` (draft-ietf-httpapi-ratelimit-headers)."""
+    policy = decision.policy
+    assert policy is not None
+    return {
+        "RateLimit-Policy": f'"{POLICY_NAME}";q={policy.burst:g};w={policy.window}',
+        "RateLimit": f'"{POLICY_NAME}";r={max(0, math.floor(decision.remaining))};'
+        f"t={math.ceil(decision.reset)}",
+    }
+
+
+def refusal(decision: Decision, cost: float, what: str) -> TooManyRequests:
+    """The 429 for a refused ``decision``: names the limit, its settings and when to retry."""
+    policy = decision.policy
+    assert policy is not None
+    retry = max(1, math.ceil(decision.retry_after))
+    unit = decision.unit.split(":", 1)[0]
+    return TooManyRequests(
+        f"rate limit of this {unit} exceeded: {what} costs {cost:g} tokens and "
+        f"{decision.remaining:.1f} of {policy.burst:g} are left, refilled at {policy.rate:g}/s "
+        f"(RATE_LIMIT_BURST, RATE_LIMIT_PER_SECOND); retry after {retry} s",
+        limit="rate",
+        retry_after=retry,
+        headers=headers(decision),
+    )
+
+
+def quota_units(principal: Any) -> list[str]:
+    """The buckets a caller draws on: its key, and its project once keys carry one (the
+    ``project_id`` attribute of the principal; pluggable until the project model lands)."""
+    units = [f"key:{principal.id}"]
+    project = getattr(principal, "project_id", None)
+    if project:
+        units.append(f"project:{project}")
+    return units
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a request is for, as the limits see it: the key id, the buckets it draws on, and
+    whether its role exempts it (admins)."""
+
+    id: str
+    units: tuple[str, ...]
+    exempt: bool = False
+
+
+# Set per request by the API (app.api.deps); None outside requests (worker tasks, scripts).
+CALLER: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("caller", default=None)
+
+
+class RateLimits:
+    """The process's limiter (None: limits off) and the costs charged beyond a request's own."""
+
+    def __init__(self) -> None:
+        self.limiter: Limiter | None = None
+        self.expensive_cost: float = 0.0
+        self.auth_attempts: Limiter | None = None
+
+    def configure(
+        self,
+        limiter: Limiter | None,
+        expensive_cost: float,
+        auth_attempts: Limiter | None = None,
+    ) -> None:
+        self.limiter = limiter
+        self.expensive_cost = float(expensive_cost)
+        self.auth_attempts = auth_attempts
+
+    @staticmethod
+    def _auth_units(prefix: str, client: str) -> list[str]:
+        return [f"auth-prefix:{prefix}", f"auth-client:{client}"]
+
+    def check_auth_attempt(self, prefix: str, client: str) -> None:
+        """Before an argon2 verification: refuse (429) when this key prefix or this client
+        address has no failed attempt left (AUTH_ATTEMPTS_BURST, refilled at
+        AUTH_ATTEMPTS_PER_SECOND). Only failures spend them: :meth:`auth_failed`."""
+        if self.auth_attempts is None:
+            return
+        decision = self.auth_attempts.take(self._auth_units(prefix, client), 0)  # a look
+        if decision.remaining < 1:
+            retry = max(1, math.ceil((1 - decision.remaining) / decision.policy.rate))
+            raise TooManyRequests(
+                f"too many failed API key attempts for this key prefix or address "
+                f"(AUTH_ATTEMPTS_BURST={decision.policy.burst:g}, AUTH_ATTEMPTS_PER_SECOND="
+                f"{decision.policy.rate:g}); retry after {retry} s",
+                limit="auth-attempts",
+                retry_after=retry,
+            )
+
+    def auth_failed(self, prefix: str, client: str) -> None:
+        """A wrong or unknown key was presented: spend one attempt of the prefix and address."""
+        if self.auth_attempts is not None:
+            self.auth_attempts.take(self._auth_units(prefix, client), 1)
+
+    def charge(self, caller: Caller | None, cost: float, what: str) -> Decision | None:
+        """Take ``cost`` from ``caller``'s buckets; raises 429 when short. None when the
+        caller is exempt or limits are off."""
+        if self.limiter is None or caller is None or caller.exempt or cost <= 0:
+            return None
+        decision = self.limiter.take(caller.units, cost)
+        if not decision.allowed:
+            raise refusal(decision, cost, what)
+        return decision
+
+
+RATES = RateLimits()
+
+
+def redis_buckets(url: str, prefix: str) -> Any:
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+    return RedisBuckets(client, prefix)

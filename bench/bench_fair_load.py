@@ -1,0 +1,241 @@
+"""Fair under load (issue 26): cache-busting expensive clients must not starve a cheap reader.
+
+Stack: two API processes (``uvicorn``, one process each, auth on, keys on every request) on two
+loopback ports, Postgres (a scratch database, created, migrated, dropped), a private
+``redis-server`` as broker and rate-limit store (buckets shared by both processes). Data: the
+real GPQA matrix (``$BENCHSLICE_SHARED_DATA/gpqa.npz``, 420 models x 448 items) as benchmark
+``gpqa``.
+
+Load for ``--seconds``, all clients going round robin between the two processes:
+
+* ``--expensive`` clients (one read key between them, as in the issue's probe), each in a
+  closed loop sending cache-busting expensive reads: ``verdict`` of two models at a new
+  ``size`` each time, and ``leaderboard/pairs?format=json`` at a new ``alpha`` each time
+  (26.8 MB answers when computed).
+* one cheap reader (its own read key), open loop at ``--cheap-rate`` requests/s of
+  ``GET /v1/benchmarks/gpqa`` (request i scheduled at ``t0 + i / rate``, latency measured
+  from that time, so a stalled server is not hidden).
+
+Reported: the cheap GET's p50/p90/p99/max and errors; the expensive clients' statuses (200,
+429, 503, timeouts); each API process's peak RSS (``/proc/<pid>/status`` VmRSS sampled every
+0.5 s). Targets: cheap p99 <= 100 ms, RSS < 1.5 GB per process, expensive clients answered
+with 429s (not timeouts).
+
+Usage: .venv/bin/python bench/bench_fair_load.py [--seconds 60] [--expensive 20]
+       [--cheap-rate 20] [--quick]
+Bounded: loopback only, every loop ends at ``--seconds`` (requests time out after 30 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench._common import scratch_database  # noqa: E402
+from bench.bench_session_load import gpqa, load  # noqa: E402
+from tests.support.procs import ApiServer, PrivateRedis, service_env  # noqa: E402
+from tests.support.stack import create_key  # noqa: E402
+
+REQUEST_TIMEOUT = 30.0
+TARGET_P99_MS = 100.0
+TARGET_RSS_MB = 1536.0
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+class RssSampler(threading.Thread):
+    def __init__(self, pids: list[int]) -> None:
+        super().__init__(daemon=True)
+        self.pids = pids
+        self.peak = dict.fromkeys(pids, 0.0)
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for pid in self.pids:
+                self.peak[pid] = max(self.peak[pid], rss_mb(pid))
+            self.stop.wait(0.5)
+
+
+def pct(xs: list[float]) -> str:
+    if not xs:
+        return "n/a"
+    a = np.asarray(xs)
+    p50, p90, p99 = np.percentile(a, [50, 90, 99])
+    return f"{a.size} | {p50:.1f} | {p90:.1f} | {p99:.1f} | {a.max():.1f}"
+
+
+async def expensive_client(
+    i: int, urls: list[str], key: str, models: list[str], until: float, out: Counter
+) -> None:
+    rng = np.random.default_rng(1000 + i)
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(headers=headers, timeout=REQUEST_TIMEOUT) as client:
+        n = 0
+        while time.monotonic() < until:
+            base = urls[(i + n) % len(urls)]
+            if n % 2 == 0:  # a verdict at a new size: the exact MDAD over every pair, uncached
+                a, b = rng.choice(len(models), size=2, replace=False)
+                path = "/v1/benchmarks/gpqa/verdict"
+                params = {
+                    "model_a": models[a],
+                    "model_b": models[b],
+                    "size": int(rng.integers(5, 220)),
+                    "method": "random",
+                }
+            else:  # every pair at a new alpha: tens of MB, never cached before
+                path = "/v1/benchmarks/gpqa/leaderboard/pairs"
+                params = {"format": "json", "alpha": f"{rng.uniform(0.001, 0.2):.9f}"}
+            n += 1
+            try:
+                r = await client.get(base + path, params=params)
+                out[str(r.status_code)] += 1
+                if r.status_code in (429, 503):
+                    await asyncio.sleep(min(1.0, float(r.headers.get("retry-after", "1"))) * 0.1)
+            except httpx.TimeoutException:
+                out["timeout"] += 1
+            except httpx.HTTPError as exc:
+                out[type(exc).__name__] += 1
+
+
+async def cheap_reader(
+    urls: list[str], key: str, rate: float, until: float, lat: list[float], out: Counter
+) -> None:
+    headers = {"Authorization": f"Bearer {key}"}
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=16)
+    async with httpx.AsyncClient(headers=headers, timeout=REQUEST_TIMEOUT, limits=limits) as c:
+        t0 = time.monotonic()
+        tasks = []
+
+        async def one(k: int, at: float) -> None:
+            try:
+                r = await c.get(urls[k % len(urls)] + "/v1/benchmarks/gpqa")
+                lat.append(1000 * (time.monotonic() - at))
+                out[str(r.status_code)] += 1
+            except httpx.HTTPError as exc:
+                out[type(exc).__name__] += 1
+
+        k = 0
+        while True:
+            at = t0 + k / rate
+            if at >= until:
+                break
+            await asyncio.sleep(max(0.0, at - time.monotonic()))
+            tasks.append(asyncio.create_task(one(k, at)))
+            k += 1
+        await asyncio.gather(*tasks)
+
+
+async def baseline(args, urls, cheap_key) -> tuple[Counter, list[float]]:
+    """The cheap reader alone for ``--baseline-seconds`` (what the machine gives it unloaded)."""
+    status: Counter = Counter()
+    lat: list[float] = []
+    until = time.monotonic() + args.baseline_seconds
+    await cheap_reader(urls, cheap_key, args.cheap_rate, until, lat, status)
+    return status, lat
+
+
+async def run_load(args, urls, read_key, cheap_key, models):
+    until = time.monotonic() + args.seconds
+    statuses: Counter = Counter()
+    cheap_status: Counter = Counter()
+    lat: list[float] = []
+    await asyncio.gather(
+        cheap_reader(urls, cheap_key, args.cheap_rate, until, lat, cheap_status),
+        *(
+            expensive_client(i, urls, read_key, models, until, statuses)
+            for i in range(args.expensive)
+        ),
+    )
+    return statuses, cheap_status, lat
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--expensive", type=int, default=20)
+    parser.add_argument("--cheap-rate", type=float, default=20.0)
+    parser.add_argument("--baseline-seconds", type=float, default=15.0)
+    parser.add_argument("--quick", action="store_true", help="15 s, 6 expensive clients")
+    args = parser.parse_args()
+    if args.quick:
+        args.seconds, args.expensive = 15.0, 6
+    data = gpqa()
+    models = [str(m) for m in data["models"]]
+    redis = PrivateRedis()
+    redis.start()
+    servers: list[ApiServer] = []
+    try:
+        with scratch_database("benchslice_bench_fair_load") as url:
+            load(url, data, len(models))
+            env = service_env(DATABASE_URL=url, BROKER_URL=redis.url, AUTH_ENABLED="true")
+            read_key = create_key(url, ["read"], name="expensive-clients")
+            cheap_key = create_key(url, ["read"], name="cheap-reader")
+            for _ in range(2):
+                servers.append(ApiServer(env, log_level="warning"))
+                servers[-1].start()
+            urls = [s.url for s in servers]
+            for u in urls:  # warm: the matrix and the page of the cheap GET
+                httpx.get(
+                    u + "/v1/benchmarks/gpqa",
+                    headers={"Authorization": f"Bearer {cheap_key}"},
+                    timeout=60,
+                )
+            pids = [s.proc.pid for s in servers if s.proc is not None]
+            sampler = RssSampler(pids)
+            sampler.start()
+            base_status, base_lat = asyncio.run(baseline(args, urls, cheap_key))
+            load_before = os.getloadavg()
+            statuses, cheap_status, lat = asyncio.run(
+                run_load(args, urls, read_key, cheap_key, models)
+            )
+            sampler.stop.set()
+            sampler.join()
+            load_after = os.getloadavg()
+    finally:
+        for s in servers:
+            s.stop()
+        redis.stop()
+
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+    ).stdout.strip()
+    p99 = float(np.percentile(lat, 99)) if lat else float("inf")
+    peak = max(sampler.peak.values())
+    print(f"# bench_fair_load  commit {commit}  {platform.node()}  {time.strftime('%F %T')}")
+    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (shared machine)")
+    print(f"{args.expensive} expensive clients, {args.seconds:g} s, cheap {args.cheap_rate:g}/s")
+    print("cheap GET /v1/benchmarks/gpqa: n | p50 | p90 | p99 | max (ms)")
+    print("  alone (baseline):", pct(base_lat), "  statuses", dict(base_status))
+    print("  under load:      ", pct(lat), "  statuses", dict(cheap_status))
+    print("expensive statuses", dict(statuses))
+    print("peak RSS MB per API process", {p: round(v) for p, v in sampler.peak.items()})
+    ok = p99 <= TARGET_P99_MS and peak < TARGET_RSS_MB and statuses.get("timeout", 0) == 0
+    print("targets met" if ok else "targets NOT met")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""Limits as a client meets them, keys on: 429 problem+json naming the limit with Retry-After
+and the RateLimit fields; admins exempt; the failure limiter and constant-cost path for API
+keys; job quotas (the 1,000-run analysis is refused naming ANALYSIS_MAX_COST); /metrics."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session
+
+from app.services.platform import keys
+from app.services.platform.keys import create_key
+from app.services.platform.limits_setup import configure_limits
+from app.settings import Settings
+from tests.conftest import TEST_KEY_PREFIX
+
+LIMITED = {
+    "auth_enabled": True,
+    "rate_limit_per_second": 0.01,
+    "rate_limit_burst": 30,
+    "auth_attempts_per_second": 0.01,
+    "auth_attempts_burst": 3,
+    "job_quota": 1,
+}
+
+
+@pytest.fixture
+def limited_client(settings: Settings, db_session: Session) -> Iterator[TestClient]:
+    from app.api.deps import open_session
+    from app.main import create_app
+
+    # fresh buckets for each test (they live in Redis under the key prefix)
+    prefix = f"{TEST_KEY_PREFIX}limits-{uuid.uuid4().hex[:8]}:"
+    app = create_app(settings.model_copy(update={**LIMITED, "celery_key_prefix": prefix}))
+    app.dependency_overrides[open_session] = lambda: db_session
+    try:
+        with TestClient(app, raise_server_exceptions=False) as client:
+            yield client
+    finally:
+        configure_limits(settings)  # the process-wide limits back to the suite's settings
+        app.state.celery.close()
+        app.state.engine.dispose()
+
+
+def _key(session: Session, *scopes: str) -> dict[str, str]:
+    _, token = create_key(session, f"limits-{'-'.join(scopes)}", list(scopes))
+    session.flush()
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_rate_limit_answers_429_with_the_ietf_fields(
+    limited_client: TestClient, db_session: Session
+) -> None:
+    reader = _key(db_session, "read")
+    statuses = []
+    for _ in range(32):
+        r = limited_client.get("/v1/benchmarks", headers=reader)
+        statuses.append(r.status_code)
+        if r.status_code == 200:
+            assert r.headers["ratelimit-policy"] == '"key";q=30;w=3000'
+            assert r.headers["ratelimit"].startswith('"key";r=')
+    assert statuses == [200] * 30 + [429] * 2
+    assert r.headers["content-type"].startswith("application/problem+json")
+    body = r.json()
+    assert body["status"] == 429 and body["limit"] == "rate"
+    assert "RATE_LIMIT_BURST" in body["detail"] and "RATE_LIMIT_PER_SECOND" in body["detail"]
+    assert int(r.headers["retry-after"]) >= 1
+    assert r.headers["ratelimit"].startswith('"key";r=0;')
+    # another key has its own bucket; an admin key is exempt
+    assert limited_client.get("/v1/benchmarks", headers=_key(db_session, "read")).status_code == 200
+    admin = _key(db_session, "admin")
+    assert all(
+        limited_client.get("/v1/benchmarks", headers=admin).status_code == 200 for _ in range(20)
+    )
+
+
+def test_unknown_prefixes_cost_an_argon2_verification_and_are_limited(
+    limited_client: TestClient, db_session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+    real_verify, real_dummy = keys._verify, keys._dummy_verify
+
+    def counted(row, token, now) -> bool:
+        calls.append(row.key_hash)
+        return real_verify(row, token, now)
+
+    def counted_dummy(token: str) -> None:
+        calls.append("dummy")
+        real_dummy(token)
+
+    monkeypatch.setattr(keys, "_verify", counted)
+    monkeypatch.setattr(keys, "_dummy_verify", counted_dummy)
+    r = limited_client.get("/v1/benchmarks", headers={"Authorization": "Bearer bsk_abcdef_nope"})
+    assert r.status_code == 401 and calls == ["dummy"]  # unknown prefix: a dummy verification
+    valid = _key(db_session, "read")
+    prefix = valid["Authorization"].split("_")[1]
+    wrong = {"Authorization": f"Bearer bsk_{prefix}_wrong-secret"}
+    statuses = [limited_client.get("/v1/benchmarks", headers=wrong).status_code for _ in range(4)]
+    # the address has 3 attempts: 1 spent above, 2 more wrong secrets, then 429 before hashing
+    assert statuses == [401, 401, 429, 429]
+    assert len(calls) == 3
+    r = limited_client.get("/v1/benchmarks", headers=wrong)
+    assert r.json()["limit"] == "auth-attempts" and "AUTH_ATTEMPTS_BURST" in r.json()["detail"]
+
+
+ANALYSIS = {
+    "methods": ["random", "subtask_stratified", "anchor_points", "confidence_stratified",
+                "tiny_benchmarks", "dpp"],
+    "sizes": list(range(5, 5 + 22)),
+    "runs": 1000,
+    "n_sources": 20,
+    "n_targets": 10,
+}  # fmt: skip
+
+
+def test_job_quotas(limited_client: TestClient, db_session: Session) -> None:
+    from tests.api._subset_data import seed_gpqa
+
+    seeded = seed_gpqa(db_session, n_models=40)
+    writer = _key(db_session, "write")
+    db_session.commit()  # (a savepoint) a refused request below rolls back only its own work
+    url = f"/v1/benchmarks/{seeded.version_id}/analyses"
+    r = limited_client.post(url, json=ANALYSIS, headers=writer)
+    assert r.status_code == 422, r.text
+    body: dict[str, Any] = r.json()
+    assert "ANALYSIS_MAX_COST" in body["detail"] and "132,000" in body["detail"]
+    assert body["errors"][0]["loc"] == ["body", "runs"]
+    small = {**ANALYSIS, "methods": ["random"], "sizes": [5, 10], "runs": 4}
+    r = limited_client.post(url, json=small, headers=writer)
+    assert r.status_code == 202, r.text  # queued (no worker here): the key's one active job
+    queued = r.json()
+    r = limited_client.post(url, json={**small, "seed": 99}, headers=writer)
+    assert r.status_code == 429 and r.json()["limit"] == "jobs", r.text
+    assert "JOB_QUOTA" in r.json()["detail"] and int(r.headers["retry-after"]) >= 1
+    # the first one again joins the active job (single flight): no new work, no quota
+    first = limited_client.post(url, json={**small, "seed": queued["seed"]}, headers=writer)
+    assert first.status_code == 202 and first.json()["job_id"] == queued["job_id"], first.text
+
+
+def _sample(text: str, name: str, cache: str) -> float:
+    m = re.search(rf'^{name}{{cache="{cache}"}} ([0-9.e+]+)$', text, re.MULTILINE)
+    return float(m.group(1)) if m else 0.0
+
+
+def test_metrics_count_cache_hits_and_misses(client: TestClient, db_session: Session) -> None:
+    from tests.api._subset_data import seed_gpqa
+
+    seeded = seed_gpqa(db_session, n_models=12)
+    before = client.get("/metrics")
+    assert before.status_code == 200 and before.headers["content-type"].startswith("text/plain")
+    url = f"/v1/benchmarks/{seeded.version_id}/leaderboard"
+    assert client.get(url, params={"alpha": 0.0123}).status_code == 200  # a miss, then stored
+    assert client.get(url, params={"alpha": 0.0123}).status_code == 200  # a hit
+    after = client.get("/metrics").text
+    for name, grew in (("benchslice_cache_misses_total", 1), ("benchslice_cache_hits_total", 1)):
+        assert (
+            _sample(after, name, "leaderboards")
+            >= _sample(before.text, name, "leaderboards") + grew
+        )
+    assert _sample(after, "benchslice_cache_bytes", "leaderboards") > 0
+    assert "benchslice_cache_evictions_total" in after

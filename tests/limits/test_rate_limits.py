@@ -1,0 +1,169 @@
+"""Token buckets (in-process and on a real Redis), the expensive-work pool, job quotas."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+import redis
+
+from app.errors import ServiceUnavailable, TooManyRequests
+from app.services.platform.expensive import ExpensivePool
+from app.services.platform.ratelimit import (
+    CALLER,
+    RATES,
+    Caller,
+    Limiter,
+    MemoryBuckets,
+    Policy,
+    RedisBuckets,
+    headers,
+)
+from tests.conftest import TEST_KEY_PREFIX, TEST_REDIS_URL
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_memory_bucket_burst_refill_and_retry_after() -> None:
+    clock = Clock()
+    buckets = MemoryBuckets(clock=clock)
+    policy = Policy(rate=10, burst=20)
+    taken = [buckets.take("key:a", 1, policy).allowed for _ in range(25)]
+    assert taken == [True] * 20 + [False] * 5
+    refused = buckets.take("key:a", 5, policy)
+    assert not refused.allowed and refused.retry_after == pytest.approx(0.5)
+    assert buckets.take("key:b", 1, policy).allowed  # buckets are per unit
+    clock.now += 0.5
+    ok = buckets.take("key:a", 5, policy)
+    assert ok.allowed and ok.remaining == pytest.approx(0.0)
+    clock.now += 100
+    full = buckets.take("key:a", 0, policy)
+    assert full.remaining == pytest.approx(20.0)  # never above the burst
+
+
+def test_redis_buckets_are_shared_and_expire() -> None:
+    client = redis.Redis.from_url(TEST_REDIS_URL)
+    prefix = f"{TEST_KEY_PREFIX}{uuid.uuid4().hex[:6]}:"
+    one, two = RedisBuckets(client, prefix), RedisBuckets(client, prefix)  # two "processes"
+    policy = Policy(rate=1, burst=10)
+    allowed = [(one if i % 2 else two).take("key:x", 1, policy).allowed for i in range(14)]
+    assert allowed == [True] * 10 + [False] * 4
+    refused = one.take("key:x", 3, policy)
+    assert not refused.allowed and 2.0 < refused.retry_after <= 3.0
+    ttl = client.pttl(f"{prefix}benchslice:rate:key:x")
+    assert 0 < ttl <= 11_000  # gone once it would be full again
+    client.close()
+
+
+def test_redis_outage_fails_open() -> None:
+    dead = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+    decision = RedisBuckets(dead, "x:").take("key:y", 1, Policy(1, 1))
+    assert decision.allowed
+
+
+def test_limiter_refuses_on_the_first_short_unit_and_headers() -> None:
+    limiter = Limiter(MemoryBuckets(), Policy(rate=1, burst=3))
+    assert limiter.take(["key:a", "project:p"], 2).allowed
+    assert limiter.take(["key:b", "project:p"], 1).allowed
+    refused = limiter.take(["key:c", "project:p"], 1)  # the project is empty
+    assert not refused.allowed and refused.unit == "project:p"
+    fields = headers(refused)
+    assert fields["RateLimit-Policy"] == '"key";q=3;w=3'
+    assert fields["RateLimit"].startswith('"key";r=0;t=')
+
+
+@pytest.fixture
+def limited() -> None:
+    RATES.configure(Limiter(MemoryBuckets(), Policy(rate=0.001, burst=150)), expensive_cost=60)
+    try:
+        yield
+    finally:
+        RATES.configure(None, 0)
+
+
+def test_expensive_pool_per_caller_share_busy_and_cost(limited: None) -> None:
+    pool = ExpensivePool(slots=1, queue=1, per_caller=1, wait_seconds=5)
+    inside, release = threading.Event(), threading.Event()
+    errors: list[Exception] = []
+
+    def hold(caller: Caller) -> None:
+        CALLER.set(caller)
+        try:
+            with pool.slot("a test"):
+                inside.set()
+                release.wait(10)
+        except Exception as exc:
+            errors.append(exc)
+
+    alice = Caller("alice", ("key:alice",))
+    first = threading.Thread(target=hold, args=(alice,))
+    first.start()
+    assert inside.wait(5)
+    token = CALLER.set(alice)
+    with pytest.raises(TooManyRequests) as share:  # alice already holds her one place
+        with pool.slot("a test"):
+            pass
+    assert share.value.limit == "expensive-per-key" and "EXPENSIVE_PER_KEY" in share.value.detail
+    CALLER.reset(token)
+    waiter = threading.Thread(target=hold, args=(Caller("bob", ("key:bob",)),))
+    waiter.start()  # bob waits in the queue's one place
+    deadline = time.monotonic() + 5
+    while pool._waiting < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    token = CALLER.set(Caller("carol", ("key:carol",)))
+    with pytest.raises(ServiceUnavailable):  # one running, one waiting: full
+        with pool.slot("a test"):
+            pass
+    CALLER.reset(token)
+    release.set()
+    first.join(10)
+    waiter.join(10)
+    assert not errors
+    # alice paid 60 + 60 of 150 tokens (a refused attempt costs too): the next is refused by
+    # her bucket
+    token = CALLER.set(alice)
+    with pytest.raises(TooManyRequests) as rate:
+        with pool.slot("a test"):
+            pass
+    assert rate.value.limit == "rate" and "RATE_LIMIT_BURST" in rate.value.detail
+    CALLER.reset(token)
+
+
+def test_expensive_pool_admin_exempt_and_no_caller(limited: None) -> None:
+    pool = ExpensivePool(slots=1, queue=0, per_caller=1)
+    admin = Caller("root", ("key:root",), exempt=True)
+    token = CALLER.set(admin)
+    for _ in range(5):  # no bucket charge, no per-caller share
+        with pool.slot("a test"):
+            pass
+    CALLER.reset(token)
+    with pool.slot("outside a request"):  # no caller: not limited at all
+        with pool.slot("nested"):
+            pass
+
+
+def test_expensive_work_runs_in_its_own_lower_priority_threads() -> None:
+    import os
+
+    pool = ExpensivePool(slots=1, queue=0, per_caller=1)
+
+    def where() -> tuple[int, int]:
+        tid = threading.get_native_id()
+        return tid, os.getpriority(os.PRIO_PROCESS, tid)
+
+    here = threading.get_native_id()
+    assert pool.run("inline", where)[0] == here  # no caller: computed in this thread
+    token = CALLER.set(Caller("dave", ("key:dave",)))
+    try:
+        tid, nice = pool.run("pooled", where)
+    finally:
+        CALLER.reset(token)
+    assert tid != here and nice == 10
