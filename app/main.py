@@ -31,7 +31,7 @@ from app.api.routes import (
 )
 from app.db.session import make_engine, make_sessionmaker
 from app.queue import CeleryQueue
-from app.services.platform.limits_setup import configure_limits
+from app.services.limits.limits_setup import configure_limits
 from app.settings import Settings, get_settings
 from app.web import install_web
 from app.web import warm_up as warm_up_web

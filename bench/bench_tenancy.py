@@ -57,7 +57,7 @@ def main() -> None:
 
     from app.db.session import make_engine
     from app.main import create_app
-    from app.services.platform.keys import create_key
+    from app.services.access.keys import create_key
     from app.settings import Settings
     from bench._common import scratch_database
 

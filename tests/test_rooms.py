@@ -29,13 +29,24 @@ CORE_ROOMS: dict[str, set[str]] = {
 }
 SERVICE_ROOMS: dict[str, set[str]] = {
     "platform": set(),
-    "catalog": {"platform"},
-    "selection": {"catalog", "platform"},
-    "reliability": {"selection", "catalog", "platform"},
-    "evaluation": {"selection", "catalog", "platform"},
-    "ranking": {"selection", "catalog", "platform"},
+    "access": {"platform"},
+    "limits": {"access", "platform"},
+    "catalog": {"access", "platform"},
+    "selection": {"catalog", "access", "platform"},
+    "reliability": {"selection", "catalog", "limits", "access", "platform"},
+    "evaluation": {"selection", "catalog", "limits", "access", "platform"},
+    "ranking": {"selection", "catalog", "limits", "access", "platform"},
     # the composition root: the table of job kinds names every room's handlers
-    "job_kinds": {"reliability", "evaluation", "ranking", "selection", "catalog", "platform"},
+    "job_kinds": {
+        "reliability",
+        "evaluation",
+        "ranking",
+        "selection",
+        "catalog",
+        "limits",
+        "access",
+        "platform",
+    },
 }
 MAX_FLAT_MODULES = 10
 

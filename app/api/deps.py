@@ -18,15 +18,16 @@ from app.db.models import BenchmarkVersion, Project
 from app.db.session import pop_after_commit
 from app.errors import FieldIssue, InvalidInput
 from app.queue import JobQueue
+from app.services.access.access import check_role
+from app.services.access.audit import Actor
+from app.services.access.keys import ANONYMOUS, Principal, authenticate, require
+from app.services.access.projects import default_project
 from app.services.catalog import ownership
 from app.services.catalog.benchmark_refs import resolve_version
 from app.services.catalog.benchmarks import creation_project
-from app.services.platform.access import check_role
-from app.services.platform.audit import Actor
-from app.services.platform.keys import ANONYMOUS, Principal, authenticate, require
-from app.services.platform.projects import default_project
-from app.services.platform.ratelimit import CALLER, RATES, Caller, quota_units
-from app.services.platform.ratelimit import headers as rate_headers
+from app.services.limits.ratelimit import RATES, quota_units
+from app.services.limits.ratelimit import headers as rate_headers
+from app.services.platform.caller import CALLER, Caller
 from app.settings import Settings
 
 
@@ -80,7 +81,7 @@ def get_principal(
     """The caller. With ``AUTH_ENABLED=false`` (the local default) everyone is allowed.
 
     A key not verified before in this process first passes the failure limiter (per key prefix
-    and client address, :meth:`~app.services.platform.ratelimit.RateLimits.check_auth_attempt`):
+    and client address, :meth:`~app.services.limits.ratelimit.RateLimits.check_auth_attempt`):
     wrong secrets cannot make the server run argon2 without bound."""
     if not request.app.state.settings.auth_enabled:
         return ANONYMOUS
@@ -119,7 +120,7 @@ WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 def operation_cost(request: Request) -> float:
     """What a request takes from its caller's bucket: 1, or :data:`WRITE_COST` for writes that
     store or queue work (expensive reads pay more only when they compute:
-    :mod:`app.services.platform.expensive`)."""
+    :mod:`app.services.limits.expensive`)."""
     return WRITE_COST if request.method in WRITE_METHODS else 1.0
 
 

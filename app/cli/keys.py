@@ -43,8 +43,8 @@ def _fail(detail: str, code: int = 2) -> typer.Exit:
 def _pair_roles(projects: list[str], roles: list[str]) -> dict[str, str]:
     """``--project`` and ``--role`` as ``{project: role}``: one role applies to every project,
     or one role per project in order; no ``--project`` means the ``default`` project."""
-    from app.services.platform.keys import roles_from_pairs
-    from app.services.platform.projects import DEFAULT_PROJECT
+    from app.services.access.keys import roles_from_pairs
+    from app.services.access.projects import DEFAULT_PROJECT
 
     projects = projects or [DEFAULT_PROJECT]
     roles = roles or ["read"]
@@ -82,7 +82,7 @@ def create(
 ) -> None:
     """Create a key and print it once (it cannot be shown again)."""
     from app.errors import DomainError
-    from app.services.platform.keys import create_key, describe_roles
+    from app.services.access.keys import create_key, describe_roles
 
     if any(s not in ("read", "write", "admin") for s in scope):
         raise _fail(f"unknown scope(s) {scope}; choose from read, write, admin")
@@ -116,7 +116,7 @@ def _state(row: object, now: datetime) -> str:
 @keys_app.command("list", epilog="Example: `benchslice keys list`")
 def list_() -> None:
     """List keys: prefix, name, project roles, state, expiry, last use; never the keys."""
-    from app.services.platform.keys import describe_roles, list_keys
+    from app.services.access.keys import describe_roles, list_keys
 
     now = datetime.now(UTC)
     typer.echo("prefix\tname\troles\tstate\texpires\tlast used\trotated")
@@ -141,7 +141,7 @@ def rotate(
     """Give a key a new secret (same prefix and roles) and print it once; the old secret keeps
     working for the grace period."""
     from app.errors import DomainError
-    from app.services.platform.keys import rotate_key
+    from app.services.access.keys import rotate_key
 
     try:
         with _session() as session:
@@ -164,7 +164,7 @@ def grant(
 ) -> None:
     """Give an existing key a role on more projects (or change its role there)."""
     from app.errors import DomainError
-    from app.services.platform.keys import describe_roles, find_key, set_roles
+    from app.services.access.keys import describe_roles, find_key, set_roles
 
     try:
         mapping = _pair_roles(project, role)
@@ -180,7 +180,7 @@ def grant(
 def revoke(prefix: str = typer.Argument(..., help="The key's prefix (from `keys list`)")) -> None:
     """Revoke a key at once."""
     from app.errors import DomainError
-    from app.services.platform.keys import revoke_key
+    from app.services.access.keys import revoke_key
 
     try:
         with _session() as session:
@@ -199,7 +199,7 @@ def create_project(
 ) -> None:
     """Create a project."""
     from app.errors import DomainError
-    from app.services.platform.projects import create_project as create_
+    from app.services.access.projects import create_project as create_
 
     try:
         with _session() as session:
@@ -212,7 +212,7 @@ def create_project(
 @projects_app.command("list", epilog="Example: `benchslice projects list`")
 def list_projects() -> None:
     """List projects: name, public read, benchmarks, keys with a role."""
-    from app.services.platform.projects import default_project, list_projects, usage
+    from app.services.access.projects import default_project, list_projects, usage
 
     typer.echo("name\tpublic read\tbenchmarks\tkeys")
     with _session() as session:
@@ -230,7 +230,7 @@ def set_public(
 ) -> None:
     """Make a project's benchmarks readable by every key (or only by its own keys)."""
     from app.errors import DomainError
-    from app.services.platform.projects import get_by_name, set_public_read
+    from app.services.access.projects import get_by_name, set_public_read
 
     try:
         with _session() as session:

@@ -27,10 +27,10 @@ from app.db.repositories.subsets import results_stamp
 from app.errors import DomainError, InvalidInput
 from app.schemas.analyses import AnalysisPublic, Recommendation
 from app.schemas.sessions import SessionSummary
+from app.services.access.access import Visibility
 from app.services.catalog import matrices
 from app.services.catalog.benchmarks import item_index
 from app.services.evaluation import lifecycle as session_lifecycle
-from app.services.platform.access import Visibility
 from app.services.platform.caching import MB, BoundedCache
 from app.services.ranking import leaderboards
 from app.services.reliability import analyses as analyses_service

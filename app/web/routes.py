@@ -19,12 +19,12 @@ from markupsafe import Markup
 from app import formatting
 from app.api.deps import SessionDep
 from app.errors import DomainError, InvalidInput, NotFound, Unauthorized
+from app.services.access import web_sessions
+from app.services.access.access import visibility
 from app.services.catalog.ownership import check_readable, readable_version
-from app.services.platform import web_sessions
-from app.services.platform.access import visibility
+from app.services.limits.expensive import EXPENSIVE
+from app.services.limits.ratelimit import RATES
 from app.services.platform.caching import MB, BoundedCache
-from app.services.platform.expensive import EXPENSIVE
-from app.services.platform.ratelimit import RATES
 from app.services.reliability import analyses as analyses_service
 from app.web import page_views, pages, security
 from app.web.svg import inline_svg

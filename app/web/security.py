@@ -5,7 +5,7 @@
   ``Referrer-Policy: same-origin``; pages are ``Cache-Control: no-store``;
   ``Server-Timing: app;dur=<ms>`` is the time until the response starts (bench/bench_pages.py).
 * With ``auth_enabled`` a page needs a browser session. ``/ui/login`` checks a key (read scope
-  suffices) once and opens a server-side session (:mod:`app.services.platform.web_sessions`):
+  suffices) once and opens a server-side session (:mod:`app.services.access.web_sessions`):
   the HttpOnly, SameSite=Strict cookie scoped to ``/ui`` (Secure over HTTPS) holds a random
   session id, never the key; every page looks the session up (logout, expiry and revoking the
   key apply at once, in every process), and the session only reads. The key is never written
@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING, Any
 from fastapi import Request
 from fastapi.responses import Response
 
-from app.services.platform import web_sessions
-from app.services.platform.keys import ANONYMOUS, Principal, require
-from app.services.platform.ratelimit import CALLER, RATES, Caller, quota_units
+from app.services.access import web_sessions
+from app.services.access.keys import ANONYMOUS, Principal, require
+from app.services.limits.ratelimit import RATES, quota_units
+from app.services.platform.caller import CALLER, Caller
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session

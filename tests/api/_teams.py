@@ -12,8 +12,8 @@ import numpy as np
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from app.services.platform.keys import create_key
-from app.services.platform.projects import create_project
+from app.services.access.keys import create_key
+from app.services.access.projects import create_project
 
 PROBLEM = "application/problem+json"
 

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
 from app.db.models import ApiKey
-from app.services.platform.keys import authenticate, create_key, describe_roles, revoke_key
+from app.services.access.keys import authenticate, create_key, describe_roles, revoke_key
 
 PROBLEM = "application/problem+json"
 ITEMS = {"name": "auth-bench", "items": [{"id": "a"}, {"id": "b"}]}

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from app.db.base import utcnow
 from app.db.models import ApiKey, Project
 from app.errors import InvalidInput
-from app.services.platform.keys import authenticate, create_key, describe_roles, rotate_key
-from app.services.platform.projects import create_project
+from app.services.access.keys import authenticate, create_key, describe_roles, rotate_key
+from app.services.access.projects import create_project
 from tests.api._teams import auth_enabled, bearer
 
 

@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.db.models import AuditEvent, Benchmark, BenchmarkVersion, Job, Project
-from app.services.platform.projects import set_public_read
+from app.services.access.projects import set_public_read
 from tests.api._teams import (
     PROBLEM,
     Teams,

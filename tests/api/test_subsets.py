@@ -235,7 +235,7 @@ def test_param_defaults_match_the_selectors() -> None:
 def test_scopes_reads_need_read_writes_need_write(
     app, client: TestClient, db_session: Session, seeded: Seeded
 ) -> None:
-    from app.services.platform.keys import create_key
+    from app.services.access.keys import create_key
 
     req = service.resolve_request(db_session, seeded.version_id, "random", 5, {}, 2, None)
     subset, _ = service.build_subset(db_session, req, None)

@@ -112,7 +112,7 @@ def test_the_introspection_sees_a_route_without_a_check(app: Any) -> None:
 
 @pytest.fixture
 def setup(app: Any, client: TestClient, db_session: Session) -> Iterator[dict[str, Any]]:
-    from app.services.platform.projects import create_project
+    from app.services.access.projects import create_project
     from tests.api._teams import auth_enabled
 
     with auth_enabled(app):
@@ -146,7 +146,7 @@ def test_one_role_less_is_refused_naming_the_project(
     role, _ = WRITE_ROUTES[endpoint]  # type: ignore[misc]
     lesser = {"write": "read", "admin": "write"}[role]
     # the lesser key also writes elsewhere, so it passes the check made before the body
-    from app.services.platform.projects import create_project
+    from app.services.access.projects import create_project
 
     create_project(db_session, "elsewhere")
     headers = bearer(key(db_session, "lesser", {"team-a": lesser, "elsewhere": "admin"}))

@@ -200,7 +200,7 @@ def test_api_key_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     from sqlalchemy import create_engine
     from sqlalchemy.orm import Session
 
-    from app.services.platform.keys import create_key
+    from app.services.access.keys import create_key
 
     with thread_server(auth_enabled=True) as (url, db_url):
         engine = create_engine(db_url)
@@ -303,8 +303,8 @@ def test_projects_audit_and_restore_through_the_client_and_cli() -> None:
     from sqlalchemy import create_engine
     from sqlalchemy.orm import Session
 
-    from app.services.platform.keys import create_key
-    from app.services.platform.projects import create_project
+    from app.services.access.keys import create_key
+    from app.services.access.projects import create_project
     from tests.cli.conftest import run_cli
 
     with thread_server(auth_enabled=True) as (url, db_url):

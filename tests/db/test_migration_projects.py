@@ -15,7 +15,7 @@ from sqlalchemy import MetaData, create_engine, select, text
 from sqlalchemy.orm import Session
 
 from app.db import migrate
-from app.services.platform.keys import authenticate
+from app.services.access.keys import authenticate
 from tests.conftest import ADMIN_DATABASE_URL, TEST_DATABASE_NAME
 
 OLD_HEAD = "e7a3c9d2f4b1"

@@ -13,9 +13,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from app.services.platform import keys
-from app.services.platform.keys import create_key
-from app.services.platform.limits_setup import configure_limits
+from app.services.access import keys
+from app.services.access.keys import create_key
+from app.services.limits.limits_setup import configure_limits
 from app.settings import Settings
 from tests.conftest import TEST_KEY_PREFIX
 

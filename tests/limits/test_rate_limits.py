@@ -10,8 +10,8 @@ import pytest
 import redis
 
 from app.errors import ServiceUnavailable, TooManyRequests
-from app.services.platform.expensive import ExpensivePool
-from app.services.platform.ratelimit import (
+from app.services.limits.expensive import ExpensivePool
+from app.services.limits.ratelimit import (
     CALLER,
     RATES,
     Caller,

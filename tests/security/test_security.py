@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from app.services.platform.keys import create_key
+from app.services.access.keys import create_key
 from app.settings import Settings
 from tests.support.procs import REPO_ROOT
 from tests.support.tools import missing
@@ -217,7 +217,7 @@ def test_a_read_only_key_is_refused_every_write_operation(
 
 
 def test_a_revoked_key_is_refused_at_once(api: TestClient, db_session: Session) -> None:
-    from app.services.platform.keys import revoke_key
+    from app.services.access.keys import revoke_key
 
     row, token = create_key(db_session, "revoked", ["admin"])
     assert api.get("/v1/benchmarks", headers=_auth(token)).status_code == 200

@@ -23,7 +23,7 @@ def create_key(database_url: str, scopes: Sequence[str], name: str = "test") -> 
     from sqlalchemy import create_engine
     from sqlalchemy.orm import Session
 
-    from app.services.platform.keys import create_key as _create
+    from app.services.access.keys import create_key as _create
 
     engine = create_engine(database_url)
     try:

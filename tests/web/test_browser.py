@@ -151,7 +151,7 @@ def test_login_flow_with_keys_on(browser: Any) -> None:
     from sqlalchemy import create_engine
     from sqlalchemy.orm import Session
 
-    from app.services.platform.keys import create_key
+    from app.services.access.keys import create_key
 
     with thread_server(auth_enabled=True) as (base, db_url):
         engine = create_engine(db_url)

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from app.api.deps import open_session
 from app.main import create_app
-from app.services.platform.keys import create_key, revoke_key
+from app.services.access.keys import create_key, revoke_key
 from app.settings import Settings
 
 

@@ -9,9 +9,9 @@ import re
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
+from app.services.access.keys import create_key
+from app.services.access.projects import create_project, set_public_read
 from app.services.catalog.benchmarks import create_version
-from app.services.platform.keys import create_key
-from app.services.platform.projects import create_project, set_public_read
 
 
 def _login(client: TestClient, key: str) -> None:

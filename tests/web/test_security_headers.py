@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from app.services.platform.keys import create_key
+from app.services.access.keys import create_key
 from tests.web.conftest import Seen
 
 CSP_PARTS = ("default-src 'self'", "frame-ancestors 'none'", "object-src 'none'")

@@ -13,8 +13,8 @@ from app.api.errors import INVALID, NOT_FOUND
 from app.api.responses import AUTH
 from app.schemas.audit import AuditEventPublic, AuditPage, ProjectList, ProjectPublic
 from app.schemas.benchmarks import NO_NUL
-from app.services.platform import audit as service
-from app.services.platform.access import readable_projects
+from app.services.access import audit as service
+from app.services.access.access import readable_projects
 
 router = APIRouter(tags=["audit"])
 

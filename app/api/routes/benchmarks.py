@@ -27,10 +27,10 @@ from app.schemas.benchmarks import (
     BenchmarkPage,
     BenchmarkPublic,
 )
+from app.services.access.access import visibility
 from app.services.catalog import benchmarks as service
 from app.services.catalog.ownership import record_write
 from app.services.catalog.uploads import ParseOptions, parse_sample_logs
-from app.services.platform.access import visibility
 
 router = APIRouter(prefix="/benchmarks", tags=["benchmarks"])
 

@@ -16,8 +16,8 @@ from app.api.errors import CONFLICT, INVALID, NOT_FOUND, UNAVAILABLE
 from app.api.responses import AUTH
 from app.queue import enqueue_job_after_commit
 from app.schemas.jobs import JobCreate, JobPublic
+from app.services.access import audit
 from app.services.job_kinds import submit_job
-from app.services.platform import audit
 from app.services.platform import jobs as job_service
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])

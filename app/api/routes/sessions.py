@@ -30,11 +30,12 @@ from app.schemas.benchmarks import MODEL_NAME_PATTERN
 from app.schemas.jobs import JobPublic
 from app.schemas.results import ModelCreate
 from app.schemas.sessions import SessionCreate, SessionPage, SessionPublic, SessionState
+from app.services.access import audit
 from app.services.catalog.ownership import record_write
 from app.services.catalog.uploads import ParseOptions, parse_results_upload
 from app.services.evaluation import lifecycle
 from app.services.evaluation import sessions as service
-from app.services.platform import audit, idempotency
+from app.services.platform import idempotency
 
 router = APIRouter(tags=["sessions"])
 

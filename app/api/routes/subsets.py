@@ -36,9 +36,10 @@ from app.schemas.subsets import (
     SubsetVerdictPublic,
     VerdictPublic,
 )
+from app.services.access import audit
 from app.services.catalog.ownership import record_write
 from app.services.catalog.uploads import ParseOptions, parse_results_upload
-from app.services.platform import audit, idempotency
+from app.services.platform import idempotency
 from app.services.platform import jobs as job_service
 from app.services.reliability import verdicts as verdict_service
 from app.services.selection import scoring as scoring_service

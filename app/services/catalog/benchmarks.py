@@ -33,11 +33,11 @@ from app.schemas.benchmarks import (
     ModelSummary,
     SubtaskCount,
 )
+from app.services.access import projects
+from app.services.access.access import Visibility, check_role
+from app.services.access.keys import Principal
 from app.services.catalog.benchmark_refs import ambiguous_name
-from app.services.platform import projects
-from app.services.platform.access import Visibility, check_role
 from app.services.platform.caching import MB, BoundedCache
-from app.services.platform.keys import Principal
 from app.services.platform.pagination import decode_cursor, encode_cursor
 
 DEFAULT_SUBTASK = "all"

@@ -22,12 +22,12 @@ from app.db.repositories.benchmarks import BenchmarkVersionRepository
 from app.db.repositories.sessions import EvaluationSessionRepository
 from app.db.repositories.subsets import SubsetRepository
 from app.errors import NotFound
+from app.services.access import audit
+from app.services.access.access import can_read, check_read, check_role
+from app.services.access.audit import Actor
+from app.services.access.keys import Principal
+from app.services.access.projects import default_project
 from app.services.catalog.benchmark_refs import missing, owner_project, resolve_version
-from app.services.platform import audit
-from app.services.platform.access import can_read, check_read, check_role
-from app.services.platform.audit import Actor
-from app.services.platform.keys import Principal
-from app.services.platform.projects import default_project
 
 # the params key naming a job's benchmark version, by kind family (older irt jobs: benchmark_id)
 _JOB_VERSION_KEYS = ("benchmark_version_id", "version_id", "benchmark_id")

@@ -2,7 +2,7 @@
 
 Checked when a job is inserted (:func:`app.services.platform.jobs.create_job` and
 :func:`~app.services.platform.jobs.create_or_join_job`) for the caller of the request
-(:data:`app.services.platform.ratelimit.CALLER`; admins exempt, worker-side jobs unlimited):
+(:data:`app.services.platform.caller.CALLER`; admins exempt, worker-side jobs unlimited):
 
 * ``JOB_QUOTA`` queued + running jobs of the key (429 naming the limit, ``Retry-After``);
 * ``ANALYSIS_MAX_COST``: one analysis' cost, runs x sizes x methods (the protocol's subset
@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from app.db.repositories import JobRepository
 from app.errors import FieldIssue, InvalidInput, TooManyRequests
-from app.services.platform.ratelimit import CALLER
+from app.services.platform.caller import CALLER
 
 ANALYSIS_KIND = "analysis"
 RETRY_SECONDS = 30

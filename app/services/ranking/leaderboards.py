@@ -48,8 +48,8 @@ from app.schemas.leaderboards import (
     LeaderboardInfo,
 )
 from app.services.catalog.results import load_matrix
+from app.services.limits.expensive import EXPENSIVE
 from app.services.platform.caching import MB, BoundedCache, SingleFlight
-from app.services.platform.expensive import EXPENSIVE
 from app.services.platform.spreadsheet import safe_row, safe_text
 from app.services.selection.subsets import get_subset, to_selection
 

@@ -43,8 +43,8 @@ from app.services.catalog.matrices import (
     model_row,
     on_matrix_reload,
 )
+from app.services.limits.expensive import EXPENSIVE
 from app.services.platform.caching import MB, BoundedCache, SingleFlight, memoized
-from app.services.platform.expensive import EXPENSIVE
 from app.services.reliability import verdict_story
 from app.services.reliability.paired import check_min_discordant, paired_public, significance
 from app.services.selection import drift

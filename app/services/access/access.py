@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from app.db.models.access import Project
 from app.db.repositories.access import ProjectRepository
 from app.errors import DomainError, Forbidden
-from app.services.platform.keys import Principal
+from app.services.access.keys import Principal
 
 
 def can_read(principal: Principal, project: Project) -> bool:

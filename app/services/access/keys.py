@@ -29,7 +29,7 @@ from app.db.base import utcnow
 from app.db.models.access import ApiKey, KeyRole
 from app.db.repositories.access import ApiKeyRepository
 from app.errors import Forbidden, InvalidInput, NotFound, Unauthorized
-from app.services.platform import projects
+from app.services.access import projects
 from app.services.platform.caching import MB, BoundedCache
 
 ROLES = ("read", "write", "admin")

@@ -15,7 +15,6 @@ from every unit the caller belongs to and refuses on the first that is short.
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import math
 import threading
@@ -27,6 +26,7 @@ from typing import Any, Protocol
 from redis.exceptions import RedisError
 
 from app.errors import TooManyRequests
+from app.services.platform.caller import Caller
 
 log = logging.getLogger(__name__)
 
@@ -207,20 +207,6 @@ def quota_units(principal: Any) -> list[str]:
     if project:
         units.append(f"project:{project}")
     return units
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who a request is for, as the limits see it: the key id, the buckets it draws on, and
-    whether its role exempts it (admins)."""
-
-    id: str
-    units: tuple[str, ...]
-    exempt: bool = False
-
-
-# Set per request by the API (app.api.deps); None outside requests (worker tasks, scripts).
-CALLER: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("caller", default=None)
 
 
 class RateLimits:

@@ -32,7 +32,8 @@ from typing import TypeVar
 from prometheus_client import Counter, Gauge
 
 from app.errors import ServiceUnavailable, TooManyRequests
-from app.services.platform.ratelimit import CALLER, RATES
+from app.services.limits.ratelimit import RATES
+from app.services.platform.caller import CALLER
 
 REFUSED = Counter(
     "benchslice_expensive_refused", "Expensive computations refused at once", ["reason"]

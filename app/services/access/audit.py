@@ -24,8 +24,8 @@ from sqlalchemy.orm import Session
 from app.db.models.access import AuditEvent, Project
 from app.db.repositories.access import AuditFilter, AuditRepository
 from app.errors import Forbidden, InvalidInput
-from app.services.platform.keys import Principal
-from app.services.platform.projects import get_by_name
+from app.services.access.keys import Principal
+from app.services.access.projects import get_by_name
 
 MAX_PAGE = 500
 

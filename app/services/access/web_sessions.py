@@ -26,7 +26,7 @@ from app.db.base import utcnow
 from app.db.models.web import BrowserSession, ServerSecret
 from app.db.repositories.web import BrowserSessionRepository
 from app.errors import Unauthorized
-from app.services.platform.keys import Principal, authenticate, principal_for_key, require
+from app.services.access.keys import Principal, authenticate, principal_for_key, require
 
 CSRF_SECRET = "web_csrf"
 

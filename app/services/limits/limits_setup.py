@@ -3,10 +3,8 @@ quotas and the cache budget (called by ``create_app``)."""
 
 from __future__ import annotations
 
-from app.services.platform import caching
-from app.services.platform.expensive import EXPENSIVE
-from app.services.platform.quotas import QUOTAS
-from app.services.platform.ratelimit import (
+from app.services.limits.expensive import EXPENSIVE
+from app.services.limits.ratelimit import (
     RATES,
     Buckets,
     Limiter,
@@ -14,6 +12,8 @@ from app.services.platform.ratelimit import (
     Policy,
     redis_buckets,
 )
+from app.services.platform import caching
+from app.services.platform.quotas import QUOTAS
 from app.settings import Settings
 
 
