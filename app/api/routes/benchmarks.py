@@ -15,7 +15,7 @@ from app.api.deps import (
     SessionDep,
     WritePrincipal,
 )
-from app.api.errors import INVALID, NOT_FOUND
+from app.api.errors import CONFLICT, INVALID, NOT_FOUND
 from app.api.responses import AUTH, UNSUPPORTED
 from app.api.uploads import FILE_SCHEMA, MULTIPART_SCHEMA, UploadDep, request_body
 from app.schemas.benchmarks import (
@@ -55,7 +55,8 @@ def _created(
     "",
     status_code=status.HTTP_201_CREATED,
     response_model=BenchmarkPublic,
-    responses={**EXISTING, **INVALID, **AUTH},
+    # 404: an unknown `project`; 409: the name belongs to another project
+    responses={**EXISTING, **NOT_FOUND, **CONFLICT, **INVALID, **AUTH},
     name="create_benchmark",
 )
 def create_benchmark(
@@ -82,7 +83,7 @@ def create_benchmark(
     "/from-samples",
     status_code=status.HTTP_201_CREATED,
     response_model=BenchmarkPublic,
-    responses={**EXISTING, **INVALID, **AUTH, **UNSUPPORTED},
+    responses={**EXISTING, **NOT_FOUND, **CONFLICT, **INVALID, **AUTH, **UNSUPPORTED},
     name="create_benchmark_from_samples",
     openapi_extra=request_body(
         "lm-evaluation-harness `--log_samples` JSONL (or Open LLM Leaderboard details as "

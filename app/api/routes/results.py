@@ -161,7 +161,10 @@ def upload_results(
     openapi_extra=request_body(
         "Many models' results in one request: an `.npz` with `correct` (models x items, NaN = "
         "no result), `models` (names) and optionally `item_ids`, `coverage`, `confidence`.",
-        {"application/x-npz": {"schema": FILE_SCHEMA}},
+        {
+            "application/octet-stream": {"schema": FILE_SCHEMA},
+            "application/x-npz": {"schema": FILE_SCHEMA},
+        },
     ),
 )
 def upload_matrix(
