@@ -12,15 +12,14 @@ import redis
 from app.errors import ServiceUnavailable, TooManyRequests
 from app.services.limits.expensive import ExpensivePool
 from app.services.limits.ratelimit import (
-    CALLER,
     RATES,
-    Caller,
     Limiter,
     MemoryBuckets,
     Policy,
     RedisBuckets,
     headers,
 )
+from app.services.platform.caller import CALLER, Caller
 from tests.conftest import TEST_KEY_PREFIX, TEST_REDIS_URL
 
 
