@@ -139,9 +139,17 @@ def _finish(session: Session, job_id: uuid.UUID, status: JobStatus, reason: str)
 
 def failure_reason(exc: BaseException) -> str:
     """The ``error`` recorded for a job that raised ``exc`` (time limits named as such)."""
+    # A time limit raised inside a database call can leave that connection mid-query, so the
+    # cleanup raises again (psycopg: "another command is already in progress") and the limit is
+    # only the context of what propagates: the limit is still the reason.
+    seen: BaseException | None = exc
+    for _ in range(16):  # a chain of causes, not a loop
+        if seen is None:
+            break
+        if type(seen).__name__ in {"SoftTimeLimitExceeded", "TimeLimitExceeded"}:
+            return f"time limit exceeded ({type(seen).__name__})"
+        seen = seen.__cause__ or seen.__context__
     name = type(exc).__name__
-    if name in {"SoftTimeLimitExceeded", "TimeLimitExceeded"}:
-        return f"time limit exceeded ({name})"
     text = str(exc)
     return f"{name}: {text}" if text else name
 
