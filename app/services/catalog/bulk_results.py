@@ -32,6 +32,7 @@ from app.services.catalog.results import (
     DEFAULT_RETENTION,
     WriteStatus,
     archive_results,
+    fill_row,
     item_positions,
     pack,
 )
@@ -133,19 +134,7 @@ def store_many(
             archive_results(session, row, "replaced", keep_for=keep_for)
             idempotency.invalidate(session, idempotency.results_resource(version.id, model_id))
             status = "replaced"
-        row.binary = pk.binary
-        row.correct = pk.correct
-        row.confidence = pk.confidence
-        row.coverage = pk.coverage
-        row.n_items = pk.n_items
-        row.accuracy = pk.accuracy
-        row.content_hash = pk.content_hash
-        row.source_format = parsed.source_format
-        row.metric = parsed.metric.replace("\x00", "")[:64] if parsed.metric else None
-        row.samples_per_item = pk.samples_per_item
-        row.within_variance = pk.within_variance
-        row.config_fingerprint = pk.config_fingerprint
-        row.eval_config = dict(parsed.eval_config) if pk.config_fingerprint else None
+        fill_row(row, pk, parsed)
         session.add(row)
         out.append((row, status))
     try:

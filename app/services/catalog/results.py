@@ -136,6 +136,24 @@ def get_or_create_model(session: Session, ref: ModelCreate) -> LanguageModel:
     return model
 
 
+def fill_row(row: ModelResult, packed, parsed) -> None:
+    """Write one model's packed vectors and upload metadata into its result row (one upload or a
+    matrix upload: the same columns, the same rules)."""
+    row.binary = packed.binary
+    row.correct = packed.correct
+    row.confidence = packed.confidence
+    row.coverage = packed.coverage
+    row.n_items = packed.n_items
+    row.accuracy = packed.accuracy
+    row.content_hash = packed.content_hash
+    row.source_format = parsed.source_format
+    row.metric = parsed.metric.replace("\x00", "")[:64] if parsed.metric else None
+    row.samples_per_item = packed.samples_per_item
+    row.within_variance = packed.within_variance
+    row.config_fingerprint = packed.config_fingerprint
+    row.eval_config = dict(parsed.eval_config) if packed.config_fingerprint else None
+
+
 def store_results(
     session: Session,
     version_id: uuid.UUID,
@@ -182,19 +200,7 @@ def store_results(
             ModelResult(benchmark_version_id=version.id, model_id=model.id, model=model),
             "created",
         )
-    row.binary = packed.binary
-    row.correct = packed.correct
-    row.confidence = packed.confidence
-    row.coverage = packed.coverage
-    row.n_items = packed.n_items
-    row.accuracy = packed.accuracy
-    row.content_hash = packed.content_hash
-    row.source_format = parsed.source_format
-    row.metric = parsed.metric.replace("\x00", "")[:64] if parsed.metric else None
-    row.samples_per_item = packed.samples_per_item
-    row.within_variance = packed.within_variance
-    row.config_fingerprint = packed.config_fingerprint
-    row.eval_config = dict(parsed.eval_config) if packed.config_fingerprint else None
+    fill_row(row, packed, parsed)
     session.add(row)
     try:
         session.flush()
