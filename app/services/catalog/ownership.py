@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -60,6 +60,17 @@ class AmbiguousTarget(Exception):
     """A short id that starts several targets' ids: the target's own route answers it (422)."""
 
 
+def _owner(
+    session: Session, row, missing: Callable[[], Exception]
+) -> tuple[BenchmarkVersion, Project]:
+    """The version and project that own ``row`` (anything with a ``benchmark_version_id``);
+    ``missing()`` is raised when the row or its version does not exist."""
+    version = _version(session, row.benchmark_version_id) if row is not None else None
+    if version is None:
+        raise missing()
+    return version, version_project(version)
+
+
 def subset_owner(session: Session, subset_id: str) -> tuple[BenchmarkVersion, Project]:
     """Also for a short id (a unique prefix of the id, as the CLI and pages show it)."""
     repo = SubsetRepository(session)
@@ -69,10 +80,7 @@ def subset_owner(session: Session, subset_id: str) -> tuple[BenchmarkVersion, Pr
         if len(found) > 1:
             raise AmbiguousTarget(subset_id)
         row = repo.get(found[0]) if found else None
-    version = _version(session, row.benchmark_version_id) if row is not None else None
-    if version is None:
-        raise subset_not_found(subset_id)
-    return version, version_project(version)
+    return _owner(session, row, lambda: subset_not_found(subset_id))
 
 
 def session_not_found(session_id: uuid.UUID) -> NotFound:
@@ -81,10 +89,7 @@ def session_not_found(session_id: uuid.UUID) -> NotFound:
 
 def session_owner(session: Session, session_id: uuid.UUID) -> tuple[BenchmarkVersion, Project]:
     row = EvaluationSessionRepository(session).get(session_id)
-    version = _version(session, row.benchmark_version_id) if row is not None else None
-    if version is None:
-        raise session_not_found(session_id)
-    return version, version_project(version)
+    return _owner(session, row, lambda: session_not_found(session_id))
 
 
 def analysis_not_found(analysis_id: uuid.UUID) -> NotFound:
@@ -93,10 +98,7 @@ def analysis_not_found(analysis_id: uuid.UUID) -> NotFound:
 
 def analysis_owner(session: Session, analysis_id: uuid.UUID) -> tuple[BenchmarkVersion, Project]:
     row = AnalysisRepository(session).get(analysis_id)
-    version = _version(session, row.benchmark_version_id) if row is not None else None
-    if version is None:
-        raise analysis_not_found(analysis_id)
-    return version, version_project(version)
+    return _owner(session, row, lambda: analysis_not_found(analysis_id))
 
 
 def job_params_version(session: Session, params: dict[str, Any]) -> BenchmarkVersion | None:
