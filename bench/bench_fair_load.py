@@ -23,7 +23,10 @@ compute expensive requests, ``EXPENSIVE_WORKERS=process``) and both together
 per process (API process and each child), expensive clients answered with 429s (not timeouts).
 
 Usage: .venv/bin/python bench/bench_fair_load.py [--seconds 60] [--expensive 20]
-       [--cheap-rate 20] [--quick]
+       [--cheap-rate 20] [--quick] [--workers process|thread]
+(from a clean clone: ``make install-dev``, then that command with ``BENCHSLICE_SHARED_DATA``
+pointing at the directory holding ``gpqa.npz``; Postgres at DATABASE_URL's server or the
+suite's default, ``redis-server`` on PATH).
 Bounded: loopback only, every loop ends at ``--seconds`` (requests time out after 30 s).
 """
 
@@ -211,6 +214,12 @@ def main() -> int:
     parser.add_argument("--cheap-rate", type=float, default=20.0)
     parser.add_argument("--baseline-seconds", type=float, default=15.0)
     parser.add_argument("--quick", action="store_true", help="15 s, 6 expensive clients")
+    parser.add_argument(
+        "--workers",
+        choices=["process", "thread"],
+        default="process",
+        help="EXPENSIVE_WORKERS of the API processes (default process: the shipped default)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.seconds, args.expensive = 15.0, 6
@@ -222,7 +231,12 @@ def main() -> int:
     try:
         with scratch_database("benchslice_bench_fair_load") as url:
             load(url, data, len(models))
-            env = service_env(DATABASE_URL=url, BROKER_URL=redis.url, AUTH_ENABLED="true")
+            env = service_env(
+                DATABASE_URL=url,
+                BROKER_URL=redis.url,
+                AUTH_ENABLED="true",
+                EXPENSIVE_WORKERS=args.workers,
+            )
             read_key = create_key(url, ["read"], name="expensive-clients")
             cheap_key = create_key(url, ["read"], name="cheap-reader")
             for _ in range(2):
@@ -258,7 +272,10 @@ def main() -> int:
     peak = max(sampler.peak.values())
     print(f"# bench_fair_load  commit {commit}  {platform.node()}  {time.strftime('%F %T')}")
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (shared machine)")
-    print(f"{args.expensive} expensive clients, {args.seconds:g} s, cheap {args.cheap_rate:g}/s")
+    print(
+        f"{args.expensive} expensive clients, {args.seconds:g} s, cheap {args.cheap_rate:g}/s, "
+        f"EXPENSIVE_WORKERS={args.workers}"
+    )
     print("cheap GET /v1/benchmarks/gpqa: n | p50 | p90 | p99 | max (ms)")
     print("  alone (baseline):", pct(base_lat), "  statuses", dict(base_status))
     print("  under load:      ", pct(lat), "  statuses", dict(cheap_status))
