@@ -174,3 +174,9 @@ def test_cheap_requests_are_answered_while_a_child_computes(
     finally:
         os.kill(pid, signal.SIGKILL)
         t.join(WAIT)
+
+
+def test_a_kept_argument_cannot_be_changed_by_a_call(pool: ExpensivePool) -> None:
+    with pytest.raises(ValueError, match="read-only"):
+        pool.call("x", np.negative, Shared("k", np.ones(3)), out=Shared("k", np.ones(3)))
+    assert pool.call("x", np.sum, Shared("k", np.ones(3))) == 3

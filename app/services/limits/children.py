@@ -70,7 +70,10 @@ def _remember(held: OrderedDict, keys: Iterable[Hashable], values: dict) -> None
     the most recent; beyond ``HELD``, the least recently used are dropped."""
     for key in keys:
         if key in values:
-            held[key] = values[key]
+            value = values[key]
+            if hasattr(value, "setflags"):  # a kept array is read-only: no call can change it
+                value.setflags(write=False)
+            held[key] = value
         held.move_to_end(key)
     while len(held) > HELD:
         held.popitem(last=False)
