@@ -61,6 +61,15 @@ class Settings(BaseSettings):
         "0 = no rate limits",
     )
     rate_limit_burst: float = Field(default=1000.0, gt=0, description="tokens a bucket holds")
+    project_rate_limit_per_second: float = Field(
+        default=400.0,
+        ge=0,
+        description="tokens per second refilled in each project's bucket, which every key with "
+        "a role on the project draws on; 0 = no project buckets",
+    )
+    project_rate_limit_burst: float = Field(
+        default=2000.0, gt=0, description="tokens a project's bucket holds"
+    )
     rate_limit_redis_url: str | None = Field(
         default=None,
         description="Redis for the buckets shared by every API process (default: BROKER_URL "
@@ -82,6 +91,16 @@ class Settings(BaseSettings):
         default=2, ge=1, description="running + waiting expensive computations per key and process"
     )
     expensive_wait_seconds: float = Field(default=30.0, gt=0)
+    expensive_workers: Literal["process", "thread"] = Field(
+        default="process",
+        description="where expensive computations run: child processes of each API process "
+        "(the request threads keep the GIL) or threads of the API process",
+    )
+    expensive_timeout_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="an expensive computation running longer is killed (503, Retry-After)",
+    )
     gil_switch_interval_ms: float = Field(
         default=1.0,
         gt=0,
@@ -94,6 +113,14 @@ class Settings(BaseSettings):
     job_quota: int = Field(default=20, ge=1, description="queued + running jobs per key")
     analysis_max_cost: int = Field(
         default=20_000, ge=1, description="runs x sizes x methods of one analysis"
+    )
+    project_job_quota: int = Field(
+        default=40, ge=1, description="queued + running jobs of all keys of a project"
+    )
+    project_analysis_cost_quota: int = Field(
+        default=120_000,
+        ge=1,
+        description="runs x sizes x methods of the active analyses of all keys of a project",
     )
     analysis_cost_quota: int = Field(
         default=60_000, ge=1, description="runs x sizes x methods of a key's active analyses"

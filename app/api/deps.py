@@ -25,7 +25,7 @@ from app.services.access.projects import default_project
 from app.services.catalog import ownership
 from app.services.catalog.benchmark_refs import resolve_version
 from app.services.catalog.benchmarks import creation_project
-from app.services.limits.ratelimit import RATES, quota_units
+from app.services.limits.ratelimit import RATES, quota_units, unit_labels
 from app.services.limits.ratelimit import headers as rate_headers
 from app.services.platform.caller import CALLER, Caller
 from app.settings import Settings
@@ -128,7 +128,10 @@ async def limited(request: Request, principal: Principal) -> Principal:
     """Charge the request to its caller (429 when short) and name the caller for the rest of
     the request (expensive-work pool, job quotas). Instance admins are exempt."""
     caller = Caller(
-        id=principal.id, units=tuple(quota_units(principal)), exempt=principal.instance_admin
+        id=principal.id,
+        units=tuple(quota_units(principal)),
+        exempt=principal.instance_admin,
+        labels=unit_labels(principal),
     )
     CALLER.set(caller)
     if getattr(request.state, "charged", False):  # a route may check two roles: charge once

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -29,14 +30,23 @@ LIMITED = {
 }
 
 
-@pytest.fixture
-def limited_client(settings: Settings, db_session: Session) -> Iterator[TestClient]:
+PROJECT_LIMITED = {
+    **LIMITED,
+    "project_rate_limit_per_second": 0.01,
+    "project_rate_limit_burst": 20,
+    "job_quota": 5,
+    "project_job_quota": 1,
+}
+
+
+@contextmanager
+def _client(settings: Settings, db_session: Session, update: dict) -> Iterator[TestClient]:
     from app.api.deps import open_session
     from app.main import create_app
 
     # fresh buckets for each test (they live in Redis under the key prefix)
     prefix = f"{TEST_KEY_PREFIX}limits-{uuid.uuid4().hex[:8]}:"
-    app = create_app(settings.model_copy(update={**LIMITED, "celery_key_prefix": prefix}))
+    app = create_app(settings.model_copy(update={**update, "celery_key_prefix": prefix}))
     app.dependency_overrides[open_session] = lambda: db_session
     try:
         with TestClient(app, raise_server_exceptions=False) as client:
@@ -45,6 +55,18 @@ def limited_client(settings: Settings, db_session: Session) -> Iterator[TestClie
         configure_limits(settings)  # the process-wide limits back to the suite's settings
         app.state.celery.close()
         app.state.engine.dispose()
+
+
+@pytest.fixture
+def limited_client(settings: Settings, db_session: Session) -> Iterator[TestClient]:
+    with _client(settings, db_session, LIMITED) as client:
+        yield client
+
+
+@pytest.fixture
+def project_client(settings: Settings, db_session: Session) -> Iterator[TestClient]:
+    with _client(settings, db_session, PROJECT_LIMITED) as client:
+        yield client
 
 
 def _key(session: Session, *scopes: str) -> dict[str, str]:
@@ -164,3 +186,45 @@ def test_metrics_count_cache_hits_and_misses(client: TestClient, db_session: Ses
         )
     assert _sample(after, "benchslice_cache_bytes", "leaderboards") > 0
     assert "benchslice_cache_evictions_total" in after
+
+
+def test_a_projects_keys_share_its_bucket(project_client: TestClient, db_session: Session) -> None:
+    from app.services.access.projects import create_project
+
+    create_project(db_session, "team-z")
+    first, second = _key(db_session, "read"), _key(db_session, "read")  # both on `default`
+    _, token = create_key(db_session, "limits-team-z", {"team-z": "read"})
+    db_session.flush()
+    elsewhere = {"Authorization": f"Bearer {token}"}
+    assert all(
+        project_client.get("/v1/benchmarks", headers=first).status_code == 200 for _ in range(12)
+    )
+    statuses = [project_client.get("/v1/benchmarks", headers=second).status_code for _ in range(9)]
+    assert statuses == [200] * 8 + [429]  # 20 for the project: its keys together
+    r = project_client.get("/v1/benchmarks", headers=second)
+    body = r.json()
+    assert r.status_code == 429 and body["limit"] == "project-rate", r.text
+    assert "project 'default'" in body["detail"] and "PROJECT_RATE_LIMIT_BURST" in body["detail"]
+    assert r.headers["ratelimit-policy"] == '"project";q=20;w=2000'
+    assert int(r.headers["retry-after"]) >= 1
+    # another project's key has its own project bucket
+    assert project_client.get("/v1/benchmarks", headers=elsewhere).status_code == 200
+
+
+def test_a_projects_keys_share_its_job_quota(
+    project_client: TestClient, db_session: Session
+) -> None:
+    from tests.api._subset_data import seed_gpqa
+
+    seeded = seed_gpqa(db_session, n_models=40)
+    first, second = _key(db_session, "write"), _key(db_session, "write")
+    db_session.commit()  # (a savepoint) a refused request below rolls back only its own work
+    url = f"/v1/benchmarks/{seeded.version_id}/analyses"
+    small = {**ANALYSIS, "methods": ["random"], "sizes": [5, 10], "runs": 4}
+    r = project_client.post(url, json=small, headers=first)
+    assert r.status_code == 202, r.text  # the project's one active job
+    r = project_client.post(url, json={**small, "seed": 99}, headers=second)
+    body = r.json()
+    assert r.status_code == 429 and body["limit"] == "project-jobs", r.text
+    assert "project 'default'" in body["detail"] and "PROJECT_JOB_QUOTA" in body["detail"]
+    assert int(r.headers["retry-after"]) >= 1

@@ -18,6 +18,9 @@ from app.services.limits.ratelimit import (
     Policy,
     RedisBuckets,
     headers,
+    quota_units,
+    refusal,
+    unit_labels,
 )
 from app.services.platform.caller import CALLER, Caller
 from tests.conftest import TEST_KEY_PREFIX, TEST_REDIS_URL
@@ -69,14 +72,35 @@ def test_redis_outage_fails_open() -> None:
 
 
 def test_limiter_refuses_on_the_first_short_unit_and_headers() -> None:
-    limiter = Limiter(MemoryBuckets(), Policy(rate=1, burst=3))
+    limiter = Limiter(MemoryBuckets(), Policy(rate=1, burst=10), Policy(rate=1, burst=3))
     assert limiter.take(["key:a", "project:p"], 2).allowed
     assert limiter.take(["key:b", "project:p"], 1).allowed
-    refused = limiter.take(["key:c", "project:p"], 1)  # the project is empty
+    refused = limiter.take(["key:c", "project:p"], 1)  # the project is empty, key c is not
     assert not refused.allowed and refused.unit == "project:p"
-    fields = headers(refused)
-    assert fields["RateLimit-Policy"] == '"key";q=3;w=3'
-    assert fields["RateLimit"].startswith('"key";r=0;t=')
+    fields = headers(refused)  # named by the bucket that refused, with its own policy
+    assert fields["RateLimit-Policy"] == '"project";q=3;w=3'
+    assert fields["RateLimit"].startswith('"project";r=0;t=')
+    error = refusal(refused, 1, "a request", "'team-a'")
+    assert error.limit == "project-rate"
+    assert "project 'team-a'" in error.detail and "PROJECT_RATE_LIMIT_BURST" in error.detail
+    key_only = limiter.take(["key:a"], 9)  # key a: 10 - 2 left 8
+    assert not key_only.allowed and refusal(key_only, 9, "x").limit == "rate"
+    # no project policy: project units are not limited
+    open_projects = Limiter(MemoryBuckets(), Policy(rate=1, burst=3))
+    assert all(open_projects.take([f"key:{i}", "project:p"], 3).allowed for i in range(5))
+
+
+def test_quota_units_are_the_key_then_each_of_its_projects() -> None:
+    from app.services.access.keys import Principal
+
+    p1, p2 = uuid.UUID(int=2), uuid.UUID(int=1)
+    principal = Principal(
+        id="k1", name="k", roles={p1: "read", p2: "write"}, project_names={p1: "b", p2: "a"}
+    )
+    assert quota_units(principal) == ["key:k1", f"project:{p2}", f"project:{p1}"]
+    assert dict(unit_labels(principal))[f"project:{p1}"] == "'b'"
+    caller = Caller("k1", tuple(quota_units(principal)))
+    assert caller.projects == (str(p2), str(p1))
 
 
 @pytest.fixture

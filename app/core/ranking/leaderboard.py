@@ -34,7 +34,7 @@ built by a selector), and the vectorised pieces :func:`pairwise_counts`,
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Literal
 
 import numpy as np
@@ -256,6 +256,12 @@ def _tiers_by_row(order: np.ndarray, better_row) -> np.ndarray:
     return tier
 
 
+def _items_p_better(n10, n01) -> np.ndarray:
+    """P(Beta(1 + n10, 1 + n01) > 1/2) = P(Binomial(n10 + n01 + 1, 1/2) <= n10) for integer
+    counts; the binomial form (bdtr) is ~4x cheaper than betaincc."""
+    return _sc.bdtr(n10, n10 + n01 + 1, 0.5)
+
+
 def _uniform_p_better(n10, n01, n: int, f: float) -> np.ndarray:
     """``Φ(d̄ / SE)`` of a uniform subset (the sign of ``d̄`` when ``SE = 0``)."""
     dbar = (n10 - n01) / n
@@ -423,28 +429,19 @@ def leaderboard(
         acc, lo_acc, hi_acc, table = _weighted_table(c, weights, n_pop, alpha, correction, z)
     else:
         acc = k_own / n_own
+        # module-level functions and partials, not closures: a board can be pickled (computed
+        # in a child process of the API, app.services.limits.children)
         if population == "items":
             factor = 1.0
             lo_acc, hi_acc = wilson(acc, n_own, z)
-
-            def p_of(n10, n01):
-                return mcnemar_pvalues(n10, n01, mid_p=mid_p)
-
-            def p_better_of(n10, n01):
-                # P(Beta(1 + n10, 1 + n01) > 1/2) = P(Binomial(n10 + n01 + 1, 1/2) <= n10)
-                # for integer counts; the binomial form (bdtr) is ~4x cheaper than betaincc.
-                return _sc.bdtr(n10, n10 + n01 + 1, 0.5)
-
+            p_of = partial(mcnemar_pvalues, mid_p=mid_p)
+            p_better_of = _items_p_better
         else:
             f = (n_pop - n) / (n_pop - 1) if n_pop > 1 else 0.0
             factor = 1.0 / f if f > 0 else np.inf
             lo_acc, hi_acc = wilson(acc, n * factor, z)
-
-            def p_of(n10, n01):
-                return finite_population_pvalues(n10, n01, n, n_pop, mid_p=mid_p)
-
-            def p_better_of(n10, n01):
-                return _uniform_p_better(n10, n01, n, f)
+            p_of = partial(finite_population_pvalues, n=n, n_population=n_pop, mid_p=mid_p)
+            p_better_of = partial(_uniform_p_better, n=n, f=f)
 
         table = BlockedPairTable(c, mask, p_of, p_better_of, factor, alpha, correction, z)
 

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 
 from sqlalchemy import select
 
-from app.db.models import Job
+from app.db.models import Job, KeyRole
 from app.db.repositories.base import Repository
 from app.enums import JobStatus
 
@@ -23,5 +24,18 @@ class JobRepository(Repository[Job]):
         """The key's queued and running jobs (its job quota)."""
         stmt = select(Job).where(
             Job.owner == owner, Job.status.in_([JobStatus.queued, JobStatus.running])
+        )
+        return self.session.scalars(stmt).all()
+
+    def active_for_project(self, project_id: uuid.UUID) -> Sequence[Job]:
+        """The queued and running jobs of every key with a role on the project (its quota)."""
+        keys = self.session.scalars(
+            select(KeyRole.key_id).where(KeyRole.project_id == project_id)
+        ).all()
+        if not keys:
+            return []
+        stmt = select(Job).where(
+            Job.owner.in_([str(k) for k in keys]),
+            Job.status.in_([JobStatus.queued, JobStatus.running]),
         )
         return self.session.scalars(stmt).all()

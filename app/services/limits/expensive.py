@@ -10,9 +10,14 @@ and ``queue`` more wait (each at most ``wait_seconds``); one caller holds at mos
 (their own excess); past the pool's capacity: 503; both at once with ``Retry-After``, never a
 timeout. Admins are exempt from the per-caller limits, not from the pool.
 
-:meth:`ExpensivePool.run` computes in the pool's own threads, run at a lower CPU priority
-(``nice`` ``EXPENSIVE_NICE``, Linux): when expensive and cheap work compete for the cores, the
-scheduler gives the request threads (cheap reads) the larger share.
+:meth:`ExpensivePool.call` computes a module-level function of plain arguments in a child
+process of this API process (:mod:`app.services.limits.children`; ``EXPENSIVE_WORKERS=process``,
+the default), so the computation holds neither a core at normal priority nor this process's GIL:
+cheap requests keep being served while it runs. A child that dies or runs past
+``EXPENSIVE_TIMEOUT_SECONDS`` is killed and replaced; the request gets 503 with ``Retry-After``.
+``EXPENSIVE_WORKERS=thread`` computes in the pool's own threads instead. :meth:`ExpensivePool.run`
+(a closure, e.g. one that needs the request's database session) always uses those threads. The
+threads and the children run at a lower CPU priority (``nice`` ``EXPENSIVE_NICE``, Linux).
 
 Work outside a request (worker tasks, scripts) has no caller and is not limited. A slot taken
 inside another (nested computations on one thread) passes straight through.
@@ -27,11 +32,12 @@ from collections import Counter as Tally
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from prometheus_client import Counter, Gauge
 
 from app.errors import ServiceUnavailable, TooManyRequests
+from app.services.limits.children import Child, ChildFailed, unwrap
 from app.services.limits.ratelimit import RATES
 from app.services.platform.caller import CALLER
 
@@ -60,9 +66,13 @@ class ExpensivePool:
         self, slots: int = 1, queue: int = 4, per_caller: int = 2, wait_seconds: float = 30.0
     ) -> None:
         self._executor: ThreadPoolExecutor | None = None
-        self.nice = 10
-        self.configure(slots, queue, per_caller, wait_seconds)
         self._lock = threading.Lock()
+        self._idle: list[Child] = []  # children not computing now (at most ``slots`` exist)
+        self._busy: list[Child] = []
+        self.nice = 10
+        self.workers = "process"
+        self.timeout = 300.0
+        self.configure(slots, queue, per_caller, wait_seconds)
         self._free = threading.Condition(self._lock)
         self._running = 0
         self._waiting = 0
@@ -70,12 +80,23 @@ class ExpensivePool:
         self._inside = threading.local()
 
     def configure(
-        self, slots: int, queue: int, per_caller: int, wait_seconds: float, nice: int = 10
+        self,
+        slots: int,
+        queue: int,
+        per_caller: int,
+        wait_seconds: float,
+        nice: int = 10,
+        workers: str = "process",
+        timeout: float = 300.0,
     ) -> None:
         if self._executor is not None and (slots != self.slots or nice != self.nice):
             self._executor.shutdown(wait=False)
             self._executor = None
+        if int(nice) != self.nice:
+            self.shutdown_children()
         self.nice = int(nice)
+        self.workers = workers
+        self.timeout = float(timeout)
         self.slots = max(1, int(slots))
         self.queue = max(0, int(queue))
         self.per_caller = max(1, int(per_caller))
@@ -172,6 +193,66 @@ class ExpensivePool:
             return compute()
         with self.slot(what):
             return self._pool().submit(compute).result()
+
+    def call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` under a slot, in a child process (``fn`` module-level,
+        arguments picklable; wrap a large repeated argument in
+        :class:`~app.services.limits.children.Shared`). In this thread when there is no caller
+        or inside another slot; in the pool's threads with ``EXPENSIVE_WORKERS=thread``.
+        A child that dies or times out: 503 with ``Retry-After`` (the child is replaced)."""
+        caller = CALLER.get()
+        if caller is None or getattr(self._inside, "held", False):
+            plain, named = unwrap(args, kwargs)
+            return fn(*plain, **named)
+        with self.slot(what):
+            if self.workers == "thread":
+                plain, named = unwrap(args, kwargs)
+                return self._pool().submit(fn, *plain, **named).result()
+            child = self._take_child()
+            failed = False
+            try:
+                return child.call(fn, args, kwargs, self.timeout)
+            except ChildFailed as exc:
+                REFUSED.labels(f"child-{exc.reason}").inc()
+                failed = True
+                raise ServiceUnavailable(
+                    f"computing {what} failed: {exc} (EXPENSIVE_TIMEOUT_SECONDS="
+                    f"{self.timeout:g}); the computing process was replaced, retry",
+                    retry_after=2,
+                ) from exc
+            finally:
+                with self._lock:
+                    self._busy.remove(child)
+                    if not failed:
+                        self._idle.append(child)
+
+    def _take_child(self) -> Child:
+        """An idle live child, or a new one (a slot is held: at most ``slots`` are busy)."""
+        with self._lock:
+            while self._idle:
+                child = self._idle.pop()
+                if child.alive():
+                    self._busy.append(child)
+                    return child
+                child.kill()
+        child = Child(self.nice)
+        with self._lock:
+            self._busy.append(child)
+        return child
+
+    def child_pids(self, busy: bool | None = None) -> list[int]:
+        """Process ids of the children (``busy``: only those computing now, or only the idle
+        ones): tests and the RSS figures of the bench."""
+        with self._lock:
+            chosen = {None: self._busy + self._idle, True: self._busy, False: self._idle}[busy]
+            return [c.pid for c in chosen if c.pid is not None]
+
+    def shutdown_children(self) -> None:
+        """End the idle children (a busy one ends when its computation returns)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for child in idle:
+            child.kill()
 
 
 EXPENSIVE = ExpensivePool()

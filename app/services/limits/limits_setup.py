@@ -31,8 +31,13 @@ def configure_limits(settings: Settings) -> None:
     buckets = buckets_for(settings)
     limiter = None
     if settings.rate_limit_per_second > 0:
+        project = None
+        if settings.project_rate_limit_per_second > 0:
+            project = Policy(
+                settings.project_rate_limit_per_second, settings.project_rate_limit_burst
+            )
         limiter = Limiter(
-            buckets, Policy(settings.rate_limit_per_second, settings.rate_limit_burst)
+            buckets, Policy(settings.rate_limit_per_second, settings.rate_limit_burst), project
         )
     attempts = Limiter(
         buckets, Policy(settings.auth_attempts_per_second, settings.auth_attempts_burst)
@@ -44,8 +49,12 @@ def configure_limits(settings: Settings) -> None:
         settings.expensive_per_key,
         settings.expensive_wait_seconds,
         settings.expensive_nice,
+        settings.expensive_workers,
+        settings.expensive_timeout_seconds,
     )
     QUOTAS.max_active_jobs = settings.job_quota
     QUOTAS.analysis_max_cost = settings.analysis_max_cost
     QUOTAS.analysis_cost_quota = settings.analysis_cost_quota
+    QUOTAS.project_max_active_jobs = settings.project_job_quota
+    QUOTAS.project_analysis_cost_quota = settings.project_analysis_cost_quota
     caching.configure(settings.cache_max_bytes)

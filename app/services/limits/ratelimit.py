@@ -9,8 +9,11 @@ Two stores with one contract:
 * :class:`RedisBuckets` (several API processes: one atomic Lua script per request, clock from
   the Redis server so every process agrees; keys expire once the bucket would be full).
 
-A bucket is named by its unit (``key:<id>``, later ``project:<id>``): :class:`Limiter` takes
-from every unit the caller belongs to and refuses on the first that is short.
+A bucket is named by its unit: ``key:<id>`` (each key's own) and ``project:<id>`` (one per
+project, drawn on by every key with a role on it: a project's total across its keys, with a
+policy of its own). :class:`Limiter` takes from every unit the caller belongs to and refuses on
+the first that is short, naming it (``"limit": "rate"`` for the key, ``"project-rate"`` for a
+project).
 """
 
 from __future__ import annotations
@@ -149,18 +152,36 @@ class RedisBuckets:
         return Decision(bool(int(allowed)), tokens, float(wait), reset, unit, policy)
 
 
+PROJECT = "project"
+
+
+def unit_kind(unit: str) -> str:
+    """``key``, ``project``, ... : what a bucket is for."""
+    return unit.split(":", 1)[0]
+
+
 class Limiter:
     """Take ``cost`` from each of the caller's units; the first refusal wins (tokens already
-    taken from the units before it stay taken: a refused request still cost its caller)."""
+    taken from the units before it stay taken: a refused request still cost its caller).
+    Project units use ``project_policy`` (None: project units are not limited)."""
 
-    def __init__(self, buckets: Buckets, policy: Policy) -> None:
+    def __init__(
+        self, buckets: Buckets, policy: Policy, project_policy: Policy | None = None
+    ) -> None:
         self.buckets = buckets
         self.policy = policy
+        self.project_policy = project_policy
+
+    def policy_for(self, unit: str) -> Policy | None:
+        return self.project_policy if unit_kind(unit) == PROJECT else self.policy
 
     def take(self, units: Sequence[str], cost: float) -> Decision:
         last: Decision | None = None
         for unit in units:
-            decision = self.buckets.take(unit, cost, self.policy)
+            policy = self.policy_for(unit)
+            if policy is None:
+                continue
+            decision = self.buckets.take(unit, cost, policy)
             if not decision.allowed:
                 return decision
             if last is None or decision.remaining < last.remaining:
@@ -169,44 +190,53 @@ class Limiter:
         return last
 
 
-POLICY_NAME = "key"
-
-
 def headers(decision: Decision) -> dict[str, str]:
-    """``RateLimit-Policy`` and ``RateLimit`` (draft-ietf-httpapi-ratelimit-headers)."""
+    """``RateLimit-Policy`` and ``RateLimit`` (draft-ietf-httpapi-ratelimit-headers), named by
+    the bucket that decided (``"key"`` or ``"project"``: the one with the fewest tokens left)."""
     policy = decision.policy
     assert policy is not None
+    name = unit_kind(decision.unit) or "key"
     return {
-        "RateLimit-Policy": f'"{POLICY_NAME}";q={policy.burst:g};w={policy.window}',
-        "RateLimit": f'"{POLICY_NAME}";r={max(0, math.floor(decision.remaining))};'
+        "RateLimit-Policy": f'"{name}";q={policy.burst:g};w={policy.window}',
+        "RateLimit": f'"{name}";r={max(0, math.floor(decision.remaining))};'
         f"t={math.ceil(decision.reset)}",
     }
 
 
-def refusal(decision: Decision, cost: float, what: str) -> TooManyRequests:
-    """The 429 for a refused ``decision``: names the limit, its settings and when to retry."""
+def refusal(decision: Decision, cost: float, what: str, label: str = "") -> TooManyRequests:
+    """The 429 for a refused ``decision``: names the limit (this key's or a project's, by
+    ``label``), its settings and when to retry."""
     policy = decision.policy
     assert policy is not None
     retry = max(1, math.ceil(decision.retry_after))
-    unit = decision.unit.split(":", 1)[0]
+    if unit_kind(decision.unit) == PROJECT:
+        whose = f"project {label}" if label else "this key's project"
+        limit, names = "project-rate", "PROJECT_RATE_LIMIT_BURST, PROJECT_RATE_LIMIT_PER_SECOND"
+        whose += " (every key of the project together)"
+    else:
+        whose, limit, names = "this key", "rate", "RATE_LIMIT_BURST, RATE_LIMIT_PER_SECOND"
     return TooManyRequests(
-        f"rate limit of this {unit} exceeded: {what} costs {cost:g} tokens and "
+        f"rate limit of {whose} exceeded: {what} costs {cost:g} tokens and "
         f"{decision.remaining:.1f} of {policy.burst:g} are left, refilled at {policy.rate:g}/s "
-        f"(RATE_LIMIT_BURST, RATE_LIMIT_PER_SECOND); retry after {retry} s",
-        limit="rate",
+        f"({names}); retry after {retry} s",
+        limit=limit,
         retry_after=retry,
         headers=headers(decision),
     )
 
 
 def quota_units(principal: Any) -> list[str]:
-    """The buckets a caller draws on: its key, and its project once keys carry one (the
-    ``project_id`` attribute of the principal; pluggable until the project model lands)."""
+    """The buckets a caller draws on: its key, then each project it holds a role on."""
     units = [f"key:{principal.id}"]
-    project = getattr(principal, "project_id", None)
-    if project:
-        units.append(f"project:{project}")
+    roles = getattr(principal, "roles", None) or {}
+    units.extend(f"{PROJECT}:{p}" for p in sorted(map(str, roles)))
     return units
+
+
+def unit_labels(principal: Any) -> tuple[tuple[str, str], ...]:
+    """Readable names of the caller's project units (for the 429 that names one)."""
+    names = getattr(principal, "project_names", None) or {}
+    return tuple((f"{PROJECT}:{p}", repr(n)) for p, n in names.items())
 
 
 class RateLimits:
@@ -260,7 +290,7 @@ class RateLimits:
             return None
         decision = self.limiter.take(caller.units, cost)
         if not decision.allowed:
-            raise refusal(decision, cost, what)
+            raise refusal(decision, cost, what, dict(caller.labels).get(decision.unit, ""))
         return decision
 
 

@@ -19,6 +19,12 @@ class Caller:
     id: str
     units: tuple[str, ...]
     exempt: bool = False
+    labels: tuple[tuple[str, str], ...] = ()  # unit -> readable name (a project's)
+
+    @property
+    def projects(self) -> tuple[str, ...]:
+        """The project ids whose totals this caller counts towards (its ``project:`` units)."""
+        return tuple(u.split(":", 1)[1] for u in self.units if u.startswith("project:"))
 
 
 # Set per request by the API (app.api.deps); None outside requests (worker tasks, scripts).

@@ -1,4 +1,4 @@
-"""Job quotas per key: how many jobs may wait or run at once, and how big an analysis may be.
+"""Job quotas per key and per project: how many jobs may wait or run at once, and how big an analysis may be.
 
 Checked when a job is inserted (:func:`app.services.platform.jobs.create_job` and
 :func:`~app.services.platform.jobs.create_or_join_job`) for the caller of the request
@@ -8,13 +8,18 @@ Checked when a job is inserted (:func:`app.services.platform.jobs.create_job` an
 * ``ANALYSIS_MAX_COST``: one analysis' cost, runs x sizes x methods (the protocol's subset
   draws; 422 on ``runs`` naming the limit), and ``ANALYSIS_COST_QUOTA`` for the key's queued
   and running analyses together (429).
+* per project, every key with a role on it together: ``PROJECT_JOB_QUOTA`` queued + running
+  jobs (429, ``"limit": "project-jobs"``) and ``PROJECT_ANALYSIS_COST_QUOTA`` for their active
+  analyses (429, ``"limit": "project-analysis-cost"``); a key on several projects counts towards
+  each of them.
 
 Joining an identical active job (single flight) costs nothing: no new work is queued.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +38,8 @@ class JobQuotas:
     max_active_jobs: int = 20
     analysis_max_cost: int = 20_000
     analysis_cost_quota: int = 60_000
+    project_max_active_jobs: int = 40
+    project_analysis_cost_quota: int = 120_000
 
 
 QUOTAS = JobQuotas()
@@ -80,12 +87,43 @@ def check_new_job(session: Session, kind: str, params: Mapping[str, Any]) -> Non
             retry_after=RETRY_SECONDS,
         )
     if cost:
-        queued = sum(analysis_cost(j.params) for j in active if j.kind == ANALYSIS_KIND)
+        queued = _queued_cost(active)
         if queued + cost > QUOTAS.analysis_cost_quota:
             raise TooManyRequests(
                 f"this key's queued and running analyses cost {queued:,} subset draws and this "
                 f"one {cost:,}; the limit together is {QUOTAS.analysis_cost_quota:,} "
                 "(ANALYSIS_COST_QUOTA): wait for some to finish",
                 limit="analysis-cost",
+                retry_after=RETRY_SECONDS,
+            )
+    for project in caller.projects:
+        _check_project(session, project, dict(caller.labels).get(f"project:{project}"), cost)
+
+
+def _queued_cost(jobs: Sequence[Any]) -> int:
+    return sum(analysis_cost(j.params) for j in jobs if j.kind == ANALYSIS_KIND)
+
+
+def _check_project(session: Session, project: str, label: str | None, cost: int) -> None:
+    """The project's totals over every key with a role on it."""
+    active = JobRepository(session).active_for_project(uuid.UUID(project))
+    name = f"project {label}" if label else f"project {project}"
+    if len(active) >= QUOTAS.project_max_active_jobs:
+        raise TooManyRequests(
+            f"the keys of {name} have {len(active)} queued or running jobs together; the "
+            f"limit per project is {QUOTAS.project_max_active_jobs} (PROJECT_JOB_QUOTA): wait "
+            "for some to finish or cancel them",
+            limit="project-jobs",
+            retry_after=RETRY_SECONDS,
+        )
+    if cost:
+        queued = _queued_cost(active)
+        if queued + cost > QUOTAS.project_analysis_cost_quota:
+            raise TooManyRequests(
+                f"the queued and running analyses of {name}'s keys cost {queued:,} subset "
+                f"draws and this one {cost:,}; the limit per project is "
+                f"{QUOTAS.project_analysis_cost_quota:,} (PROJECT_ANALYSIS_COST_QUOTA): wait "
+                "for some to finish",
+                limit="project-analysis-cost",
                 retry_after=RETRY_SECONDS,
             )

@@ -48,6 +48,7 @@ from app.schemas.leaderboards import (
     LeaderboardInfo,
 )
 from app.services.catalog.results import load_matrix
+from app.services.limits.children import Shared
 from app.services.limits.expensive import EXPENSIVE
 from app.services.platform.caching import MB, BoundedCache, SingleFlight
 from app.services.platform.spreadsheet import safe_row, safe_text
@@ -266,8 +267,7 @@ def compute(
         hit = _BOARDS.get(key)
         if hit is not None:
             return hit
-        # cost-aware admission: a bounded pool of its own, at a lower CPU priority
-        return EXPENSIVE.run("a leaderboard", lambda: _compute(rm, version, query, selection, key))
+        return _compute(rm, version, query, selection, key)
 
 
 def _compute(
@@ -288,22 +288,31 @@ def _compute(
             message="fewer than 2 models",
         )
     names = rm.names[rows]
+    # cost-aware admission: the tests run in a bounded pool of child processes at a lower CPU
+    # priority (all models' matrix is sent to a child once per results stamp)
+    tests = {"alpha": query.alpha, "correction": query.correction, "mid_p": query.mid_p}
     if selection is not None:
-        board = leaderboard_for_selection(
+        board = EXPENSIVE.call(
+            "a leaderboard",
+            leaderboard_for_selection,
             rm.correct[np.ix_(rows, selection.indices)],
             selection,
-            alpha=query.alpha,
-            correction=query.correction,  # type: ignore[arg-type]
-            mid_p=query.mid_p,
+            **tests,
         )
     else:
         cov = rm.coverage[rows]
-        board = core_leaderboard(
-            rm.correct[rows],
+        every = rows.size == rm.names.shape[0]  # rows are sorted and distinct
+        correct = (
+            Shared(("leaderboard-matrix", version.id, rm.stamp), rm.correct)
+            if every
+            else rm.correct[rows]
+        )
+        board = EXPENSIVE.call(
+            "a leaderboard",
+            core_leaderboard,
+            correct,
             coverage=None if cov.all() else cov,
-            alpha=query.alpha,
-            correction=query.correction,  # type: ignore[arg-type]
-            mid_p=query.mid_p,
+            **tests,
         )
     if board.unshared_pairs.size:
         a, b = board.unshared_pairs[0]

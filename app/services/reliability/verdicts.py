@@ -43,6 +43,7 @@ from app.services.catalog.matrices import (
     model_row,
     on_matrix_reload,
 )
+from app.services.limits.children import Shared
 from app.services.limits.expensive import EXPENSIVE
 from app.services.platform.caching import MB, BoundedCache, SingleFlight, memoized
 from app.services.reliability import verdict_story
@@ -80,9 +81,14 @@ def exact_random_mdad(fm: FullMatrix, n: int, threshold: float) -> MDADResult:
         hit = _MDADS.get(key)
         if hit is not None:
             return hit
-        # cost-aware admission: a bounded pool of its own, at a lower CPU priority
-        result = EXPENSIVE.run(
-            "an exact MDAD", lambda: exact_agreement(fm.correct, int(n), threshold=threshold)
+        # cost-aware admission: a bounded pool of child processes at a lower CPU priority
+        # (the matrix is sent to a child once per results stamp)
+        result = EXPENSIVE.call(
+            "an exact MDAD",
+            exact_agreement,
+            Shared(("mdad-matrix", fm.version_id, fm.stamp), fm.correct),
+            int(n),
+            threshold=threshold,
         )
         _MDADS.put(key, result)
     return result
