@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 
 from tests.cli.service import live_service
@@ -46,6 +47,22 @@ def _cli(svc: Any, *args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=600,
     )
+
+
+def test_the_cli_prints_the_source_floor_refusal_and_the_warning(
+    pushed: Any, shared_data_dir: Path
+) -> None:
+    with np.load(shared_data_dir / "gpqa.npz", allow_pickle=False) as npz:
+        names = npz["models"].tolist()
+    base = ("subset", "create", "--benchmark", "gpqa", "--size", "25", "--seed", "3")
+    few = _cli(pushed, *base, "--method", "dpp", "--source-models", ",".join(names[:5]))
+    assert few.returncode == 2, few.stdout + few.stderr
+    assert "dpp needs at least 20 source models with full results, got 5" in few.stderr
+    assert "0.756" in few.stderr and few.stdout == ""
+    warned = _cli(pushed, *base, "--method", "dpp", "--source-models", ",".join(names[:20]))
+    assert warned.returncode == 0, warned.stdout + warned.stderr
+    assert "warning (few_source_models): the dpp selector was fit on 20" in warned.stderr
+    assert warned.stdout.strip()  # the subset id, alone on stdout
 
 
 def test_panel_says_not_run_then_shows_the_cli_started_study(browser: Any, pushed: Any) -> None:  # noqa: F811

@@ -15,9 +15,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.scoring.coverage import coverage_study
-from app.db.models import BenchmarkVersion, Job, LanguageModel
-from app.db.models.benchmark import Benchmark
-from tests.api._subset_data import committed, gpqa
+from app.db.models import Job
+from tests.api._subset_data import committed_cleaned, gpqa
 from tests.conftest import WorkerProcess, wait_for_job
 
 pytestmark = pytest.mark.integration
@@ -28,13 +27,7 @@ N_MODELS = 40
 
 @pytest.fixture
 def stored(committed_sessionmaker: sessionmaker[Session], cleanup: Cleanup):
-    seeded = committed(committed_sessionmaker, n_models=N_MODELS)
-    with committed_sessionmaker() as s:
-        version = s.get(BenchmarkVersion, seeded.version_id)
-        cleanup(Benchmark, version.benchmark_id)
-        for mid in s.scalars(select(LanguageModel.id).where(LanguageModel.name.in_(seeded.names))):
-            cleanup(LanguageModel, mid)
-    return seeded
+    return committed_cleaned(committed_sessionmaker, cleanup, n_models=N_MODELS)
 
 
 def test_coverage_job_end_to_end_matches_the_engine(
@@ -117,12 +110,7 @@ def test_coverage_requests_are_422_naming_the_field_and_leave_no_job(
 def test_too_few_models_is_422_naming_the_benchmark(
     committed_client: TestClient, committed_sessionmaker: sessionmaker[Session], cleanup: Cleanup
 ) -> None:
-    few = committed(committed_sessionmaker, n_models=6)
-    with committed_sessionmaker() as s:
-        version = s.get(BenchmarkVersion, few.version_id)
-        cleanup(Benchmark, version.benchmark_id)
-        for mid in s.scalars(select(LanguageModel.id).where(LanguageModel.name.in_(few.names))):
-            cleanup(LanguageModel, mid)
+    few = committed_cleaned(committed_sessionmaker, cleanup, n_models=6)
     r = committed_client.post(f"/v1/benchmarks/{few.version_id}/coverage", json={})
     assert r.status_code == 422, r.text
     assert [e["loc"] for e in r.json()["errors"]] == [["path", "benchmark"]]
