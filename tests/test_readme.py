@@ -177,7 +177,7 @@ def test_tour_outputs_are_not_left_untracked() -> None:
     assert "-o subset.json" in shell and "--plots plots/" in shell
 
 
-SUBCOMMANDS = ("list", "show", "get", "create", "items", "restore", "retire", "rotate")
+SUBCOMMANDS = ("list", "show", "get", "create", "items", "coverage", "restore", "retire", "rotate")
 
 
 def _cli_table_commands() -> list[list[str]]:

@@ -17,7 +17,7 @@ module                                    commands
 :mod:`app.cli.sessions`                   ``evaluate``, ``sessions``, ``simulate`` (no server)
 :mod:`app.cli.keys`                       ``keys create|list|rotate|grant|revoke``,
                                           ``projects create|list|set-public`` (local admin)
-:mod:`app.cli.benchmarks`                 ``benchmarks list|show|items``, ``jobs get|wait|cancel``
+:mod:`app.cli.benchmarks`                 ``benchmarks list|show|items|coverage``, ``jobs get|wait|cancel``
 :mod:`app.cli.audit`                      ``audit``, ``benchmarks restore|retire|unretire``
 ========================================  ===============================================
 """

@@ -1,4 +1,4 @@
-"""``benchslice benchmarks list|show|items`` and ``benchslice jobs get|wait|cancel``."""
+"""``benchslice benchmarks list|show|items|coverage`` and ``benchslice jobs get|wait|cancel``."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ from app.cli.common import (
     JsonOpt,
     UrlOpt,
     api,
+    int_list,
     pct,
     print_json,
     print_table,
+    split_list,
     wait_job,
 )
 
@@ -193,3 +195,70 @@ def job_cancel(
     """
     with api(url, api_key) as client:
         print_json(client.cancel_job(job_id))
+
+
+@benchmarks_app.command("coverage")
+def coverage(
+    benchmark: str = typer.Argument(
+        ..., help="Benchmark name (latest version), name@vN or version id"
+    ),
+    start: bool = typer.Option(False, "--start", help="Run a new study (a job) and wait for it"),
+    methods: str | None = typer.Option(None, "--methods", help="comma-separated selectors"),
+    sizes: str | None = typer.Option(None, "--sizes", help="comma-separated subset sizes"),
+    repeats: int | None = typer.Option(None, "--repeats", min=1, max=20, help="splits"),
+    seed: int | None = typer.Option(None, "--seed", min=0),
+    timeout: float | None = typer.Option(None, "--timeout", help="Seconds to wait for the job"),
+    url: str | None = UrlOpt,
+    api_key: str | None = ApiKeyOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Interval coverage on the benchmark's own models: overall, lowest / highest fifth of
+    targets, mean width and |error| per method x estimator x interval x size.
+
+    Example: `benchslice benchmarks coverage gpqa --start --sizes 25,50 --repeats 5`
+    """
+    with api(url, api_key) as client:
+        if start:
+            job = client.start_coverage(
+                benchmark,
+                methods=split_list(methods),
+                sizes=int_list(sizes, "--sizes"),
+                repeats=repeats,
+                seed=seed,
+            )
+            wait_job(client, job.id, f"coverage {str(job.id)[:8]}", timeout)
+        run = client.get_coverage(benchmark)
+    if as_json:
+        print_json(run)
+        return
+    print_table(
+        [
+            "method",
+            "estimator",
+            "interval",
+            "n",
+            "coverage",
+            "low 20 %",
+            "high 20 %",
+            "width",
+            "|err|",
+        ],
+        [
+            [
+                r.method,
+                r.estimator,
+                r.interval or "",
+                r.n,
+                _num(r.coverage),
+                _num(r.coverage_low),
+                _num(r.coverage_high),
+                _num(r.mean_width, "{:.4f}"),
+                _num(r.mean_abs_error, "{:.4f}"),
+            ]
+            for r in run.rows
+        ],
+        title=(
+            f"Coverage of the 95 % intervals on {run.n_models} models ({run.n_sources} sources / "
+            f"{run.n_targets} targets, {run.repeats} splits, seed {run.seed})"
+        ),
+    )

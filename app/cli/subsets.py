@@ -104,6 +104,8 @@ def create(
         f"signal {prov.signal}); estimator {subset.estimator}"
         + (f"; excluded items flagged {', '.join(prov.exclude)}" if prov.exclude else "")
     )
+    for w in subset.warnings:
+        err(f"warning ({w.code}): {w.message}")
     typer.echo(subset.id)
 
 

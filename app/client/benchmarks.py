@@ -11,7 +11,9 @@ from urllib.parse import quote
 from app.client.errors import BenchsliceError
 from app.client.transport import FileLike, Transport, content_idempotency_key, file_list
 from app.schemas.benchmarks import BenchmarkDetail, BenchmarkPage, BenchmarkPublic
+from app.schemas.coverage import CoverageRunPublic
 from app.schemas.items import ItemHealthPage
+from app.schemas.jobs import JobPublic
 from app.schemas.results import MatrixWritten, ModelResultList, ResultsWritten
 
 
@@ -315,3 +317,29 @@ class BenchmarkOperations(Transport):
         """``GET /v1/benchmarks/{benchmark}/matrix``: the results as ``.npz`` bytes."""
         path = benchmark_path(benchmark, "/matrix")
         return self.request("GET", path, accept="application/octet-stream").content
+
+    # --- coverage study on the version's own models ------------------------------------------
+
+    def start_coverage(
+        self,
+        benchmark: str | uuid.UUID,
+        *,
+        methods: Sequence[str] | None = None,
+        sizes: Sequence[int] | None = None,
+        repeats: int | None = None,
+        seed: int | None = None,
+    ) -> JobPublic:
+        """``POST /v1/benchmarks/{benchmark}/coverage``: queue a coverage study (a job)."""
+        body = {"methods": methods, "sizes": sizes, "repeats": repeats, "seed": seed}
+        body = {k: (list(v) if isinstance(v, (list, tuple)) else v) for k, v in body.items()}
+        path = benchmark_path(benchmark, "/coverage")
+        reply = self.request(
+            "POST", path, json_body={k: v for k, v in body.items() if v is not None}
+        )
+        return JobPublic.model_validate(reply.json())
+
+    def get_coverage(self, benchmark: str | uuid.UUID) -> CoverageRunPublic:
+        """``GET /v1/benchmarks/{benchmark}/coverage``: the newest finished study (404 if none)."""
+        return CoverageRunPublic.model_validate(
+            self.get_json(benchmark_path(benchmark, "/coverage"))
+        )

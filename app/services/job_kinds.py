@@ -20,7 +20,7 @@ from app.services.platform import jobs as job_service
 from app.services.platform import ping
 from app.services.platform.jobs import JobHandler, ParamsValidator
 from app.services.reliability import analyses, analysis_jobs
-from app.services.selection import subsets
+from app.services.selection import coverage_runs, subsets
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,9 @@ JOB_KINDS: Mapping[str, JobKind] = MappingProxyType(
             handler=subsets.run_subset_job, validate=subsets.validate_job_params
         ),
         irt_fits.JOB_KIND: JobKind(handler=irt_fits.run_irt_fit, validate=irt_fits.validate_params),
+        coverage_runs.JOB_KIND: JobKind(
+            handler=coverage_runs.run_coverage, validate=coverage_runs.validate_params
+        ),
     }
 )
 

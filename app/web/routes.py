@@ -26,6 +26,7 @@ from app.services.limits.expensive import EXPENSIVE
 from app.services.limits.ratelimit import RATES
 from app.services.platform.caching import MB, BoundedCache
 from app.services.reliability import analyses as analyses_service
+from app.services.selection import coverage_runs
 from app.web import page_views, pages, security
 from app.web.svg import inline_svg
 
@@ -120,9 +121,11 @@ def benchmark(
             _BENCHMARK_MAIN.put(key, main)
         idle = request.app.state.settings.session_idle_hours
         listings = pages.benchmark_listings(session, version, idle_hours=idle)
+        coverage = coverage_runs.latest(session, version.id)
     except DomainError as exc:
         return error_page(request, exc)
     context = {"title": version.benchmark.name, "main": main, "p": listings, "v": version}
+    context["coverage"] = coverage.result if coverage is not None else None
     return render(request, "benchmark.html", context)
 
 

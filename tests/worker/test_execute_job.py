@@ -142,13 +142,14 @@ def test_the_table_lists_every_kind_with_its_handler_and_validator() -> None:
     from app.services.catalog import irt_fits
     from app.services.platform import ping
     from app.services.reliability import analyses, analysis_jobs
-    from app.services.selection import subsets
+    from app.services.selection import coverage_runs, subsets
 
     assert dict(JOB_KINDS) == {
         "ping": JobKind(ping.run_ping, ping.validate_ping),
         "analysis": JobKind(analysis_jobs.run_analysis, analyses.validate_params),
         "subset": JobKind(subsets.run_subset_job, subsets.validate_job_params),
         "irt_fit": JobKind(irt_fits.run_irt_fit, irt_fits.validate_params),
+        "coverage": JobKind(coverage_runs.run_coverage, coverage_runs.validate_params),
     }
     with pytest.raises(TypeError):
         JOB_KINDS["other"] = JobKind(ping.run_ping)  # type: ignore[index]

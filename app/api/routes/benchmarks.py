@@ -10,14 +10,18 @@ from app.api.deps import (
     ActorDep,
     AdministeredVersionDep,
     BenchmarkVersionDep,
+    JobQueueDep,
     ProjectChooserDep,
     ReadPrincipal,
     SessionDep,
+    WritableVersionDep,
     WritePrincipal,
 )
-from app.api.errors import CONFLICT, INVALID, NOT_FOUND
+from app.api.errors import CONFLICT, INVALID, NOT_FOUND, UNAVAILABLE
 from app.api.responses import AUTH, UNSUPPORTED
 from app.api.uploads import FILE_SCHEMA, MULTIPART_SCHEMA, UploadDep, request_body
+from app.errors import NotFound
+from app.queue import enqueue_job_after_commit
 from app.schemas.benchmarks import (
     NAME_PATTERN,
     NO_NUL,
@@ -27,10 +31,13 @@ from app.schemas.benchmarks import (
     BenchmarkPage,
     BenchmarkPublic,
 )
+from app.schemas.coverage import CoverageRunCreate, CoverageRunPublic
+from app.schemas.jobs import JobPublic
 from app.services.access.access import visibility
 from app.services.catalog import benchmarks as service
 from app.services.catalog.ownership import record_write
 from app.services.catalog.uploads import ParseOptions, parse_sample_logs
+from app.services.selection import coverage_runs
 
 router = APIRouter(prefix="/benchmarks", tags=["benchmarks"])
 
@@ -211,3 +218,49 @@ def unretire_benchmark_version(
 ) -> BenchmarkPublic:
     """Make a retired version resolvable by name again (`{benchmark}`: its id or `name@vN`)."""
     return _retire(session, actor, version, False)
+
+
+@router.post(
+    "/{benchmark}/coverage",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=JobPublic,
+    responses={**NOT_FOUND, **INVALID, **UNAVAILABLE, **AUTH},
+    name="start_coverage_study",
+)
+def start_coverage_study(
+    version: WritableVersionDep,
+    session: SessionDep,
+    queue: JobQueueDep,
+    response: Response,
+    actor: ActorDep,
+    body: CoverageRunCreate | None = None,
+) -> JobPublic:
+    """Queue a coverage study on this version's own models with full results (job kind
+    `coverage`): how often the service's 95 % intervals contain held-out models' full accuracy,
+    overall and in the lowest / highest fifth, with mean width and |error|. Needs `write`."""
+    body = body or CoverageRunCreate()
+    params = body.model_dump(exclude_none=True, exclude={"seed"})
+    job = coverage_runs.request_run(session, version.id, params, body.seed)
+    record_write(session, actor, "coverage.start", version, {"job": str(job.id)})
+    enqueue_job_after_commit(session, queue, job.id)
+    response.headers["Location"] = f"/v1/jobs/{job.id}"
+    return JobPublic.from_job(job)
+
+
+@router.get(
+    "/{benchmark}/coverage",
+    response_model=CoverageRunPublic,
+    responses={**NOT_FOUND, **AUTH},
+    name="get_coverage_study",
+)
+def get_coverage_study(
+    _: ReadPrincipal, version: BenchmarkVersionDep, session: SessionDep
+) -> CoverageRunPublic:
+    """The newest finished coverage study of this version (404 when none has run yet)."""
+    job = coverage_runs.latest(session, version.id)
+    if job is None:
+        raise NotFound(
+            "no coverage study has finished on this benchmark version; start one: "
+            f"benchslice benchmarks coverage {version.benchmark.name} --start"
+        )
+    return CoverageRunPublic(job_id=job.id, finished_at=job.finished_at, **job.result)

@@ -39,3 +39,13 @@ class JobRepository(Repository[Job]):
             Job.status.in_([JobStatus.queued, JobStatus.running]),
         )
         return self.session.scalars(stmt).all()
+
+    def finished_of_kind(self, kind: str, limit: int = 200) -> Sequence[Job]:
+        """The newest succeeded jobs of ``kind`` (newest first, at most ``limit``)."""
+        stmt = (
+            select(Job)
+            .where(Job.kind == kind, Job.status == JobStatus.succeeded)
+            .order_by(Job.finished_at.desc(), Job.created_at.desc())
+            .limit(limit)
+        )
+        return self.session.scalars(stmt).all()

@@ -184,6 +184,9 @@ def resolve_request(
             chosen = [full[n] for n in sorted(set(source_models))]
         names = [r[0] for r in chosen]
         keys = [(r[1], r[2]) for r in chosen]
+        drift.check_sources(
+            method, len(names), field="method" if source_models is None else "source_models"
+        )
     return ResolvedRequest(
         version, method, int(size), dict(params), int(seed), names, keys, flags, excluded
     )

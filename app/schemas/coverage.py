@@ -1,0 +1,54 @@
+"""Coverage study of a benchmark version's own population (``/v1/benchmarks/{b}/coverage``)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+
+class CoverageRunCreate(BaseModel):
+    methods: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="selectors to study (default random, anchor_points, tiny_benchmarks)",
+        examples=[["random", "anchor_points"]],
+    )
+    sizes: list[int] | None = Field(
+        default=None, min_length=1, max_length=5, description="subset sizes (default 25, 50, 100)"
+    )
+    repeats: int | None = Field(
+        default=None, ge=1, le=20, description="source/target splits (default 5)"
+    )
+    seed: int | None = Field(
+        default=None, ge=0, le=2**63 - 1, description="fixed seed; drawn and stored when omitted"
+    )
+
+
+class CoverageCell(BaseModel):
+    method: str
+    estimator: str
+    interval: str | None
+    basis: str
+    n: int
+    cases: int = Field(description="(target, repeat) cases")
+    coverage: float | None = Field(description="share of 95 % intervals containing the truth")
+    coverage_low: float | None = Field(description="the same in the lowest fifth of targets")
+    coverage_high: float | None = Field(description="the same in the highest fifth of targets")
+    mean_width: float | None
+    mean_abs_error: float | None = Field(description="mean |estimate - full accuracy|")
+
+
+class CoverageRunPublic(BaseModel):
+    job_id: uuid.UUID
+    version_id: uuid.UUID
+    finished_at: datetime | None
+    seed: int = Field(description="the seed that reproduces the table")
+    n_models: int = Field(description="models with full results on the version")
+    n_sources: int
+    n_targets: int
+    methods: list[str]
+    sizes: list[int]
+    repeats: int
+    rows: list[CoverageCell]
