@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.core.estimation.intervals import SMALL_N_METHODS
 from app.core.scoring.coverage import CoverageTable, coverage_study
-from app.core.scoring.score_models import EstimateBatch, score_models
+from app.core.scoring.score_models import DEFAULT_SMALL_N, EstimateBatch, score_models
 from bench.synth_families import FAMILIES, make_family
 
 METHODS = (
@@ -115,7 +115,7 @@ def flagged_markdown(table: CoverageTable, default_only: bool) -> str:
     for r in table.rows:
         if r.cases == 0:
             continue
-        if default_only and r.interval in SMALL_N_METHODS and r.interval != "wilson_fpc":
+        if default_only and r.interval in SMALL_N_METHODS and r.interval != DEFAULT_SMALL_N:
             continue
         worst, best = (
             min(r.coverage, r.coverage_low, r.coverage_high),

@@ -193,8 +193,8 @@ def score(
     interval: str | None = typer.Option(
         None,
         "--interval",
-        help="Small-sample interval of plain-mean subsets: wilson_fpc (default), "
-        "clopper_pearson, jeffreys, hypergeometric",
+        help="Small-sample interval of plain-mean subsets: jeffreys_fpc (default), "
+        "wilson_fpc, clopper_pearson, jeffreys, hypergeometric",
     ),
     no_input: bool = typer.Option(False, "--no-input", help="Never prompt"),
     url: str | None = UrlOpt,

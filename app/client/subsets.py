@@ -137,7 +137,7 @@ class SubsetOperations(Transport):
         """``POST /v1/subsets/{id}/scores``: a model's results on the subset items (files in any
         upload format, or ``results={item_id: 0/1}``) → estimated full-benchmark accuracy with
         CIs (each with its ``basis``; ``interval`` picks the small-sample interval of unweighted
-        probability subsets: wilson_fpc, clopper_pearson, jeffreys, hypergeometric), and the
+        probability subsets: jeffreys_fpc, wilson_fpc, clopper_pearson, jeffreys, hypergeometric), and the
         paired comparison with ``baseline`` when given.
 
         The request carries an ``Idempotency-Key`` derived from its content (``True``), so it is

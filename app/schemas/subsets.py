@@ -211,7 +211,11 @@ class SubsetPublic(BaseModel):
 # --- scores -------------------------------------------------------------------------------------
 
 
-SmallSampleInterval = Literal["wilson_fpc", "clopper_pearson", "jeffreys", "hypergeometric"]
+#: Default of ``interval`` (equals :data:`app.core.scoring.score_models.DEFAULT_SMALL_N`).
+DEFAULT_SMALL_SAMPLE_INTERVAL = "jeffreys_fpc"
+SmallSampleInterval = Literal[
+    "jeffreys_fpc", "wilson_fpc", "clopper_pearson", "jeffreys", "hypergeometric"
+]
 
 
 class EstimatePublic(BaseModel):
@@ -229,8 +233,8 @@ class EstimatePublic(BaseModel):
     ci_high: float | None
     se: float | None
     interval: str | None = Field(
-        description="How the interval was computed: wilson_fpc, clopper_pearson, jeffreys, "
-        "hypergeometric (unweighted probability subsets), stratified_ht, difference_fpc "
+        description="How the interval was computed: jeffreys_fpc, wilson_fpc, clopper_pearson, "
+        "jeffreys, hypergeometric (unweighted probability subsets), stratified_ht, difference_fpc "
         "(model_assisted), reference_calibrated (calibrated on reference models), "
         "wilson_kish_fpc / irt_ability_delta_method (uncalibrated, with a note)"
     )

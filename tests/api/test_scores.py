@@ -9,7 +9,8 @@ from scipy import stats as st
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.core.estimation.stats import compare_to_baseline, wilson_interval
+from app.core.estimation.intervals import jeffreys_fpc
+from app.core.estimation.stats import compare_to_baseline
 from app.core.scoring.crossfit import stored_out_of_fold
 from app.core.scoring.score_models import design_inclusion, score_models, size_needed_for_gap
 from app.db.models import SubsetScore
@@ -51,12 +52,10 @@ def test_random_subset_score_with_baseline(
     body = r.json()
     est = body["estimates"]
     assert [e["estimator"] for e in est] == ["mean"]
-    expected = wilson_interval(int(new[idx].sum()), 40, n_population=448)
-    assert est[0]["value"] == pytest.approx(expected.value)
-    assert (est[0]["ci_low"], est[0]["ci_high"]) == pytest.approx(
-        (expected.ci_low, expected.ci_high)
-    )
-    assert est[0]["interval"] == "wilson_fpc" and est[0]["basis"] == "design"
+    lo, hi = jeffreys_fpc(int(new[idx].sum()), 40, 448)  # the default interval (issue 24)
+    assert est[0]["value"] == pytest.approx(new[idx].mean())
+    assert (est[0]["ci_low"], est[0]["ci_high"]) == pytest.approx((float(lo), float(hi)))
+    assert est[0]["interval"] == "jeffreys_fpc" and est[0]["basis"] == "design"
     assert est[0]["raw_value"] == est[0]["value"] and est[0]["note"] is None
     base = body["baseline"]
     cmp = compare_to_baseline(new[idx], seeded.correct[0], idx)
@@ -91,7 +90,8 @@ def test_csv_upload_and_weighted_subset(
     w = np.frombuffer(subset.weights, dtype="<f8")
     assert est["estimator"] == "horvitz_thompson" and est["interval"] == "stratified_ht"
     assert est["basis"] == "design" and est["value"] == pytest.approx(float(y @ w))
-    # closed form: stratified HT variance sum_h N_h^2 (1 - n_h/N_h) s_h^2 / n_h / N^2, t_{n-H}
+    # closed form: stratified HT variance sum_h N_h^2 (1 - n_h/N_h) s_h^2 / n_h / N^2; 0/1
+    # results: Jeffreys at the effective size p (1 - p) / se^2 (z / t_{n-H})^2 (issue 24)
     # (a stratum with one sampled item borrows the pooled variance)
     pi, strata = design_inclusion(subset_service.to_selection(subset), 448)
     var, n_strata = 0.0, int(strata.max()) + 1
@@ -103,8 +103,13 @@ def test_csv_upload_and_weighted_subset(
     se = np.sqrt(var) / 448
     q = st.t.ppf(0.975, idx.size - n_strata)  # the design may round the size up
     assert est["se"] == pytest.approx(se, rel=1e-9)
-    assert est["ci_low"] == pytest.approx(max(0.0, est["value"] - q * se), rel=1e-9)
-    assert est["ci_high"] == pytest.approx(min(1.0, est["value"] + q * se), rel=1e-9)
+    p, z = est["value"], st.norm.ppf(0.975)
+    n_e = p * (1 - p) / se**2 * (z / q) ** 2
+    lo = st.beta.ppf(0.025, p * n_e + 0.5, (1 - p) * n_e + 0.5)
+    hi = st.beta.isf(0.025, p * n_e + 0.5, (1 - p) * n_e + 0.5)
+    assert 5 <= y.sum() <= y.size - 5  # not sparse: no Wilson hull
+    assert est["ci_low"] == pytest.approx(max(lo, y.sum() / 448), rel=1e-9)
+    assert est["ci_high"] == pytest.approx(min(hi, (y.sum() + 448 - y.size) / 448), rel=1e-9)
 
 
 def test_interval_parameter(client: TestClient, db_session: Session, seeded: Seeded) -> None:

@@ -95,7 +95,7 @@ def test_coverage_json_equals_the_engine(gpqa_path: Path) -> None:
         assert got["coverage"] == pytest.approx(want.coverage, abs=1e-12)
         assert got["mean_width"] == pytest.approx(want.mean_width, abs=1e-12)
     by = {(r["method"], r["interval"]): r for r in body["rows"]}
-    assert by[("random", "wilson_fpc")]["basis"] == "design"
+    assert by[("random", "jeffreys_fpc")]["basis"] == "design"
     assert by[("dpp", "reference_calibrated")]["basis"] == "model"
 
 
@@ -110,7 +110,7 @@ def test_coverage_table_and_bad_method(gpqa_path: Path) -> None:
     )
     assert ok.returncode == 0, ok.stderr
     assert "| method | estimator | interval | basis | n | coverage (SE)" in ok.stdout
-    assert "| random | mean | wilson_fpc | design | 25 |" in ok.stdout
+    assert "| random | mean | jeffreys_fpc | design | 25 |" in ok.stdout
     bad = subprocess.run(
         [*base, "--methods", "nope"], capture_output=True, text=True, cwd=REPO, timeout=300
     )

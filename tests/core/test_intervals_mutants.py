@@ -63,7 +63,13 @@ def test_boundary_counts_are_accepted() -> None:
 
 
 def test_small_n_methods() -> None:
-    assert SMALL_N_METHODS == ("wilson_fpc", "clopper_pearson", "jeffreys", "hypergeometric")
+    assert SMALL_N_METHODS == (
+        "wilson_fpc",
+        "clopper_pearson",
+        "jeffreys",
+        "hypergeometric",
+        "jeffreys_fpc",
+    )
 
 
 # -- Clopper-Pearson and Jeffreys at other levels -----------------------------------------------------

@@ -85,7 +85,9 @@ def test_random_subset_is_design_based_and_matches_wilson(split) -> None:
     src, tgt, _ = split
     sel = make_selector("random").fit(src).select(25, rng=1)
     y = tgt[:, sel.indices]
-    (b,) = score_models(sel, y, 448)
+    (d,) = score_models(sel, y, 448)
+    assert d.basis == "design" and d.interval == "jeffreys_fpc"  # the default since issue 24
+    (b,) = score_models(sel, y, 448, small_n="wilson_fpc")
     assert b.basis == "design" and b.interval == "wilson_fpc"
     for i in (0, 3, 17):
         ref = wilson_interval(int(y[i].sum()), 25, n_population=448)
@@ -100,7 +102,7 @@ def test_random_subset_is_design_based_and_matches_wilson(split) -> None:
 def test_all_right_or_all_wrong_never_zero_width(split) -> None:
     src, _, _ = split
     sel = make_selector("random").fit(src).select(10, rng=2)
-    for method in ("wilson_fpc", "clopper_pearson", "jeffreys", "hypergeometric"):
+    for method in ("wilson_fpc", "clopper_pearson", "jeffreys", "hypergeometric", "jeffreys_fpc"):
         (b,) = score_models(sel, np.array([np.zeros(10), np.ones(10)]), 448, small_n=method)
         assert np.all(b.ci_high - b.ci_low > 0), method
 

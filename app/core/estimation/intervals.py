@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as _st
 
-SMALL_N_METHODS = ("wilson_fpc", "clopper_pearson", "jeffreys", "hypergeometric")
+SMALL_N_METHODS = ("wilson_fpc", "clopper_pearson", "jeffreys", "hypergeometric", "jeffreys_fpc")
 
 
 def _alpha(confidence: float) -> float:
@@ -92,6 +92,121 @@ def jeffreys(successes, n, *, confidence: float = 0.95) -> tuple[np.ndarray, np.
     )
 
 
+def beta_effective(
+    p, n_eff, *, confidence: float = 0.95, n_population: int | None = None, n=None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Jeffreys interval at an effective sample size (vectorised): the equal-tailed quantiles of
+    ``Beta(p n_e + 1/2, (1 - p) n_e + 1/2)``, with the boundary modification.
+
+    Parameters
+    ----------
+    p : array_like
+        Estimated proportion in [0, 1].
+    n_eff : array_like
+        Effective sample size ``n_e > 0`` (``n / f`` for simple random sampling without
+        replacement, ``p (1 - p) / se^2`` for a complex design).
+    confidence : float
+    n_population, n : int and array_like, optional
+        ``N`` and the sample size: with both, the bounds are clipped to the accuracies still
+        possible after the sample, ``[p n / N, (p n + N - n) / N]``.
+
+    Returns
+    -------
+    (lo, hi) : ndarray
+        ``lo = 0`` when ``p = 0`` and ``hi = 1`` when ``p = 1`` (Brown, Cai & DasGupta's
+        modification: the equal-tailed bound would exclude the boundary itself).
+
+    Notes
+    -----
+    The effective-sample-size construction of Korn & Graubard (1998) with the Jeffreys prior in
+    place of Clopper-Pearson (Dean & Pagano 2015 found it the best-covering small-count survey
+    interval). Jeffreys' interval has mean coverage close to the nominal level for every ``p``,
+    including near 0 and 1 where Wilson's dips (Brown, Cai & DasGupta 2001, fig. 5).
+
+    References
+    ----------
+    Korn & Graubard, "Confidence intervals for proportions with small expected number of
+    positive counts estimated from survey data", Survey Methodology 24 (1998); Dean & Pagano,
+    "Evaluating confidence interval methods for binomial proportions in clustered surveys",
+    J. Survey Stat. Methodol. 3 (2015).
+    """
+    a = _alpha(confidence)
+    pp = np.clip(np.asarray(p, dtype=np.float64), 0.0, 1.0)
+    ne = np.maximum(np.asarray(n_eff, dtype=np.float64), 1e-9)
+    ke = pp * ne
+    lo = np.where(pp <= 0.0, 0.0, _st.beta.ppf(a / 2.0, ke + 0.5, ne - ke + 0.5))
+    hi = np.where(pp >= 1.0, 1.0, _st.beta.ppf(1.0 - a / 2.0, ke + 0.5, ne - ke + 0.5))
+    if n_population is not None and n is not None:
+        big_n = float(n_population)
+        m = np.asarray(n, dtype=np.float64)
+        lo = np.maximum(lo, pp * m / big_n)
+        hi = np.minimum(hi, (pp * m + big_n - m) / big_n)
+    return lo, hi
+
+
+def jeffreys_fpc(
+    successes, n, n_population: int | None = None, *, confidence: float = 0.95
+) -> tuple[np.ndarray, np.ndarray]:
+    """Jeffreys interval for a finite population's mean from a simple random sample without
+    replacement: :func:`beta_effective` at ``n_e = n / f``, ``f = (N - n) / (N - 1)``.
+
+    Parameters
+    ----------
+    successes, n : array_like of int
+    n_population : int, optional
+        ``N``; ``None`` is an infinite population (``f = 1``: :func:`jeffreys` with the boundary
+        modification).
+    confidence : float
+
+    Returns
+    -------
+    (lo, hi) : ndarray
+        Clipped to ``[k / N, (k + N - n) / N]``; ``k / N`` at ``n = N``. With 0 (or all) items
+        right the open end is the exact one (:func:`hypergeometric_interval`; Clopper-Pearson
+        without ``N``), never nearer the boundary than Jeffreys'.
+
+    Notes
+    -----
+    At ``k = 0`` Jeffreys' upper end (``Beta(1/2, n_e + 1/2)``'s quantile) is below the exact
+    bound: a target with no item right was covered 0.941 of the time (simulated accuracies
+    0-6 %, n = 50); the exact end makes the posterior probability beyond it at most ``alpha/2``
+    under a flat prior, ``(1 - hi)^(n + 1)``.
+
+    The service's default small-sample interval (issue 24): on held-out models it covered
+    >= 0.93 overall and in both fifths of every benchmark measured, where Wilson's covered the
+    weakest fifth 0.921-0.929 at n = 25 (bench/RESULTS.md).
+    """
+    k, m = _counts(successes, n)
+    shape = k.shape
+    k, m = k.reshape(-1), m.reshape(-1)
+    p = k / m
+    edge = (k == 0) | (k == m)
+    if n_population is None:
+        lo, hi = beta_effective(p, m, confidence=confidence)
+        if edge.any():
+            elo, ehi = clopper_pearson(k, m, confidence=confidence)
+            lo = np.where(k == m, np.minimum(lo, elo), lo)
+            hi = np.where(k == 0, np.maximum(hi, ehi), hi)
+        return lo.reshape(shape), hi.reshape(shape)
+    big_n = int(n_population)
+    if np.any(m > big_n):
+        raise ValueError(f"n_population: {big_n} is smaller than the sample size")
+    f = (big_n - m) / max(big_n - 1, 1)
+    lo, hi = beta_effective(
+        p,
+        m / np.where(f > 0, f, 1.0),
+        confidence=confidence,
+        n_population=big_n,
+        n=m,
+    )
+    if edge.any():  # exact ends for the boundary counts only (an (edges, N + 1) array)
+        elo, ehi = hypergeometric_interval(k[edge], m[edge], big_n, confidence=confidence)
+        lo[edge] = np.where(k[edge] == m[edge], np.minimum(lo[edge], elo), lo[edge])
+        hi[edge] = np.where(k[edge] == 0, np.maximum(hi[edge], ehi), hi[edge])
+    lo, hi = np.where(f > 0, lo, k / big_n), np.where(f > 0, hi, k / big_n)
+    return lo.reshape(shape), hi.reshape(shape)
+
+
 def hypergeometric_interval(
     successes, n, n_population: int, *, confidence: float = 0.95
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -153,6 +268,7 @@ def proportion_interval(
     """Dispatch to one of :data:`SMALL_N_METHODS` (vectorised).
 
     ``wilson_fpc`` is :func:`app.core.estimation.stats.wilson_bounds` with ``f = (N - n) / (N - 1)``;
+    ``jeffreys_fpc`` is :func:`jeffreys_fpc` (the default of the service, issue 24);
     ``hypergeometric`` needs ``n_population``.
     """
     if method not in SMALL_N_METHODS:
@@ -161,6 +277,8 @@ def proportion_interval(
         return clopper_pearson(successes, n, confidence=confidence)
     if method == "jeffreys":
         return jeffreys(successes, n, confidence=confidence)
+    if method == "jeffreys_fpc":
+        return jeffreys_fpc(successes, n, n_population, confidence=confidence)
     if method == "hypergeometric":
         if n_population is None:
             raise ValueError("n_population: the hypergeometric interval needs N")
@@ -399,11 +517,13 @@ def calibrate_references(
 __all__ = [
     "SMALL_N_METHODS",
     "ReferenceCalibration",
+    "beta_effective",
     "calibrate_references",
     "clopper_pearson",
     "difference_estimate",
     "hypergeometric_interval",
     "jeffreys",
+    "jeffreys_fpc",
     "proportion_interval",
     "reference_calibrated_interval",
 ]

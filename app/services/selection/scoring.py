@@ -5,8 +5,8 @@ Estimates, one per estimator the subset's method supports, from
 
 * ``design`` (probability subsets: ``random``, ``subtask_stratified``,
   ``confidence_stratified``): unweighted 0/1 results get the small-sample interval the request
-  names (``interval``: ``wilson_fpc`` by default, ``clopper_pearson``, ``jeffreys``,
-  ``hypergeometric``); weighted subsets the stratified Horvitz-Thompson interval. From 50 items
+  names (``interval``: ``jeffreys_fpc`` by default, ``wilson_fpc``, ``clopper_pearson``,
+  ``jeffreys``, ``hypergeometric``); weighted subsets the stratified Horvitz-Thompson interval. From 50 items
   with reference models, also ``model_assisted`` (basis ``model-assisted``);
 * ``model`` (DPP, Anchor Points, tinyBenchmarks): the estimator is re-run on the reference
   models (the subset's source models, or every model with full results when the method uses
