@@ -14,7 +14,12 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Job, Subset
 from app.services.selection import subsets as subset_service
-from app.services.selection.drift import MIN_SOURCE_MODELS, REFUSE_BELOW, source_warnings
+from app.services.selection.drift import (
+    MIN_SOURCE_MODELS,
+    REFUSE_BELOW,
+    WARN_BELOW,
+    source_warnings,
+)
 from tests.api._subset_data import gpqa, seed_gpqa
 
 
@@ -27,6 +32,10 @@ def _counts(db_session: Session) -> tuple[int, int]:
 def test_the_thresholds_are_the_measured_ones() -> None:
     assert REFUSE_BELOW == {"tiny_benchmarks": 20, "dpp": 20}
     assert MIN_SOURCE_MODELS == 100
+    assert WARN_BELOW == {"tiny_benchmarks": 300}  # p_irt's strongest fifth: 0.798 at 100 sources
+    (w,) = source_warnings("tiny_benchmarks", ["a"] * 299)
+    assert w.details == {"n_source_models": 299, "threshold": 300}
+    assert source_warnings("tiny_benchmarks", ["a"] * 300) == []
     # selectors without sources never warn
     assert source_warnings("random", None) == []
     (w,) = source_warnings("anchor_points", ["a"] * 99)
@@ -85,8 +94,8 @@ def test_tiny_benchmarks_above_the_floor_warns_on_subset_and_score(
     db_session.commit()
     (w,) = client.get(f"/v1/subsets/{subset.id}").json()["warnings"]
     assert w["code"] == "few_source_models"
-    assert w["details"] == {"n_source_models": 34, "threshold": 100}
-    assert "measured to hold from 100" in w["message"]
+    assert w["details"] == {"n_source_models": 34, "threshold": 300}
+    assert "measured to hold from 300" in w["message"]
     idx = np.frombuffer(subset.indices, dtype="<i8")
     y = gpqa()["correct"][35].astype(int)
     r = client.post(

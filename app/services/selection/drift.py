@@ -6,7 +6,8 @@
   when the method uses none); a verdict warns when the pair's configurations differ. A field
   either side does not know is not compared.
 * ``few_source_models``: the subset's selector was fit on fewer than
-  :data:`MIN_SOURCE_MODELS` source models; below :data:`REFUSE_BELOW` the subset is refused
+  :data:`MIN_SOURCE_MODELS` source models (:data:`WARN_BELOW` for the selectors measured to need
+  more); below :data:`REFUSE_BELOW` the subset is refused
   (:func:`check_sources`).
 """
 
@@ -55,6 +56,10 @@ REFUSE_BELOW: dict[str, int] = {
 }
 #: ``few_source_models`` below this many source models, every selector that fits on sources.
 MIN_SOURCE_MODELS = 100
+#: Selectors whose intervals were measured to hold only from a larger population. tinyBenchmarks:
+#: p_irt's strongest fifth on GPQA covered 0.798 at 100 sources and 0.928 at 200 (the table above),
+#: and 0.933 / 0.970 at 300 (issue 24's coverage table, fresh seeds 303 / 404).
+WARN_BELOW: dict[str, int] = {"tiny_benchmarks": 300}
 _FIGURES = {
     "tiny_benchmarks": "p_irt covered 0.062 of held-out GPQA models at 10 sources (0.693 and "
     "0.799 on the synthetic weak and wide families)",
@@ -84,15 +89,16 @@ def source_warnings(method: str, source_models: Sequence[str] | None) -> list[Wa
     if cls is None or not cls.uses_sources:
         return []
     n = len(source_models or ())
-    if n >= MIN_SOURCE_MODELS:
+    threshold = WARN_BELOW.get(method, MIN_SOURCE_MODELS)
+    if n >= threshold:
         return []
     return [
         Warning(
             code="few_source_models",
             message=f"the {method} selector was fit on {n} source model(s); its intervals were "
-            f"measured to hold from {MIN_SOURCE_MODELS} and undercovered below it in some runs "
+            f"measured to hold from {threshold} and undercovered below it in some runs "
             "(coverage studies on GPQA and synthetic families, bench/RESULTS.md)",
-            details={"n_source_models": n, "threshold": MIN_SOURCE_MODELS},
+            details={"n_source_models": n, "threshold": threshold},
         )
     ]
 
