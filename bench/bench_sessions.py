@@ -109,15 +109,17 @@ def _case(name: str, c: np.ndarray, sessions: int, seed: int, label: str) -> lis
         f"{sim_s:.1f} s (IRT fit {res.params.get('irt_fit_s', 0):.2f} s), fixed designs "
         f"{fixed_s:.1f} s\n",
         "| policy | gap (pts) | sessions | wrong | wrong CP95 upper | ever excluded truth "
-        "| median items | p90 items |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| median items | p90 items | share done by 40 |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    sess_bucket = _bucket_of(res.delta)
     for pol, s in res.policies.items():
-        for r in s.buckets:
+        for q, r in enumerate(s.buckets):
+            by40 = np.mean(s.items_used[sess_bucket[s.pair] == q] <= 40) if r.sessions else 0.0
             lines.append(
                 f"| {pol} | {r.bucket} | {r.sessions} | {r.wrong} | {r.wrong_upper:.4f} "
                 f"| {r.ever_missed / max(r.sessions, 1):.4f} | {r.median_items:.0f} "
-                f"| {r.p90_items:.0f} |"
+                f"| {r.p90_items:.0f} | {by40:.3f} |"
             )
         tied = res.delta[s.pair] == 0  # part of <2: any decision on a tie is wrong
         if tied.any():
@@ -127,13 +129,13 @@ def _case(name: str, c: np.ndarray, sessions: int, seed: int, label: str) -> lis
                 f"| {clopper_pearson(k_t, n_t, 0.05)[1]:.4f} "
                 f"| {s.ever_missed_mask[tied].mean():.4f} "
                 f"| {np.median(s.items_used[tied]):.0f} "
-                f"| {np.percentile(s.items_used[tied], 90):.0f} |"
+                f"| {np.percentile(s.items_used[tied], 90):.0f} | - |"
             )
         _lo, hi = s.wrong_ci
         lines.append(
             f"| {pol} | all | {s.sessions} | {s.wrong} | {hi:.4f} "
             f"| {s.ever_missed / s.sessions:.4f} | {np.median(s.items_used):.0f} "
-            f"| {np.percentile(s.items_used, 90):.0f} |"
+            f"| {np.percentile(s.items_used, 90):.0f} | {np.mean(s.items_used <= 40):.3f} |"
         )
     lines += [
         "\nError-controlled fixed designs on the same pairs (median n over the bucket's pairs):\n",
