@@ -19,6 +19,8 @@ and the exact McNemar test, each at 80 % and 90 % power (``>N``: more than half 
 pairs never reach that power with all N items). Markdown to stdout; nothing is written to the tree.
 
 Usage: .venv/bin/python bench/bench_sessions.py [--quick] [--sessions S] [--seed K] [--cases C]
+       [--policies P] (a subset of policies draws the same pairs; the draws of a policy depend
+       on which policies ran before it, so its figures differ by chance from a full run)
 """
 
 from __future__ import annotations
@@ -83,11 +85,13 @@ def _fixed_designs(c: np.ndarray, pairs: np.ndarray, alpha: float) -> dict[str, 
     return {k: v[back.reshape(-1)] for k, v in out.items()}
 
 
-def _case(name: str, c: np.ndarray, sessions: int, seed: int, label: str) -> list[str]:
+def _case(
+    name: str, c: np.ndarray, sessions: int, seed: int, label: str, policies=POLICIES
+) -> list[str]:
     t0 = time.perf_counter()
     res = simulate_sessions(
         c,
-        policies=POLICIES,
+        policies=policies,
         pairs=sessions // 2,
         orders=2,
         alpha=0.05,
@@ -109,15 +113,17 @@ def _case(name: str, c: np.ndarray, sessions: int, seed: int, label: str) -> lis
         f"{sim_s:.1f} s (IRT fit {res.params.get('irt_fit_s', 0):.2f} s), fixed designs "
         f"{fixed_s:.1f} s\n",
         "| policy | gap (pts) | sessions | wrong | wrong CP95 upper | ever excluded truth "
-        "| median items | p90 items |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| median items | p90 items | share done by 40 |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    sess_bucket = _bucket_of(res.delta)
     for pol, s in res.policies.items():
-        for r in s.buckets:
+        for q, r in enumerate(s.buckets):
+            by40 = np.mean(s.items_used[sess_bucket[s.pair] == q] <= 40) if r.sessions else 0.0
             lines.append(
                 f"| {pol} | {r.bucket} | {r.sessions} | {r.wrong} | {r.wrong_upper:.4f} "
                 f"| {r.ever_missed / max(r.sessions, 1):.4f} | {r.median_items:.0f} "
-                f"| {r.p90_items:.0f} |"
+                f"| {r.p90_items:.0f} | {by40:.3f} |"
             )
         tied = res.delta[s.pair] == 0  # part of <2: any decision on a tie is wrong
         if tied.any():
@@ -127,13 +133,13 @@ def _case(name: str, c: np.ndarray, sessions: int, seed: int, label: str) -> lis
                 f"| {clopper_pearson(k_t, n_t, 0.05)[1]:.4f} "
                 f"| {s.ever_missed_mask[tied].mean():.4f} "
                 f"| {np.median(s.items_used[tied]):.0f} "
-                f"| {np.percentile(s.items_used[tied], 90):.0f} |"
+                f"| {np.percentile(s.items_used[tied], 90):.0f} | - |"
             )
         _lo, hi = s.wrong_ci
         lines.append(
             f"| {pol} | all | {s.sessions} | {s.wrong} | {hi:.4f} "
             f"| {s.ever_missed / s.sessions:.4f} | {np.median(s.items_used):.0f} "
-            f"| {np.percentile(s.items_used, 90):.0f} |"
+            f"| {np.percentile(s.items_used, 90):.0f} | {np.mean(s.items_used <= 40):.3f} |"
         )
     lines += [
         "\nError-controlled fixed designs on the same pairs (median n over the bucket's pairs):\n",
@@ -147,7 +153,7 @@ def _case(name: str, c: np.ndarray, sessions: int, seed: int, label: str) -> lis
     return lines
 
 
-def _tied_case(c: np.ndarray, sessions: int, seed: int) -> list[str]:
+def _tied_case(c: np.ndarray, sessions: int, seed: int, policies=POLICIES) -> list[str]:
     """Exactly tied held-out pairs only: any decision is wrong (25 % held-out pool as above)."""
     gen = np.random.default_rng(seed)
     n_pool = round(0.25 * c.shape[0])
@@ -168,7 +174,7 @@ def _tied_case(c: np.ndarray, sessions: int, seed: int) -> list[str]:
         "| median items | seconds |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for pol in POLICIES:  # four policies
+    for pol in policies:  # at most four policies
         t1 = time.perf_counter()
         items, lo, hi, ever = simulate_policy(
             pol,
@@ -194,8 +200,10 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cases", default="gpqa,synthetic,tied", help="comma-separated subset")
+    ap.add_argument("--policies", default=",".join(POLICIES), help="comma-separated subset")
     args = ap.parse_args()
     cases = set(args.cases.split(","))
+    pols = tuple(p for p in POLICIES if p in args.policies.split(","))
     sessions = 200 if args.quick else args.sessions
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
@@ -209,14 +217,16 @@ def main() -> None:
         f"{load[2]:.2f}",
     ]
     if "gpqa" in cases:
-        out += _case("gpqa", _gpqa(), sessions, args.seed, "REAL")
+        out += _case("gpqa", _gpqa(), sessions, args.seed, "REAL", pols)
     if "synthetic" in cases:
         syn = make_synthetic(
             200, 300, seed=args.seed, subtask_sizes=(100, 100, 100), subtask_effect=0.8
         )
-        out += _case("synthetic", syn.correct, max(sessions // 2, 100), args.seed, "SYNTHETIC")
+        out += _case(
+            "synthetic", syn.correct, max(sessions // 2, 100), args.seed, "SYNTHETIC", pols
+        )
     if "tied" in cases:
-        out += _tied_case(_gpqa(), max(sessions // 5, 40), args.seed)
+        out += _tied_case(_gpqa(), max(sessions // 5, 40), args.seed, pols)
     load = os.getloadavg()
     out.append(f"\nload average at end {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}")
     print("\n".join(out))

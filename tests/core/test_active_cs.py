@@ -7,8 +7,10 @@ import itertools
 import numpy as np
 import pytest
 
+import app.core.sequential.active as active
 from app.core.sequential.active import (
-    BETS,
+    ACTIVE_BETS,
+    CV_BET,
     ActiveCSState,
     DrawRecord,
     acs_init,
@@ -34,6 +36,15 @@ def _prediction(kind: str, avail: np.ndarray, past_mean: np.ndarray) -> np.ndarr
         return np.zeros((s, n))
     if kind == "feature":
         return np.clip(0.2 + 0.6 * FEATURE[None, :] + 0.1 * past_mean[:, None], 0, 1)
+    if kind == "regression":  # least squares of the seen outcomes on FEATURE, refitted per batch
+        seen = ~avail
+        x, y = FEATURE[None, :], np.where(seen, POP[None, :], 0.0)
+        m = np.maximum(seen.sum(1), 1)
+        xm, ym = (seen * x).sum(1) / m, y.sum(1) / m
+        cov = (seen * (x - xm[:, None]) * (y - ym[:, None])).sum(1)
+        var = (seen * (x - xm[:, None]) ** 2).sum(1)
+        slope = np.divide(cov, var, out=np.zeros(s), where=var > 1e-12)
+        return np.clip(ym[:, None] + slope[:, None] * (x - xm[:, None]), 0.0, 1.0)
     # deliberately bad: predicts the opposite of what has been seen
     return np.broadcast_to(1.0 - past_mean[:, None], (s, n)).copy()
 
@@ -47,13 +58,13 @@ def _scores(kind: str, f: np.ndarray, past_mean: np.ndarray):
     return FEATURE[None, :] ** 2 + past_mean[:, None] * np.arange(FEATURE.size)
 
 
-def _all_orders_capital(fkind: str, skind: str, bet: str, batch: int, gamma: float):
+def _all_orders_capital(fkind: str, skind: str, bet: str, batch: int, gamma: float, c: float = 0.5):
     """Probability of every order of POP under the design, and K_t(A) along it."""
     n = POP.size
     perms = np.array(list(itertools.permutations(range(n))))
     s = perms.shape[0]
     grid = np.array([0.0, POP.mean(), 1.0])
-    st = acs_init(n, sessions=s, grid=grid, binary=False, bet=bet)
+    st = acs_init(n, sessions=s, grid=grid, binary=False, bet=bet, c=c)
     avail = np.ones((s, n), dtype=bool)
     rows = np.arange(s)[:, None]
     log_p = np.zeros(s)
@@ -78,7 +89,7 @@ def _all_orders_capital(fkind: str, skind: str, bet: str, batch: int, gamma: flo
     return np.exp(log_p), np.array(caps)
 
 
-@pytest.mark.parametrize("bet", BETS)
+@pytest.mark.parametrize("bet", ACTIVE_BETS)
 @pytest.mark.parametrize(
     ("fkind", "skind", "gamma"),
     [
@@ -88,6 +99,8 @@ def _all_orders_capital(fkind: str, skind: str, bet: str, batch: int, gamma: flo
         ("feature", "neyman", 0.3),
         ("feature", "past", 0.1),
         ("flip", "past", 0.5),
+        ("regression", "uniform", 1.0),
+        ("regression", "neyman", 0.3),
     ],
 )
 def test_capital_is_exact_martingale_over_all_orders(bet, fkind, skind, gamma):
@@ -97,6 +110,43 @@ def test_capital_is_exact_martingale_over_all_orders(bet, fkind, skind, gamma):
     assert prob.sum() == pytest.approx(1.0, abs=1e-12)
     np.testing.assert_allclose(caps @ prob, 1.0, atol=1e-12)
     assert np.sqrt(((caps[1] - 1) ** 2) @ prob) > 0.01  # the bets are not trivially zero
+
+
+@pytest.mark.parametrize(
+    ("fkind", "skind", "gamma"), [("feature", "uniform", 1.0), ("regression", "neyman", 0.3)]
+)
+def test_assisted_bet_at_its_truncation_is_exact_martingale(fkind, skind, gamma):
+    # the assisted policy's bet at its own truncation (c = 0.9), batches of 1 and 3
+    for batch in (1, 3):
+        prob, caps = _all_orders_capital(fkind, skind, CV_BET[0], batch, gamma, c=0.9)
+        np.testing.assert_allclose(caps @ prob, 1.0, atol=1e-12)
+        assert caps.min() > 0
+
+
+def test_a_bet_that_peeks_at_the_current_outcome_breaks_the_martingale(monkeypatch):
+    # the enumeration detects a bet that is not predictable: "agrapa-cv" whose mean estimate
+    # already contains the residual of the draw it bets on
+    step = active._step
+
+    def peeking(state, a, y, fbar, *rest):
+        state.resid += y - fbar
+        step(state, a, y, fbar, *rest)
+        state.resid -= y - fbar
+
+    monkeypatch.setattr(active, "_step", peeking)
+    prob, caps = _all_orders_capital("feature", "uniform", CV_BET[0], 2, 1.0, c=0.9)
+    assert np.abs(caps @ prob - 1.0).max() > 1e-3
+
+
+def test_mean_variance_is_recorded_and_old_records_read():
+    avail = np.ones((1, POP.size), dtype=bool)
+    f = _prediction("feature", avail, np.zeros(1))
+    rec = record_draws(f, None, avail, np.array([[2, 0]]), gamma=1.0)
+    v0 = (f * (1 - f)).mean()
+    v1 = np.delete(f * (1 - f), 2).mean()
+    np.testing.assert_allclose(rec.mean_variance, [[v0, v1]], atol=1e-15)
+    old = {k: v for k, v in rec.to_dict().items() if k != "mean_variance"}
+    np.testing.assert_array_equal(DrawRecord.from_dict(old).mean_variance, [[0.25, 0.25]])
 
 
 def test_wrong_weights_break_the_martingale():

@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 
 from app.core.irt.fit import fit_irt
-from app.core.sequential.active import DrawRecord
+from app.core.sequential.active import CV_BET, DrawRecord
 from app.core.sequential.fluid import ItemBank
 from app.core.sequential.policies import (
     IRT_POLICIES,
     POLICIES,
+    POLICY_C,
     PolicyState,
     point_estimate,
     policy_draw,
@@ -112,3 +113,27 @@ def test_interval_ever_misses_at_most_alpha_on_real_paths(split, policy):
     full = items == c.shape[1]
     np.testing.assert_allclose(lo[full], (a.mean(1) - base)[full], atol=1e-12)
     np.testing.assert_array_equal(lo, hi)
+
+
+def test_assisted_defaults_and_old_assisted_sessions_keep_their_bet(split):
+    # new assisted sessions bet with "agrapa-cv" at c = 0.9; a session stored before (aGRAPA,
+    # c = 1/2) keeps its bet through to_dict/from_dict and replays with it exactly
+    c, held, bank = split
+    a = c[held[:3]]
+    n = a.shape[1]
+    st = policy_init("assisted", n, bank=bank, sessions=3)
+    assert (st.cs.bet, st.cs.c) == (CV_BET[0], 0.9)
+    assert (policy_init("random", n, sessions=1).cs.bet, POLICY_C["random"]) == ("agrapa", 0.5)
+    old = policy_init("assisted", n, bank=bank, sessions=3, bet="agrapa", c=0.5)
+    rng = np.random.default_rng(5)
+    rec = policy_draw(old, bank, 30, rng.random((3, 30)))
+    stored = {k: v for k, v in rec.to_dict().items() if k != "mean_variance"}  # an old record
+    v = np.take_along_axis(a, rec.items, 1)
+    back = PolicyState.from_dict(old.to_dict())
+    policy_update(back, bank, DrawRecord.from_dict(stored), v, inplace=True)
+    assert (back.cs.bet, back.cs.c) == ("agrapa", 0.5)
+    fresh = policy_init("assisted", n, bank=bank, sessions=3, bet="agrapa", c=0.5)
+    again = replay(fresh, rec, v)
+    np.testing.assert_allclose(again.log_capital, back.cs.log_capital, atol=1e-12)
+    new = replay(policy_init("assisted", n, bank=bank, sessions=3), rec, v)
+    assert not np.allclose(new.log_capital, back.cs.log_capital)  # the new bet differs

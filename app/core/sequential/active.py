@@ -42,7 +42,17 @@ inverse-probability-weighted residuals, one pseudo-residual ``e_0 = 1/2 - F_t`` 
 ``s2_{t-1} = (1/4 + sum_{s<t} (Y_s - mu_hat_s)^2) / t``. With ``f = 0`` and uniform draws these are
 the sample mean ``(1/2 + S_{t-1}) / t`` and variance of the one-sample CS. ``"plugin"`` and
 ``"mixture"``: the hedged plug-in bet and the average of both capitals, with the range
-``[L_t, U_t]`` in place of [0, 1]. All are predictable, so all are valid.
+``[L_t, U_t]`` in place of [0, 1]. ``"agrapa-cv"`` (the ``assisted`` policy's bet): aGRAPA whose
+estimates lean on the predictions, ``lam_t(m) = w D / (s2_{t-1} + D^2)`` with
+``mu_hat_t = F_t + sum_{s<t} (Y_s - F_s) / (t - 1 + kappa)`` (``kappa`` pseudo-residuals 0: the
+prior for ``E[Y_t | past]`` is the prediction's mean ``F_t``),
+``s2_{t-1} = (kappa_v V_t + sum_{s<t} (Y_s - mu_hat_s)^2) / (t - 1 + kappa_v)`` with
+``V_t = (1/r_t) sum_{j in R_t} f_t(j) (1 - f_t(j))`` the predicted variance of ``a - f`` (1/4 when
+``f = 0``), and the scale ``w`` (:data:`CV_BET`; ``w > 1`` bets more than the Kelly
+approximation: a larger spread of the capital reaches ``1/alpha`` sooner in the median session).
+All are predictable (``F_t``, ``V_t`` and the clipping range are computed before draw ``t``), so
+all are valid; a bet is a stored name whose constants never change, so a session replays
+exactly.
 
 Drawing a batch
 ---------------
@@ -88,6 +98,10 @@ from app.core.sequential.confidence_sequences import (
 
 DEFAULT_GAMMA = 0.3
 _TINY = 1e-12
+#: The predictions-leaning aGRAPA bet: (name, kappa, kappa_v, w). Measured on held-out GPQA paths
+#: (bench/RESULTS.md, issue 23); part of the bet's definition, so never changed in place.
+CV_BET = ("agrapa-cv", 10.0, 20.0, 1.5)
+ACTIVE_BETS = (*BETS, CV_BET[0])
 
 
 @dataclass
@@ -142,6 +156,9 @@ class DrawRecord:
         ``F_t``.
     low, high : ndarray, shape (S, k)
         ``L_t`` and ``U_t``, the range of ``Y_t``.
+    mean_variance : ndarray, shape (S, k)
+        ``V_t = (1/r_t) sum_{j in R_t} f_t(j) (1 - f_t(j))`` (the ``"agrapa-cv"`` bet's variance
+        prior; records stored before it existed read as 1/4, which no other bet uses).
     """
 
     items: np.ndarray
@@ -151,6 +168,7 @@ class DrawRecord:
     mean_prediction: np.ndarray
     low: np.ndarray
     high: np.ndarray
+    mean_variance: np.ndarray
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -165,6 +183,9 @@ class DrawRecord:
             if f.name == "items":
                 continue
             dtype = np.int64 if f.name == "remaining" else np.float64
+            if f.name == "mean_variance" and f.name not in d:  # stored before the field
+                kw[f.name] = np.full(items.shape, 0.25)
+                continue
             kw[f.name] = np.asarray(d[f.name], dtype=dtype).reshape(items.shape)
         return cls(**kw)
 
@@ -247,7 +268,7 @@ def _check_design(predictions, available):
 def _sequential_draws(f, scores, avail, k, gamma, choose) -> DrawRecord:
     """Draw ``k`` times; ``choose(j, pi)`` returns the item of draw ``j`` per session."""
     s, rows = f.shape[0], np.arange(f.shape[0])
-    cols = {name: np.empty((s, k)) for name in ("prob", "pred", "fbar", "low", "high")}
+    cols = {name: np.empty((s, k)) for name in ("prob", "pred", "fbar", "low", "high", "var")}
     items = np.empty((s, k), dtype=np.int64)
     remaining = np.empty((s, k), dtype=np.int64)
     for j in range(k):  # draws of a batch are sequential (pi depends on what is left)
@@ -264,6 +285,7 @@ def _sequential_draws(f, scores, avail, k, gamma, choose) -> DrawRecord:
         cols["fbar"][:, j] = fbar
         cols["low"][:, j] = fbar - (f / rpi).max(axis=1)
         cols["high"][:, j] = fbar + ((1.0 - f) / rpi).max(axis=1)
+        cols["var"][:, j] = np.where(avail, f * (1.0 - f), 0.0).sum(axis=1) / r
         avail[rows, idx] = False
     return DrawRecord(
         items=items,
@@ -273,6 +295,7 @@ def _sequential_draws(f, scores, avail, k, gamma, choose) -> DrawRecord:
         mean_prediction=cols["fbar"],
         low=cols["low"],
         high=cols["high"],
+        mean_variance=cols["var"],
     )
 
 
@@ -352,10 +375,23 @@ def acs_init(
     """Initial state (no item seen) of ``sessions`` §7 confidence sequences for a mean.
 
     Parameters are those of :func:`~app.core.sequential.confidence_sequences.cs_init` (one-sample:
-    the grid is the lattice ``k / N`` for 0/1 results, else a fine grid).
+    the grid is the lattice ``k / N`` for 0/1 results, else a fine grid); ``bet`` is one of
+    :data:`ACTIVE_BETS` (``"agrapa-cv"``: module docstring).
     """
-    base = cs_init(n_items, sessions=sessions, alpha=alpha, bet=bet, c=c, grid=grid, binary=binary)
+    if bet not in ACTIVE_BETS:
+        raise ValueError(f"bet: expected one of {ACTIVE_BETS}, got {bet!r}")
+    cv = bet == CV_BET[0]
+    base = cs_init(
+        n_items,
+        sessions=sessions,
+        alpha=alpha,
+        bet="agrapa" if cv else bet,
+        c=c,
+        grid=grid,
+        binary=binary,
+    )
     kw = {f.name: getattr(base, f.name) for f in fields(base)}
+    kw["bet"] = bet
     return ActiveCSState(**kw, resid=np.zeros_like(base.total))
 
 
@@ -365,13 +401,24 @@ def increments(record: DrawRecord, values) -> np.ndarray:
     return record.mean_prediction + (a - record.prediction) / (record.remaining * record.prob)
 
 
-def _step(state: ActiveCSState, a, y, fbar, low, high, rem, log_thr: float) -> None:
+def _bet_estimates(state: ActiveCSState, fbar, var):
+    """``(mu_hat_t, s2_{t-1}, scale)`` of the bet (module docstring), from the past only."""
+    t_prev = state.t.astype(np.float64)
+    if state.bet == CV_BET[0]:
+        _, kappa, kappa_v, scale = CV_BET
+        mu_hat = np.clip(fbar + state.resid / (t_prev + kappa), 0.0, 1.0)
+        v = np.where(var > 0, var, 0.25)
+        return mu_hat, (kappa_v * v + state.sq) / (t_prev + kappa_v), scale
+    mu_hat = np.clip(fbar + (0.5 - fbar + state.resid) / (t_prev + 1.0), 0.0, 1.0)
+    return mu_hat, (0.25 + state.sq) / (t_prev + 1.0), 1.0
+
+
+def _step(state: ActiveCSState, a, y, fbar, low, high, rem, var, log_thr: float) -> None:
     """Advance every session by one draw (outcome ``a``, increment ``y``), in place."""
     t_prev = state.t.astype(np.float64)
     mu = (state.n_items * state.grid[None, :] - state.total[:, None]) / rem[:, None]
     np.clip(mu, 0.0, 1.0, out=mu)  # impossible candidates are outside the range anyway
-    mu_hat = np.clip(fbar + (0.5 - fbar + state.resid) / (t_prev + 1.0), 0.0, 1.0)
-    s2 = (0.25 + state.sq) / (t_prev + 1.0)
+    mu_hat, s2, scale = _bet_estimates(state, fbar, var)
     c = state.c
     up = np.maximum(mu - low[:, None], _TINY)  # positive bets: lam <= c / (mu - L)
     np.divide(c, up, out=up)
@@ -379,9 +426,9 @@ def _step(state: ActiveCSState, a, y, fbar, low, high, rem, log_thr: float) -> N
     np.divide(c, dn, out=dn)
     dy = y[:, None] - mu
     lk = state.log_capital
-    if state.bet in ("agrapa", "mixture"):
+    if state.bet in ("agrapa", "mixture", CV_BET[0]):
         d = mu_hat[:, None] - mu
-        lam = d / (s2[:, None] + d * d)
+        lam = scale * d / (s2[:, None] + d * d)
         np.clip(lam, -dn, up, out=lam)
         lk[:, 0, :] += np.log1p(lam * dy)
     if state.bet in ("plugin", "mixture"):
@@ -438,6 +485,7 @@ def acs_update(
             record.low[:, j],
             record.high[:, j],
             record.remaining[:, j].astype(np.float64),
+            record.mean_variance[:, j],
             log_thr,
         )
     return out
@@ -455,7 +503,9 @@ def difference_from_known(lower, upper, baseline_mean) -> tuple[np.ndarray, np.n
 
 
 __all__ = [
+    "ACTIVE_BETS",
     "BETS",
+    "CV_BET",
     "DEFAULT_GAMMA",
     "ActiveCSState",
     "DrawRecord",

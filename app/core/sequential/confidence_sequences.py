@@ -198,8 +198,8 @@ def _positive_int(v, name: str) -> int:
     return int(v)
 
 
-def _n_processes(bet: str) -> int:
-    return {"agrapa": 1, "plugin": 2, "mixture": 3}[bet]
+def _n_processes(bet: str) -> int:  # "agrapa-cv": the §7 bet of app.core.sequential.active
+    return {"agrapa": 1, "agrapa-cv": 1, "plugin": 2, "mixture": 3}[bet]
 
 
 def cs_init(
@@ -358,7 +358,7 @@ def combined_log_capital(state: CSState) -> np.ndarray:
     ``log(K_agrapa/2 + (K+ + K-)/4)``.
     """
     lk = state.log_capital
-    if state.bet == "agrapa":
+    if state.bet in ("agrapa", "agrapa-cv"):
         return lk[:, 0, :]
     if state.bet == "plugin":
         return np.logaddexp(lk[:, 0, :], lk[:, 1, :]) - np.log(2.0)

@@ -19,7 +19,9 @@ fluid      IRT probability                                   ``(1 - g) I_i / sum
 
 ``theta`` is the MAP ability from the items seen before the batch under the stored population's
 item parameters (:func:`app.core.sequential.fluid.map_ability`, Newton from the previous
-estimate); ``g`` is the floor (:data:`POLICY_GAMMA`). The measured items per decision of each
+estimate); ``g`` is the floor (:data:`POLICY_GAMMA`). ``assisted`` bets with ``"agrapa-cv"``
+(:data:`POLICY_BET`: aGRAPA whose mean and variance priors are the predictions', scaled by 1.5,
+truncation ``c = 0.9``); the others with aGRAPA at ``c = 1/2``. The measured items per decision of each
 policy are in ``bench/RESULTS.md`` (``bench/bench_sessions.py``).
 
 A :class:`PolicyState` holds everything: the CS, the seen items and their values, the ability.
@@ -41,6 +43,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from app.core.sequential.active import (
+    CV_BET,
     ActiveCSState,
     DrawRecord,
     acs_init,
@@ -58,6 +61,9 @@ IRT_POLICIES = ("assisted", "neyman", "fluid")
 UNIFORM_POLICIES = ("random", "assisted")
 DEFAULT_POLICY = "assisted"
 POLICY_GAMMA = {"random": 1.0, "assisted": 1.0, "neyman": 0.5, "fluid": 0.5}
+#: Bet and truncation of new sessions (stored with each session, so older ones keep theirs).
+POLICY_BET = {"random": "agrapa", "assisted": CV_BET[0], "neyman": "agrapa", "fluid": "agrapa"}
+POLICY_C = {"random": DEFAULT_C, "assisted": 0.9, "neyman": DEFAULT_C, "fluid": DEFAULT_C}
 
 
 @dataclass
@@ -135,8 +141,8 @@ def policy_init(
     bank: ItemBank | None = None,
     sessions: int = 1,
     alpha: float = DEFAULT_ALPHA,
-    bet: str = "agrapa",
-    c: float = DEFAULT_C,
+    bet: str | None = None,
+    c: float | None = None,
     gamma: float | None = None,
     binary: bool = True,
 ) -> PolicyState:
@@ -149,8 +155,12 @@ def policy_init(
     bank : ItemBank, optional
         Stored population's item parameters (needed by every policy but ``random``; its item
         count must be ``n_items``).
-    sessions, alpha, bet, c, binary
+    sessions, alpha, binary
         As in :func:`app.core.sequential.active.acs_init`.
+    bet, c : optional
+        Bet and truncation (:func:`~app.core.sequential.active.acs_init`); default
+        :data:`POLICY_BET` and :data:`POLICY_C` of the policy (``assisted``: ``"agrapa-cv"``,
+        ``c = 0.9``; the others aGRAPA with ``c = 1/2``).
     gamma : float, optional
         Floor; default :data:`POLICY_GAMMA` of the policy.
 
@@ -164,6 +174,8 @@ def policy_init(
     g = POLICY_GAMMA[policy] if gamma is None else float(gamma)
     if not (0.0 < g <= 1.0):
         raise ValueError("gamma: the floor must lie in (0, 1]")
+    bet = POLICY_BET[policy] if bet is None else bet
+    c = POLICY_C[policy] if c is None else float(c)
     cs = acs_init(n_items, sessions=sessions, alpha=alpha, bet=bet, c=c, binary=binary)
     dims = 0 if policy == "random" else bank.dims  # type: ignore[union-attr]
     return PolicyState(
@@ -282,6 +294,8 @@ __all__ = [
     "DEFAULT_POLICY",
     "IRT_POLICIES",
     "POLICIES",
+    "POLICY_BET",
+    "POLICY_C",
     "POLICY_GAMMA",
     "UNIFORM_POLICIES",
     "PolicyState",

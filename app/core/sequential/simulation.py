@@ -286,8 +286,8 @@ def simulate_policy(
     margin: float | None = None,
     precision: float | None = None,
     max_items: int | None = None,
-    bet: str = "agrapa",
-    c: float = 0.5,
+    bet: str | None = None,
+    c: float | None = None,
     gamma: float | None = None,
     rng: SeedLike = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -439,8 +439,8 @@ def simulate_sessions(
     margin: float | None = None,
     precision: float | None = None,
     max_items: int | None = None,
-    bet: str = "agrapa",
-    c: float = 0.5,
+    bet: str | None = None,
+    c: float | None = None,
     holdout: float = 0.25,
     irt_dims: int = 2,
     stratify: bool = False,
@@ -468,7 +468,8 @@ def simulate_sessions(
     max_items : int, optional
         Cap per session (default ``N``).
     bet, c
-        Confidence-sequence bet (:mod:`app.core.sequential.active`).
+        Confidence-sequence bet and truncation (:mod:`app.core.sequential.active`); default
+        each policy's (:data:`~app.core.sequential.policies.POLICY_BET`, ``POLICY_C``).
     holdout : float
         Share of models in the pair pool (excluded from the IRT fit).
     irt_dims : int
@@ -507,7 +508,7 @@ def simulate_sessions(
         precision=precision,
         max_items=max_items,
         bet=bet,
-        c=float(c),
+        c=None if c is None else float(c),
         holdout=float(holdout),
         irt_dims=int(irt_dims),
         stratify=bool(stratify),
