@@ -198,6 +198,7 @@ def _run_chunk_body(s: Mapping[str, Any], run_ids: Sequence[int]) -> dict[str, A
                 name, **{**SELECTORS[name].protocol_params, **params.get(name, {})}
             )
             selector.fit(src_correct, confidence=src_conf, subtasks=subtasks[seen_idx])
+            selector.plan_sizes(sizes)
             for si, n in enumerate(sizes):
                 sel = selector.select(n, rng=selection_seed(s["seed"], int(run), name, n))
                 y_sel = y_t_seen[:, sel.indices]
