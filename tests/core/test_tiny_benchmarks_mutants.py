@@ -191,6 +191,10 @@ def test_lambda_gp_is_one_when_beta_and_v_vanish():
         ({"kmeans_seed": 1.5}, r"^kmeans_seed: expected an int or None$"),
         ({"ability_prior": 0.0}, r"^ability_prior: must be positive$"),
         ({"ability_prior": -1.0}, r"^ability_prior: must be positive$"),
+        ({"fit_tol": 0.0}, r"^fit_tol: expected a number in \(0, 1\), got 0\.0$"),
+        ({"fit_tol": 1.0}, r"^fit_tol: expected a number in \(0, 1\), got 1\.0$"),
+        ({"fit_tol": True}, r"^fit_tol: expected a number in \(0, 1\), got True$"),
+        ({"fit_tol": "1e-4"}, r"^fit_tol: expected a number in \(0, 1\), got '1e-4'$"),
     ],
 )
 def test_bad_parameters_exact_messages(kw, msg):
@@ -215,6 +219,7 @@ def test_documented_defaults():
         "calibrate_gp_irt": True,
         "ability_prior": 1.0,
         "max_iter": 400,
+        "fit_tol": 2e-5,
     }
 
 
@@ -261,3 +266,19 @@ def test_lambda_gp_is_one_for_a_single_constant_source():
     s = sel.select(2, rng=0)
     assert sel.v_ == 0.0 and float(s.fitted["beta"]) == 0.0
     assert float(s.fitted["lambda_gp"]) == 1.0
+
+
+def test_fit_tol_reaches_both_irt_fits(monkeypatch):
+    import app.core.selectors.tiny_benchmarks as tiny_module
+
+    seen = []
+    real = tiny_module.fit_irt
+
+    def spy(y, **kw):
+        seen.append(kw["tol"])
+        return real(y, **kw)
+
+    monkeypatch.setattr(tiny_module, "fit_irt", spy)
+    make_selector("tiny_benchmarks", dims=1, max_iter=20).fit(_data())
+    make_selector("tiny_benchmarks", dims=1, max_iter=20, fit_tol=3e-3).fit(_data())
+    assert seen == [2e-5, 2e-5, 3e-3, 3e-3]  # the main fit and the held-out calibration fit
