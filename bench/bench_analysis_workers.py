@@ -17,6 +17,7 @@ Usage::
 
     .venv/bin/python bench/bench_analysis_workers.py                   # 1 and 2 workers
     .venv/bin/python bench/bench_analysis_workers.py --workers 1 2 4 --runs 50
+    .venv/bin/python bench/bench_analysis_workers.py --quick             # 10 runs
 """
 
 from __future__ import annotations
@@ -30,9 +31,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.api_latency import load_gpqa, scratch_database  # noqa: E402
-from tests.support.procs import ApiServer, PrivateRedis, Worker, service_env  # noqa: E402
-from tests.support.stack import create_key  # noqa: E402
+from bench.load import gpqa_stack  # noqa: E402
+from tests.support.procs import ApiServer, Worker  # noqa: E402
 
 METHODS = ["random", "subtask_stratified", "anchor_points", "tiny_benchmarks", "dpp"]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -73,65 +73,50 @@ def main() -> int:
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--sizes", type=int, nargs="+", default=[10, 25, 50, 100, 200])
+    ap.add_argument("--quick", action="store_true", help="10 runs")
     args = ap.parse_args()
-    redis = PrivateRedis()
-    redis.start()
-    try:
-        with scratch_database() as url:
-            t = time.perf_counter()
-            vid, _, _ = load_gpqa(url)
-            key = create_key(url, ["admin"], name="workers")
-            print(f"# GPQA stored: {time.perf_counter() - t:.1f} s", file=sys.stderr)
-            env = service_env(
-                DATABASE_URL=url,
-                BROKER_URL=redis.url,
-                CELERY_QUEUE=f"benchslice-workers-{os.getpid()}",
-                AUTH_ENABLED="true",
-                LOG_LEVEL="WARNING",
-                JOB_SOFT_TIME_LIMIT="1800",
-                JOB_HARD_TIME_LIMIT="1860",
-            )
-            api = ApiServer(env, workers=1, log_level="warning")
-            api.start()
-            cells = {}
-            try:
-                for k in args.workers:
-                    workers = [Worker(env, f"w{i}-{os.getpid()}") for i in range(k)]
+    if args.quick:
+        args.runs = 10
+    with gpqa_stack("workers") as (env, key, vid, _, _):
+        api = ApiServer(env, workers=1, log_level="warning")
+        api.start()
+        cells = {}
+        try:
+            for k in args.workers:
+                workers = [Worker(env, f"w{i}-{os.getpid()}") for i in range(k)]
+                for w in workers:
+                    w.start()
+                try:
+                    pids = set().union(*(w.pids() for w in workers))
+                    load = os.getloadavg()[0]
+                    cpu0 = cpu_seconds(pids)
+                    body = {
+                        "methods": METHODS,
+                        "sizes": args.sizes,
+                        "runs": args.runs,
+                        "n_sources": 300,
+                        "n_targets": 50,
+                        "seed": 0,
+                    }
+                    wall, payload = one_analysis(api.url, key, vid, body)
+                    cpu = cpu_seconds(pids) - cpu0
+                finally:
                     for w in workers:
-                        w.start()
-                    try:
-                        pids = set().union(*(w.pids() for w in workers))
-                        load = os.getloadavg()[0]
-                        cpu0 = cpu_seconds(pids)
-                        body = {
-                            "methods": METHODS,
-                            "sizes": args.sizes,
-                            "runs": args.runs,
-                            "n_sources": 300,
-                            "n_targets": 50,
-                            "seed": 0,
-                        }
-                        wall, payload = one_analysis(api.url, key, vid, body)
-                        cpu = cpu_seconds(pids) - cpu0
-                    finally:
-                        for w in workers:
-                            w.stop()
-                    result = payload["result"]
-                    cells[k] = result["mdad"]
-                    print(
-                        f"| GPQA analysis, {len(METHODS)} methods x {len(args.sizes)} sizes x "
-                        f"{args.runs} runs | {k} worker process(es) | {wall:.1f} s wall | "
-                        f"worker CPU {cpu:.1f} s | chunks run by {len(set(result['executed_by']))} "
-                        f"process(es) | load {load:.1f} |",
-                        flush=True,
-                    )
-            finally:
-                api.stop()
-            first = cells[args.workers[0]]
-            same = all(c == first for c in cells.values())
-            print(f"# MDAD cells equal across worker counts: {same}", flush=True)
-    finally:
-        redis.stop()
+                        w.stop()
+                result = payload["result"]
+                cells[k] = result["mdad"]
+                print(
+                    f"| GPQA analysis, {len(METHODS)} methods x {len(args.sizes)} sizes x "
+                    f"{args.runs} runs | {k} worker process(es) | {wall:.1f} s wall | "
+                    f"worker CPU {cpu:.1f} s | chunks run by {len(set(result['executed_by']))} "
+                    f"process(es) | load {load:.1f} |",
+                    flush=True,
+                )
+        finally:
+            api.stop()
+        first = cells[args.workers[0]]
+        same = all(c == first for c in cells.values())
+        print(f"# MDAD cells equal across worker counts: {same}", flush=True)
     return 0
 
 
