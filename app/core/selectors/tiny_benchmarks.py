@@ -112,7 +112,8 @@ class TinyBenchmarksSelector(Selector):
         default is 2e-5). 1e-4 stops the fit after ~55 % of the iterations (GPQA: 120 -> 66;
         SYNTHETIC 300 x 6,012: 118 -> 68) and changed neither the protocol's MDAD beyond the
         spread between two IRT seeds nor the p-IRT / gp-IRT errors (GPQA, 50 runs; seed 43: MDAD
-        equal at every size; bench/RESULTS.md, ``bench/mdad_grid.py --case irt-tol``).
+        equal at every size; SYNTHETIC 447 x 12,032, 10 runs: MDAD within 0.5 points at every
+        size; bench/RESULTS.md, ``bench/mdad_grid.py --case irt-tol``).
 
     Notes
     -----
