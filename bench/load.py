@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import os
 import platform
 import shutil
@@ -245,35 +246,44 @@ def main() -> int:
         f"python {platform.python_version()}, load average {os.getloadavg()[0]:.1f} at start",
         file=sys.stderr,
     )
+    with gpqa_stack("load") as (env, key, vid, sid, pairs):
+        api = ApiServer(env, workers=args.workers, log_level="warning")
+        worker = Worker(env, f"load-{os.getpid()}")
+        worker.start()
+        api.start()
+        try:
+            _phases(api.url, key, vid, sid, pairs, args, api)
+        finally:
+            api.stop()
+            worker.stop()
+    return 0
+
+
+@contextlib.contextmanager
+def gpqa_stack(name: str):
+    """A private Redis and a scratch Postgres database holding REAL GPQA (stored once, timed on
+    stderr); yields the service settings (auth on, a private queue, 30-minute job limits), an
+    admin key, the version id, a subset id and 50 model pairs."""
     redis = PrivateRedis()
     redis.start()
     try:
         with scratch_database() as url:
             t = time.perf_counter()
             vid, sid, pairs = load_gpqa(url)
-            key = create_key(url, ["admin"], name="load")
+            key = create_key(url, ["admin"], name=name)
             print(f"# GPQA stored: {time.perf_counter() - t:.1f} s", file=sys.stderr)
             env = service_env(
                 DATABASE_URL=url,
                 BROKER_URL=redis.url,
-                CELERY_QUEUE=f"benchslice-load-{os.getpid()}",
+                CELERY_QUEUE=f"benchslice-{name}-{os.getpid()}",
                 AUTH_ENABLED="true",
                 LOG_LEVEL="WARNING",
                 JOB_SOFT_TIME_LIMIT="1800",
                 JOB_HARD_TIME_LIMIT="1860",
             )
-            api = ApiServer(env, workers=args.workers, log_level="warning")
-            worker = Worker(env, f"load-{os.getpid()}")
-            worker.start()
-            api.start()
-            try:
-                _phases(api.url, key, vid, sid, pairs, args, api)
-            finally:
-                api.stop()
-                worker.stop()
+            yield env, key, vid, sid, pairs
     finally:
         redis.stop()
-    return 0
 
 
 class AnalysesRunning:

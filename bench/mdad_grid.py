@@ -5,11 +5,15 @@ Cases
 ``gpqa``     the full GPQA grid (every registered paper method x 10/25/50/100/200, 50 runs, 300
              sources, paper mode, bootstrap CIs, seen + unseen) timed as a whole process through
              ``benchslice mdad --json`` (bar: < 15 s), plus an in-process split by method.
-``mmlu``     SYNTHETIC MMLU-Pro-scale grid (447 x 12,032, 7 sizes 10..1000, 50 runs; bar: < 10 min),
-             from ``bench/synth.py``'s ``make_synthetic`` (labelled synthetic).
+``mmlu``     SYNTHETIC MMLU-Pro-scale grid (447 x 12,032, 7 sizes 10..1000, 50 runs; issue 27's goal:
+             <= 120 s wall on 2 quiet cores), from ``bench/synth.py``'s ``make_synthetic`` (labelled
+             synthetic), in-process: prints the grid's wall and CPU seconds (this process and its
+             pool workers) and the protocol CPU-seconds per method.
 ``mmlu-cli`` the same SYNTHETIC grid timed as a whole process through ``benchslice mdad --json``
              (the matrix written to a temporary ``.npz`` first).
 ``scaling``  protocol seconds per method as runs, items and models grow (synthetic, few runs).
+``irt-tol``  tinyBenchmarks' IRT fit tolerance against accuracy (``--matrix gpqa|mmlu``, ``--tols``):
+             fit CPU, paper MDAD, |error| of the irt / p-IRT / gp-IRT estimates.
 
 Whole-process rows report wall time, the CPU seconds of the process and its workers
 (``getrusage(RUSAGE_CHILDREN)``) and the 1-minute load average before the run: on a shared machine
@@ -21,6 +25,7 @@ Usage::
     .venv/bin/python bench/mdad_grid.py --case mmlu --workers 2
     .venv/bin/python bench/mdad_grid.py --case mmlu-cli --workers 2
     .venv/bin/python bench/mdad_grid.py --case scaling
+    .venv/bin/python bench/mdad_grid.py --case irt-tol --matrix mmlu --runs 10 --tols 2e-5 1e-4
     .venv/bin/python bench/mdad_grid.py --quick         # smoke-sized
 """
 
@@ -133,13 +138,24 @@ def case_gpqa(args) -> None:
     )
 
 
+def _cpu_now() -> float:
+    """CPU seconds (user + system) of this process and its reaped children (pool workers)."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def case_mmlu(args) -> None:
     from bench.synth import make_synthetic
 
+    load = os.getloadavg()[0]
     t0 = time.perf_counter()
     syn = make_synthetic(447, 12032, seed=0)
     gen = time.perf_counter() - t0
     runs = 3 if args.quick else args.runs
+    t1, c1 = time.perf_counter(), _cpu_now()
     split = split_by_method(
         syn.correct,
         (10, 25, 50, 100, 250, 500, 1000),
@@ -149,8 +165,12 @@ def case_mmlu(args) -> None:
         workers=args.workers,
     )
     total = time.perf_counter() - t0
+    grid_wall, grid_cpu = time.perf_counter() - t1, _cpu_now() - c1
     print(
-        f"| mmlu-pro-scale SYNTHETIC 447x12032 | {','.join(available_methods())} | 7 sizes x {runs} runs | {total:.1f} s (synth {gen:.1f} s) | {json.dumps(split)} |"
+        f"| mmlu-pro-scale SYNTHETIC 447x12032 | {','.join(available_methods())} | 7 sizes x {runs} runs "
+        f"| grid (protocol + analyses) {grid_wall:.1f} s wall, {grid_cpu:.1f} CPU-s, "
+        f"{args.workers} workers, load {load:.1f} | {total:.1f} s with synth {gen:.1f} s "
+        f"| {json.dumps(split)} |"
     )
 
 
@@ -216,6 +236,95 @@ def case_scaling(args) -> None:
         row("models/sources", f"{models}/{sources}", res)
 
 
+def case_irt_tol(args) -> None:
+    """tinyBenchmarks' IRT fit tolerance against accuracy: CPU of the fit, MDAD and |error|.
+
+    Per tolerance: the protocol grid of ``tiny_benchmarks`` alone (paper MDAD, seen split, and the
+    protocol's mean |error| of the default "irt" estimator), and on the first runs' splits the
+    fully calibrated selector's p-IRT and gp-IRT mean |estimate - seen accuracy| over targets.
+    """
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    from app.core.reliability.mdad import analyze_protocol
+    from app.core.reliability.protocol import (
+        _subtask_codes,
+        run_protocol,
+        selection_seed,
+        split_run,
+    )
+    from app.core.selectors import make_selector
+
+    if args.matrix == "gpqa":
+        with np.load(GPQA) as d:
+            correct, confidence, subtasks = d["correct"], None, d["subtasks"]
+        sizes, label = (10, 25, 50, 100, 200), "GPQA 420x448"
+    else:
+        from bench.synth import make_synthetic
+
+        syn = make_synthetic(447, 12032, seed=0)
+        correct, confidence, subtasks = syn.correct, syn.confidence, syn.subtasks
+        sizes, label = PAPER_SIZES_MMLU, "SYNTHETIC 447x12032"
+    codes = _subtask_codes(subtasks)
+    for tol in args.tols:
+        t0 = time.process_time()
+        res = run_protocol(
+            correct,
+            ["tiny_benchmarks"],
+            sizes,
+            confidence=confidence,
+            subtasks=subtasks,
+            runs=args.runs,
+            seed=0,
+            selector_params={"tiny_benchmarks": {"fit_tol": tol, "fit_seed": args.fit_seed}},
+        )
+        cpu = time.process_time() - t0
+        cells = [c for c in analyze_protocol(res, mode="paper", splits=("seen",))]
+        mdad = " ".join(f"{c.n}:{100 * c.mdad:.1f}" for c in cells)
+        err = " ".join(f"{c.n}:{100 * c.mean_abs_error:.2f}" for c in cells)
+        errs: dict[str, list] = {"p_irt": [], "gp_irt": []}
+        fit_cpu, iters = 0.0, []
+        with threadpool_limits(limits=1):
+            for run in range(args.est_runs):
+                targets, sources, seen = split_run(
+                    correct.shape[0], codes, n_targets=50, n_sources=300, seed=0, run=run
+                )
+                si = np.flatnonzero(seen)
+                f0 = time.process_time()
+                sel = make_selector("tiny_benchmarks", fit_tol=tol, fit_seed=args.fit_seed)
+                sel.fit(correct[np.ix_(sources, si)], subtasks=subtasks[si])
+                fit_cpu += time.process_time() - f0
+                iters.append(sel.irt_.n_iter)
+                y_t = correct[np.ix_(targets, si)]
+                truth = y_t.mean(axis=1)
+                for name in errs:
+                    errs[name].append(
+                        [
+                            np.mean(
+                                np.abs(sel.estimate(s, y_t[:, s.indices], estimator=name) - truth)
+                            )
+                            for s in (
+                                sel.select(n, rng=selection_seed(0, run, "tiny_benchmarks", n))
+                                for n in sizes
+                            )
+                        ]
+                    )
+        est = " | ".join(
+            f"{name} "
+            + " ".join(f"{n}:{100 * v:.2f}" for n, v in zip(sizes, np.mean(e, axis=0), strict=True))
+            for name, e in errs.items()
+        )
+        print(
+            f"| {label} | tol {tol:g}, fit_seed {args.fit_seed} | protocol {args.runs} runs CPU {cpu:.1f} s "
+            f"| calibrated fit (2 IRT fits) {fit_cpu / args.est_runs:.2f} CPU-s, main-fit iters "
+            f"{np.mean(iters):.0f} | MDAD pts {mdad} | irt |err| pts {err} | {est} |",
+            flush=True,
+        )
+
+
+PAPER_SIZES_MMLU = (10, 25, 50, 100, 250, 500, 1000)
+
+
 def render_table(paths: list[str]) -> None:
     """Markdown table (MDAD [CI] in points, agreement, |error| in points, tau) from --json outputs."""
     for path in paths:
@@ -241,7 +350,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--case", choices=("gpqa", "mmlu", "mmlu-cli", "scaling"), default="gpqa")
+    parser.add_argument(
+        "--case", choices=("gpqa", "mmlu", "mmlu-cli", "scaling", "irt-tol"), default="gpqa"
+    )
+    parser.add_argument("--matrix", choices=("gpqa", "mmlu"), default="gpqa", help="irt-tol case")
+    parser.add_argument("--tols", nargs="+", type=float, default=[2e-5, 5e-5, 1e-4])
+    parser.add_argument("--est-runs", type=int, default=5, help="irt-tol: calibrated runs")
+    parser.add_argument("--fit-seed", type=int, default=42, help="irt-tol: the IRT fit's seed")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--quick", action="store_true")
@@ -258,6 +373,7 @@ def main() -> None:
         "mmlu": case_mmlu,
         "mmlu-cli": case_mmlu_cli,
         "scaling": case_scaling,
+        "irt-tol": case_irt_tol,
     }[args.case](args)
 
 

@@ -194,3 +194,43 @@ def test_features_default_seed_is_zero():
     np.testing.assert_allclose(x, x0, atol=1e-9)  # threaded BLAS: not bit-exact
     kept1, x1 = dpp_features(features, seed=1)  # premise: another seed gives other features
     assert kept1.shape != kept.shape or np.abs(x1 - x).max() > 1e-3
+
+
+def test_planned_sizes_share_one_basis(monkeypatch):
+    """plan_sizes: one QR of the largest planned width; smaller sizes use its leading columns."""
+    widths = []
+    real = dpp_module.projection_basis
+
+    def counting(x, n):
+        widths.append(n)
+        return real(x, n)
+
+    monkeypatch.setattr(dpp_module, "projection_basis", counting)
+    planned = _fit(weighting="sampler").plan_sizes([5, 12, 20])
+    unplanned = _fit(weighting="sampler")
+    for n in (5, 12, 20, 3):
+        a, b = planned.select(n, rng=n), unplanned.select(n, rng=n)
+        np.testing.assert_array_equal(a.indices, b.indices)
+        np.testing.assert_allclose(a.weights, b.weights, rtol=1e-10)
+        assert int(a.fitted["basis_width"]) == (20 if n <= 20 else n)
+        assert int(b.fitted["basis_width"]) == n
+    # planned: width 20 once (5, 12, 20, 3 all <= 20); unplanned: one QR per size
+    assert widths == [20, 5, 12, 20, 3]
+    q20 = real(planned.features_, 20)
+    for n in (5, 12):
+        np.testing.assert_allclose(q20[:, :n], real(planned.features_, n), atol=1e-12)
+
+
+def test_plan_above_the_kept_items_is_ignored_for_that_size():
+    sel = _fit().plan_sizes([4, 10_000])
+    assert sel.basis_width_ == 4
+    with pytest.raises(ValueError, match=r"^n: 10000 exceeds"):
+        sel.select(10_000, rng=0)
+    assert int(sel.select(7, rng=0).fitted["basis_width"]) == 7
+
+
+def test_refit_forgets_the_plan():
+    correct = (np.random.default_rng(6).random((40, 80)) < 0.5).astype(float)
+    sel = _fit().plan_sizes([9])
+    sel.fit(correct)
+    assert sel.basis_width_ is None and int(sel.select(4, rng=0).fitted["basis_width"]) == 4

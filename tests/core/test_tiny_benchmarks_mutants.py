@@ -67,7 +67,9 @@ def small():
 
 def test_fit_passes_the_documented_arguments(small):
     y, sel = small
-    ref = fit_irt(y, rng=42, dims=2, form="scalar_difficulty", prior="hierarchical", max_iter=40)
+    ref = fit_irt(
+        y, rng=42, dims=2, form="scalar_difficulty", prior="hierarchical", max_iter=40, tol=1e-4
+    )
     np.testing.assert_allclose(sel.irt_.a, ref.a, atol=1e-9)
     np.testing.assert_allclose(sel.irt_.b, ref.b, atol=1e-9)
     np.testing.assert_allclose(sel.embeddings_, np.hstack([ref.a, ref.b[:, None]]), atol=1e-9)
@@ -76,7 +78,7 @@ def test_fit_passes_the_documented_arguments(small):
     np.testing.assert_array_equal(sel.holdout_, np.sort(perm[:6]))
     train = fit_irt(
         y[np.sort(perm[6:])], rng=42, dims=2, form="scalar_difficulty", prior="hierarchical",
-        max_iter=40,
+        max_iter=40, tol=1e-4,
     )  # fmt: skip
     np.testing.assert_allclose(sel.irt_train_.a, train.a, atol=1e-9)
     assert sel.v_ == pytest.approx(np.mean([np.var(r) for r in y]), rel=1e-14)
@@ -88,7 +90,7 @@ def test_fit_arguments_reach_the_irt_fit():
         "tiny_benchmarks", dims=1, form="per_dimension", prior="fixed", fit_seed=3, max_iter=25,
         calibrate_gp_irt=False,
     ).fit(y)  # fmt: skip
-    ref = fit_irt(y, rng=3, dims=1, form="per_dimension", prior="fixed", max_iter=25)
+    ref = fit_irt(y, rng=3, dims=1, form="per_dimension", prior="fixed", max_iter=25, tol=1e-4)
     np.testing.assert_allclose(sel.irt_.a, ref.a, atol=1e-9)
     np.testing.assert_allclose(sel.irt_.b, ref.b, atol=1e-9)
     assert sel.irt_.form == "per_dimension" and sel.irt_.prior == "fixed"
@@ -191,6 +193,10 @@ def test_lambda_gp_is_one_when_beta_and_v_vanish():
         ({"kmeans_seed": 1.5}, r"^kmeans_seed: expected an int or None$"),
         ({"ability_prior": 0.0}, r"^ability_prior: must be positive$"),
         ({"ability_prior": -1.0}, r"^ability_prior: must be positive$"),
+        ({"fit_tol": 0.0}, r"^fit_tol: expected a number in \(0, 1\), got 0\.0$"),
+        ({"fit_tol": 1.0}, r"^fit_tol: expected a number in \(0, 1\), got 1\.0$"),
+        ({"fit_tol": True}, r"^fit_tol: expected a number in \(0, 1\), got True$"),
+        ({"fit_tol": "1e-4"}, r"^fit_tol: expected a number in \(0, 1\), got '1e-4'$"),
     ],
 )
 def test_bad_parameters_exact_messages(kw, msg):
@@ -215,6 +221,7 @@ def test_documented_defaults():
         "calibrate_gp_irt": True,
         "ability_prior": 1.0,
         "max_iter": 400,
+        "fit_tol": 1e-4,
     }
 
 
@@ -261,3 +268,19 @@ def test_lambda_gp_is_one_for_a_single_constant_source():
     s = sel.select(2, rng=0)
     assert sel.v_ == 0.0 and float(s.fitted["beta"]) == 0.0
     assert float(s.fitted["lambda_gp"]) == 1.0
+
+
+def test_fit_tol_reaches_both_irt_fits(monkeypatch):
+    import app.core.selectors.tiny_benchmarks as tiny_module
+
+    seen = []
+    real = tiny_module.fit_irt
+
+    def spy(y, **kw):
+        seen.append(kw["tol"])
+        return real(y, **kw)
+
+    monkeypatch.setattr(tiny_module, "fit_irt", spy)
+    make_selector("tiny_benchmarks", dims=1, max_iter=20).fit(_data())
+    make_selector("tiny_benchmarks", dims=1, max_iter=20, fit_tol=3e-3).fit(_data())
+    assert seen == [1e-4, 1e-4, 3e-3, 3e-3]  # the main fit and the held-out calibration fit

@@ -4,8 +4,9 @@ Per run ``r`` the protocol draws ``n_targets`` target models uniformly without r
 ``n_sources`` source models from the remaining models, and splits every subtask's items into a
 *seen* half (the first ``floor(n_s / 2)`` of a uniform shuffle) and an *unseen* half. The split
 is shared by all methods of the run. Each method is fitted once per run on the source models'
-results restricted to the seen items, then selects a subset of every requested size from the seen
-items and estimates every target's accuracy from the target's results on that subset.
+results restricted to the seen items, is told the requested sizes (``plan_sizes``: work shared by
+the sizes is done once, e.g. the DPP's QR basis), then selects a subset of every requested size from
+the seen items and estimates every target's accuracy from the target's results on that subset.
 
 Randomness: all draws flow from ``seed`` through :class:`numpy.random.SeedSequence` spawn keys, so
 each run and each (run, method, n) selection has an independent generator that does not depend on
@@ -198,6 +199,7 @@ def _run_chunk_body(s: Mapping[str, Any], run_ids: Sequence[int]) -> dict[str, A
                 name, **{**SELECTORS[name].protocol_params, **params.get(name, {})}
             )
             selector.fit(src_correct, confidence=src_conf, subtasks=subtasks[seen_idx])
+            selector.plan_sizes(sizes)
             for si, n in enumerate(sizes):
                 sel = selector.select(n, rng=selection_seed(s["seed"], int(run), name, n))
                 y_sel = y_t_seen[:, sel.indices]

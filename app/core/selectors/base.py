@@ -94,6 +94,26 @@ class Selector(ABC):
         self._fit(self.data_)
         return self
 
+    def plan_sizes(self, sizes) -> Selector:
+        """Announce the subset sizes that will be selected after this fit (optional).
+
+        A selector may prepare work shared by every size once (the DPP computes one QR basis for
+        the largest size and uses its leading columns for the smaller ones). The plan is part of
+        the fit: it never depends on a selection seed, a selection records what it used in
+        ``fitted``, and without a plan every size is computed on its own. Default: ignored.
+
+        Parameters
+        ----------
+        sizes : sequence of int
+
+        Returns
+        -------
+        self
+        """
+        self._require_fitted()
+        self._plan(tuple(int(n) for n in sizes))
+        return self
+
     def select(self, n: int, *, rng: SeedLike = None) -> Selection:
         """Choose a micro-benchmark of ``n`` items from the fitted candidate pool.
 
@@ -163,6 +183,9 @@ class Selector(ABC):
     # -- hooks --------------------------------------------------------------------------------
     def _fit(self, data: ResultsData) -> None:  # noqa: B027 - optional hook
         """Fit state shared by every subset size (default: nothing)."""
+
+    def _plan(self, sizes: tuple[int, ...]) -> None:  # noqa: B027 - optional hook
+        """Prepare work shared by the announced sizes (default: nothing)."""
 
     @abstractmethod
     def _select(self, data: ResultsData, n: int, rng: np.random.Generator) -> Chosen:
