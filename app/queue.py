@@ -115,3 +115,19 @@ def enqueue_job_after_commit(session: Session, queue: JobQueue, job_id: uuid.UUI
             ) from exc
 
     after_commit(session, _publish)
+
+
+def publish_after_commit_quietly(session: Session, queue: JobQueue, job_id: uuid.UUID) -> None:
+    """Publish a job the instance queued for itself (e.g. the precompute after an upload) once
+    the request commits. On broker failure the job is marked ``failed`` and the request still
+    succeeds: the work it would have saved is done on the next read instead."""
+
+    def _publish() -> None:
+        try:
+            publish_job(queue, job_id)
+        except Exception as exc:
+            log.warning("enqueue of job %s failed: %s", job_id, exc)
+            if job_service.mark_failed(session, job_id, BROKER_DOWN_REASON):
+                session.commit()
+
+    after_commit(session, _publish)

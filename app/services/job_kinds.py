@@ -19,6 +19,7 @@ from app.services.catalog import irt_fits
 from app.services.platform import jobs as job_service
 from app.services.platform import ping
 from app.services.platform.jobs import JobHandler, ParamsValidator
+from app.services.ranking import precompute
 from app.services.reliability import analyses, analysis_jobs
 from app.services.selection import subsets
 
@@ -39,6 +40,9 @@ JOB_KINDS: Mapping[str, JobKind] = MappingProxyType(
             handler=subsets.run_subset_job, validate=subsets.validate_job_params
         ),
         irt_fits.JOB_KIND: JobKind(handler=irt_fits.run_irt_fit, validate=irt_fits.validate_params),
+        precompute.JOB_KIND: JobKind(
+            handler=precompute.run_precompute, validate=precompute.validate_params
+        ),
     }
 )
 

@@ -1,0 +1,191 @@
+"""First views precomputed in the worker after results change (issue 27).
+
+An upload, replace, delete or restore on a version with at least ``PRECOMPUTE_MIN_MODELS`` models
+queues a ``precompute_views`` job after its request commits (:func:`request_precompute`; the route
+enqueues it). The worker (:func:`run_precompute`) computes what the first views read and stores it
+in ``precomputed_views`` (the database: every API process reads it) under the results stamp it
+was computed for:
+
+* ``leaderboard.json``: the default leaderboard (all models, Holm, alpha 0.05) as the bytes
+  ``GET …/leaderboard`` answers; the benchmark page's leaderboard panel and models table read
+  their ranks from it too;
+* ``page.health.json``: the benchmark page's item-health panel.
+
+Readers (:func:`stored_view`) serve a stored view only when its stamp equals the version's current
+results stamp (:func:`app.db.repositories.subsets.results_stamp`, the key of every cache), so a
+stale view is never served; when it is missing or stale they compute as before. A job whose
+stamp is no longer current when it runs (a later upload queued another) does nothing.
+
+Cost in the worker: the whole default leaderboard again (:func:`app.core.ranking.leaderboard`:
+time O(m²·N / block) BLAS work plus O(m²) tests, memory O(m·N) + one block) and the item health
+(O(m·N)); the stored rows are O(m) bytes (the leaderboard's JSON is ~200 bytes a model).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from app.core.items.health import FLAGS, item_health
+from app.db.models import BenchmarkVersion, Job
+from app.db.repositories.jobs import JobRepository
+from app.db.repositories.subsets import results_stamp
+from app.enums import JobStatus
+from app.errors import DomainError, InvalidInput
+from app.services.catalog import matrices
+from app.services.catalog.benchmarks import get_version, item_index
+from app.services.platform import jobs as job_service
+from app.services.ranking import leaderboards
+from app.services.ranking.first_views import (
+    HEALTH_VIEW,
+    LEADERBOARD_VIEW,
+    put_view,
+    stamp_text,
+    stored_view,
+)
+
+JOB_KIND = "precompute_views"
+FLAGGED_SHOWN = 50
+MIN_HEALTH_MODELS = 3
+
+
+def validate_params(params: dict[str, Any]) -> dict[str, Any]:
+    """``{"version_id": uuid, "stamp": str}`` (422 naming the field)."""
+    unknown = sorted(set(params) - {"version_id", "stamp"})
+    if unknown:
+        raise InvalidInput("unknown parameter", field=("params", unknown[0]))
+    try:
+        vid = uuid.UUID(str(params.get("version_id")))
+    except ValueError:
+        raise InvalidInput(
+            "version_id: expected a benchmark version id", field=("params", "version_id")
+        ) from None
+    stamp = params.get("stamp")
+    if not isinstance(stamp, str) or not stamp:
+        raise InvalidInput("stamp: expected a results stamp", field=("params", "stamp"))
+    return {"version_id": str(vid), "stamp": stamp}
+
+
+def request_precompute(session: Session, version_id: uuid.UUID, min_models: int) -> Job | None:
+    """A queued precompute job for the version's current results (flush only; the caller
+    enqueues it after commit), or ``None`` below ``min_models`` models (0: never).
+
+    The job is the instance's, not the uploader's: no quota is charged and an upload is never
+    refused for it."""
+    if min_models <= 0:
+        return None
+    session.flush()  # the stamp counts the rows this request wrote
+    stamp = results_stamp(session, version_id)
+    if stamp[0] < min_models:
+        return None
+    job = Job(
+        kind=JOB_KIND,
+        status=JobStatus.queued,
+        params={"version_id": str(version_id), "stamp": stamp_text(stamp)},
+        seed=0,  # nothing random
+        progress_done=0,
+        owner=None,
+    )
+    return JobRepository(session).add(job)
+
+
+# --- the benchmark page's item-health panel -----------------------------------------------------
+
+
+def compute_health_panel(session: Session, version: BenchmarkVersion) -> dict[str, Any]:
+    """Item flags (:func:`app.core.items.health.item_health`) over the models with full 0/1
+    results, as the JSON-able fields of the page's panel (at most 50 flagged items listed)."""
+    fm = matrices.full_matrix(session, version.id)
+    n_models = int(fm.correct.shape[0])
+    if n_models < MIN_HEALTH_MODELS:
+        return {
+            "n_items": version.n_items,
+            "n_models": n_models,
+            "counts": {f: 0 for f in FLAGS},
+            "n_flagged": 0,
+            "effective_informative": 0.0,
+            "flagged": [],
+            "error": "item health needs at least 3 models with full 0/1 results",
+        }
+    health = item_health(fm.correct)
+    s = health.summary()
+    flagged = np.flatnonzero(health.flagged())
+    index = item_index(version)
+    pb = health.point_biserial
+    items = [
+        {
+            "item_id": str(index.item_ids[i]),
+            "subtask": str(index.subtasks[i]),
+            "accuracy": float(health.accuracy[i]),
+            "point_biserial": None if np.isnan(pb[i]) else float(pb[i]),
+            "flags": health.item_flags(int(i)),
+        }
+        for i in flagged[:FLAGGED_SHOWN].tolist()
+    ]
+    return {
+        "n_items": s["n_items"],
+        "n_models": s["n_models"],
+        "counts": s["counts"],
+        "n_flagged": s["n_flagged"],
+        "effective_informative": s["effective_informative"],
+        "flagged": items,
+        "error": None,
+    }
+
+
+def health_panel(session: Session, version: BenchmarkVersion, stamp: tuple) -> dict[str, Any]:
+    """The item-health panel under ``stamp``: the worker's stored one, else computed now."""
+    data = stored_view(session, version.id, HEALTH_VIEW, stamp)
+    if data is not None:
+        return json.loads(data)
+    return compute_health_panel(session, version)
+
+
+# --- the job ------------------------------------------------------------------------------------
+
+
+def run_precompute(session: Session, job: Job, ctx: job_service.JobContext) -> None:
+    """Worker side: compute and store the first views of the job's version, if its results are
+    still those the job was queued for."""
+    version = get_version(session, uuid.UUID(job.params["version_id"]))
+    ctx.progress(0, 2)
+    stamp = results_stamp(session, version.id)
+    current = stamp_text(stamp)
+    if current != job.params["stamp"]:
+        job.result = {"superseded": True, "stamp": current}
+        return
+    stored: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    try:
+        board = leaderboards.rendered(
+            session, version, leaderboards.LeaderboardQuery.of(), fmt="json", precomputed=False
+        )
+    except DomainError as exc:  # e.g. fewer than 2 rankable models: the API says so itself
+        stored["leaderboard_error"] = exc.detail
+    else:
+        put_view(session, version.id, LEADERBOARD_VIEW, current, board)
+        stored[LEADERBOARD_VIEW] = len(board)
+    stored["leaderboard_s"] = round(time.perf_counter() - t0, 3)
+    ctx.progress(1, 2)
+    t0 = time.perf_counter()
+    panel = json.dumps(compute_health_panel(session, version), separators=(",", ":")).encode()
+    put_view(session, version.id, HEALTH_VIEW, current, panel)
+    stored[HEALTH_VIEW] = len(panel)
+    stored["health_s"] = round(time.perf_counter() - t0, 3)
+    ctx.progress(2, 2)
+    job.result = {"superseded": False, "stamp": current, "stored": stored}
+
+
+__all__ = [
+    "JOB_KIND",
+    "compute_health_panel",
+    "health_panel",
+    "request_precompute",
+    "run_precompute",
+    "validate_params",
+]

@@ -1,0 +1,227 @@
+"""First views after an upload come from what the worker precomputed (issue 27): the upload
+queues ``precompute_views`` after it commits, a real worker stores the default leaderboard and
+the benchmark page's item-health panel under the new results stamp, and the next leaderboard and
+page views in a process with empty caches compute nothing (the engine's computation counter
+does not move) and take warm-cache time."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db.models import BenchmarkVersion, Job, LanguageModel
+from app.db.models.benchmark import Benchmark
+from app.services.catalog.benchmarks import get_version
+from app.services.ranking import first_views, leaderboards, precompute
+from app.settings import Settings
+from app.web import page_views, pages
+from app.web import routes as web_routes
+from tests.api._subset_data import committed, gpqa
+from tests.conftest import WorkerProcess
+
+pytestmark = pytest.mark.integration
+
+Cleanup = Callable[[type, Any], None]
+FIRST_VIEW_BOUND_S = 2.0  # generous for CI; a computed GPQA page is ~1 s cold under load
+
+
+def _count(counter: Any, **labels: str) -> float:
+    metric = counter.labels(**labels) if labels else counter
+    return metric._value.get()
+
+
+def _clear_process_caches() -> None:
+    """What a freshly started API process (or another one) holds: nothing."""
+    leaderboards.clear_caches()
+    pages.clear_caches()
+    page_views.clear_caches()
+    web_routes.clear_caches()
+
+
+@pytest.fixture
+def stored(committed_sessionmaker: sessionmaker[Session], cleanup: Cleanup):
+    seeded = committed(committed_sessionmaker, n_models=30)
+    with committed_sessionmaker() as s:
+        version = s.get(BenchmarkVersion, seeded.version_id)
+        cleanup(Benchmark, version.benchmark_id)
+        for mid in s.scalars(select(LanguageModel.id).where(LanguageModel.name.in_(seeded.names))):
+            cleanup(LanguageModel, mid)
+        name = version.benchmark.name
+    return seeded, name
+
+
+@pytest.fixture
+def precomputing_client(settings: Settings, engine: Any) -> Iterator[TestClient]:
+    from app.main import create_app
+
+    application = create_app(settings.model_copy(update={"precompute_min_models": 3}))
+    try:
+        with TestClient(application, raise_server_exceptions=False) as client:
+            yield client
+    finally:
+        application.state.celery.close()
+        application.state.engine.dispose()
+
+
+def _wait_precompute(factory: sessionmaker[Session], version_id: uuid.UUID) -> list[Job]:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with factory() as s:
+            jobs = [
+                j
+                for j in s.scalars(select(Job).where(Job.kind == precompute.JOB_KIND))
+                if j.params.get("version_id") == str(version_id)
+            ]
+        if jobs and all(j.status.terminal for j in jobs):
+            return jobs
+        time.sleep(0.1)
+    raise AssertionError(f"precompute job did not finish: {[(j.id, j.status) for j in jobs]}")
+
+
+def test_views_after_an_upload_are_served_from_the_worker_precompute(
+    celery_worker_process: WorkerProcess,
+    precomputing_client: TestClient,
+    committed_sessionmaker: sessionmaker[Session],
+    cleanup: Cleanup,
+    stored,
+) -> None:
+    seeded, name = stored
+    client = precomputing_client
+    data = gpqa()
+    new = data["correct"][200].astype(int)
+    r = client.post(
+        f"/v1/benchmarks/{seeded.version_id}/results",
+        json={
+            "model": {"name": "new/model-31"},
+            "results": dict(zip(seeded.item_ids, new.tolist(), strict=True)),
+        },
+    )
+    assert r.status_code == 201, r.text
+    with committed_sessionmaker() as s:
+        cleanup(
+            LanguageModel,
+            s.scalar(select(LanguageModel.id).where(LanguageModel.name == "new/model-31")),
+        )
+    jobs = _wait_precompute(committed_sessionmaker, seeded.version_id)
+    for j in jobs:
+        cleanup(Job, j.id)
+    assert [j.status.value for j in jobs] == ["succeeded"], celery_worker_process.log[-3000:]
+    assert jobs[0].result["superseded"] is False
+    assert jobs[0].result["stored"][first_views.LEADERBOARD_VIEW] > 0
+
+    _clear_process_caches()
+    computed_before = _count(leaderboards.COMPUTATIONS)
+    health_before = _count(
+        first_views.FIRST_VIEWS, view=first_views.HEALTH_VIEW, source="precomputed"
+    )
+    t0 = time.perf_counter()
+    board = client.get(f"/v1/benchmarks/{seeded.version_id}/leaderboard")
+    board_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    page = client.get(f"/ui/benchmarks/{name}")
+    page_s = time.perf_counter() - t0
+    assert board.status_code == 200 and page.status_code == 200, (board.text, page.text[:500])
+    assert _count(leaderboards.COMPUTATIONS) == computed_before  # neither view computed a board
+    assert (
+        _count(first_views.FIRST_VIEWS, view=first_views.HEALTH_VIEW, source="precomputed")
+        == health_before + 1
+    )
+    assert board_s < FIRST_VIEW_BOUND_S and page_s < FIRST_VIEW_BOUND_S, (board_s, page_s)
+    rows = board.json()["rows"]
+    assert len(rows) == 31 and "new/model-31" in {row["model"] for row in rows}
+    assert "new/model-31" in page.text or "31" in page.text
+
+    # the precomputed bytes are exactly what this process computes itself
+    with committed_sessionmaker() as s:
+        version = get_version(s, seeded.version_id)
+        _clear_process_caches()
+        fresh = leaderboards.rendered(
+            s, version, leaderboards.DEFAULT_QUERY, fmt="json", precomputed=False
+        )
+    assert fresh == board.content
+
+
+def test_a_stale_precompute_is_never_served(
+    client: TestClient, db_session: Session, settings: Settings
+) -> None:
+    """A view stored under another results stamp is ignored; one under the current stamp is
+    served as is (bogus bytes make the source visible)."""
+    from tests.api._subset_data import seed_gpqa
+
+    seeded = seed_gpqa(db_session, n_models=12)
+    url = f"/v1/benchmarks/{seeded.version_id}/leaderboard"
+    stamp = leaderboards.results_stamp(db_session, seeded.version_id)
+    first_views.put_view(
+        db_session, seeded.version_id, first_views.LEADERBOARD_VIEW, "0:stale", b'{"stale":1}'
+    )
+    _clear_process_caches()
+    assert "rows" in client.get(url).json()  # stale: computed
+    first_views.put_view(
+        db_session,
+        seeded.version_id,
+        first_views.LEADERBOARD_VIEW,
+        first_views.stamp_text(stamp),
+        b'{"bogus":1}',
+    )
+    _clear_process_caches()
+    assert client.get(url).json() == {"bogus": 1}  # current: served from the store
+    new = np.asarray(gpqa()["correct"][300], dtype=int)
+    r = client.post(
+        f"/v1/benchmarks/{seeded.version_id}/results",
+        json={
+            "model": {"name": "one/more"},
+            "results": dict(zip(seeded.item_ids, new.tolist(), strict=True)),
+        },
+    )
+    assert r.status_code == 201, r.text
+    after = client.get(url).json()  # the results changed: the stored view is stale again
+    assert len(after["rows"]) == 13
+
+
+def test_two_identical_first_requests_compute_once(
+    committed_sessionmaker: sessionmaker[Session],
+    cleanup: Cleanup,
+    stored,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Single flight: two requests (threads, each with its own session) asking for the same
+    board at once run the engine once (the engine is slowed down so that the two overlap)."""
+    import threading
+
+    seeded, _ = stored
+    real = leaderboards.core_leaderboard
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.3)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(leaderboards, "core_leaderboard", slow)
+    _clear_process_caches()
+    with committed_sessionmaker() as s:
+        leaderboards.results_matrix(s, seeded.version_id)  # the matrix decoded once, beforehand
+    before = _count(leaderboards.COMPUTATIONS)
+    query = leaderboards.LeaderboardQuery.of(correction="bh")
+    out: list[Any] = []
+    start = threading.Barrier(2)
+
+    def ask() -> None:
+        with committed_sessionmaker() as s:
+            version = get_version(s, seeded.version_id)
+            start.wait()
+            out.append(leaderboards.compute(s, version, query))
+
+    threads = [threading.Thread(target=ask) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(out) == 2 and out[0] is out[1]
+    assert _count(leaderboards.COMPUTATIONS) == before + 1
