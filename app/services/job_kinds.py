@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -20,8 +21,11 @@ from app.services.platform import jobs as job_service
 from app.services.platform import ping
 from app.services.platform.jobs import JobHandler, ParamsValidator
 from app.services.ranking import precompute
-from app.services.reliability import analyses, analysis_jobs
+from app.services.reliability import analyses, analysis_jobs, plots
 from app.services.selection import subsets
+
+# the precompute of first views draws the page's histogram with the figures' own room
+PRECOMPUTE = partial(precompute.run_precompute, figures=plots.accuracy_histograms)
 
 
 @dataclass(frozen=True)
@@ -40,9 +44,7 @@ JOB_KINDS: Mapping[str, JobKind] = MappingProxyType(
             handler=subsets.run_subset_job, validate=subsets.validate_job_params
         ),
         irt_fits.JOB_KIND: JobKind(handler=irt_fits.run_irt_fit, validate=irt_fits.validate_params),
-        precompute.JOB_KIND: JobKind(
-            handler=precompute.run_precompute, validate=precompute.validate_params
-        ),
+        precompute.JOB_KIND: JobKind(handler=PRECOMPUTE, validate=precompute.validate_params),
     }
 )
 

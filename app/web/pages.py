@@ -21,7 +21,6 @@ from app.db.models import BenchmarkVersion
 from app.db.repositories.analyses import AnalysisRepository
 from app.db.repositories.benchmarks import BenchmarkVersionRepository
 from app.db.repositories.listings import subsets_for_version
-from app.db.repositories.model_results import ModelResultRepository
 from app.db.repositories.subsets import results_stamp
 from app.errors import DomainError, InvalidInput
 from app.schemas.analyses import AnalysisPublic, Recommendation
@@ -32,7 +31,7 @@ from app.services.evaluation import lifecycle as session_lifecycle
 from app.services.platform.caching import MB, BoundedCache
 from app.services.ranking import leaderboards, precompute
 from app.services.reliability import analyses as analyses_service
-from app.services.reliability import verdicts
+from app.services.reliability import plots, verdicts
 from app.web import page_plots
 
 MAX_BENCHMARK_VERSIONS = 1000
@@ -40,6 +39,7 @@ LISTING_LIMIT = 20
 MODELS_SHOWN = 50
 SORT_KEYS = ("rank", "name", "accuracy", "coverage")
 CACHE_BYTES = 16 * MB
+HISTOGRAM_LOOKS = ("wide", "narrow")
 
 
 NONE = formatting.MISSING
@@ -325,19 +325,21 @@ def benchmark_stamp(session: Session, version: BenchmarkVersion) -> tuple:
 def benchmark_main(
     session: Session, version: BenchmarkVersion, ref: str, query: BenchmarkQuery
 ) -> BenchmarkMain:
-    rows = ModelResultRepository(session).accuracy_rows(version.id)
-    summaries = [(name, acc, k / version.n_items) for name, acc, k in rows]
+    summaries = precompute.page_accuracies(session, version)
     board, ranks = _board(session, version)
     sort = ("-" if query.desc else "") + query.sort
     table = models_table(summaries, ranks, q=query.q, sort=sort, show_all=query.show_all)
     stamp = results_stamp(session, version.id)  # what the histogram's summaries depend on
     hist = _HIST.get((version.id, stamp))
     if hist is None and summaries:
-        acc = np.array([s[1] for s in summaries], dtype=np.float64)
-        hist = tuple(
-            page_plots.accuracy_histogram(acc, version.benchmark.name, look).decode()
-            for look in (page_plots.WIDE, page_plots.NARROW)
-        )
+        stored = precompute.stored_histograms(session, version, stamp, HISTOGRAM_LOOKS)
+        if stored is None:  # not precomputed for these results: draw it now
+            acc = np.array([s[1] for s in summaries], dtype=np.float64)
+            stored = {
+                k: v.decode()
+                for k, v in plots.accuracy_histograms(acc, version.benchmark.name).items()
+            }
+        hist = (stored["wide"], stored["narrow"])
         _HIST.put((version.id, stamp), hist)
     return BenchmarkMain(
         version=version,

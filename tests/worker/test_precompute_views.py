@@ -122,6 +122,8 @@ def test_views_after_an_upload_are_served_from_the_worker_precompute(
     health_before = _count(
         first_views.FIRST_VIEWS, view=first_views.HEALTH_VIEW, source="precomputed"
     )
+    wide = precompute.HISTOGRAM_VIEW.format(look="wide")
+    hist_before = _count(first_views.FIRST_VIEWS, view=wide, source="precomputed")
     t0 = time.perf_counter()
     board = client.get(f"/v1/benchmarks/{seeded.version_id}/leaderboard")
     board_s = time.perf_counter() - t0
@@ -134,6 +136,7 @@ def test_views_after_an_upload_are_served_from_the_worker_precompute(
         _count(first_views.FIRST_VIEWS, view=first_views.HEALTH_VIEW, source="precomputed")
         == health_before + 1
     )
+    assert _count(first_views.FIRST_VIEWS, view=wide, source="precomputed") == hist_before + 1
     assert board_s < FIRST_VIEW_BOUND_S and page_s < FIRST_VIEW_BOUND_S, (board_s, page_s)
     rows = board.json()["rows"]
     assert len(rows) == 31 and "new/model-31" in {row["model"] for row in rows}

@@ -9,7 +9,8 @@ was computed for:
 * ``leaderboard.json``: the default leaderboard (all models, Holm, alpha 0.05) as the bytes
   ``GET …/leaderboard`` answers; the benchmark page's leaderboard panel and models table read
   their ranks from it too;
-* ``page.health.json``: the benchmark page's item-health panel.
+* ``page.health.json``: the benchmark page's item-health panel;
+* ``page.histogram.{wide,narrow}.svg``: the page's accuracy histogram (both looks).
 
 Readers (:func:`stored_view`) serve a stored view only when its stamp equals the version's current
 results stamp (:func:`app.db.repositories.subsets.results_stamp`, the key of every cache), so a
@@ -26,6 +27,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -34,6 +36,7 @@ from sqlalchemy.orm import Session
 from app.core.items.health import FLAGS, item_health
 from app.db.models import BenchmarkVersion, Job
 from app.db.repositories.jobs import JobRepository
+from app.db.repositories.model_results import ModelResultRepository
 from app.db.repositories.subsets import results_stamp
 from app.enums import JobStatus
 from app.errors import DomainError, InvalidInput
@@ -50,6 +53,10 @@ from app.services.ranking.first_views import (
 )
 
 JOB_KIND = "precompute_views"
+HISTOGRAM_VIEW = "page.histogram.{look}.svg"
+# (accuracies, benchmark name) -> {look: SVG bytes}: the page's histogram, drawn by the room that
+# owns the figures (app.services.reliability.plots; the job table passes it in)
+Figures = Callable[[np.ndarray, str], dict[str, bytes]]
 FLAGGED_SHOWN = 50
 MIN_HEALTH_MODELS = 3
 
@@ -149,11 +156,32 @@ def health_panel(session: Session, version: BenchmarkVersion, stamp: tuple) -> d
 # --- the job ------------------------------------------------------------------------------------
 
 
-def run_precompute(session: Session, job: Job, ctx: job_service.JobContext) -> None:
+def page_accuracies(session: Session, version: BenchmarkVersion) -> list[tuple[str, float, float]]:
+    """``(model, accuracy, coverage)`` per model by name: the page's models table and histogram."""
+    rows = ModelResultRepository(session).accuracy_rows(version.id)
+    return [(name, acc, k / version.n_items) for name, acc, k in rows]
+
+
+def stored_histograms(
+    session: Session, version: BenchmarkVersion, stamp: tuple, looks: tuple[str, ...]
+) -> dict[str, str] | None:
+    """The page's histogram SVGs the worker stored under ``stamp`` (every look), else ``None``."""
+    out = {}
+    for look in looks:
+        data = stored_view(session, version.id, HISTOGRAM_VIEW.format(look=look), stamp)
+        if data is None:
+            return None
+        out[look] = data.decode()
+    return out
+
+
+def run_precompute(
+    session: Session, job: Job, ctx: job_service.JobContext, *, figures: Figures | None = None
+) -> None:
     """Worker side: compute and store the first views of the job's version, if its results are
-    still those the job was queued for."""
+    still those the job was queued for (``figures`` draws the page's histogram)."""
     version = get_version(session, uuid.UUID(job.params["version_id"]))
-    ctx.progress(0, 2)
+    ctx.progress(0, 3)
     stamp = results_stamp(session, version.id)
     current = stamp_text(stamp)
     if current != job.params["stamp"]:
@@ -171,21 +199,33 @@ def run_precompute(session: Session, job: Job, ctx: job_service.JobContext) -> N
         put_view(session, version.id, LEADERBOARD_VIEW, current, board)
         stored[LEADERBOARD_VIEW] = len(board)
     stored["leaderboard_s"] = round(time.perf_counter() - t0, 3)
-    ctx.progress(1, 2)
+    ctx.progress(1, 3)
     t0 = time.perf_counter()
     panel = json.dumps(compute_health_panel(session, version), separators=(",", ":")).encode()
     put_view(session, version.id, HEALTH_VIEW, current, panel)
     stored[HEALTH_VIEW] = len(panel)
     stored["health_s"] = round(time.perf_counter() - t0, 3)
-    ctx.progress(2, 2)
+    ctx.progress(2, 3)
+    if figures is not None:
+        t0 = time.perf_counter()
+        acc = np.array([a for _, a, _ in page_accuracies(session, version)], dtype=np.float64)
+        if acc.size:
+            for look, svg in figures(acc, version.benchmark.name).items():
+                put_view(session, version.id, HISTOGRAM_VIEW.format(look=look), current, svg)
+                stored[HISTOGRAM_VIEW.format(look=look)] = len(svg)
+        stored["histogram_s"] = round(time.perf_counter() - t0, 3)
+    ctx.progress(3, 3)
     job.result = {"superseded": False, "stamp": current, "stored": stored}
 
 
 __all__ = [
+    "HISTOGRAM_VIEW",
     "JOB_KIND",
     "compute_health_panel",
     "health_panel",
+    "page_accuracies",
     "request_precompute",
     "run_precompute",
+    "stored_histograms",
     "validate_params",
 ]
