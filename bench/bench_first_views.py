@@ -35,17 +35,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._common import scratch_database  # noqa: E402
+from bench._common import scratch_database, status_mb  # noqa: E402
 
 NAME = "synth-board"
-
-
-def _status_mb(field: str) -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def _factory(url: str):
@@ -77,7 +69,7 @@ def store_population(url: str, models: int, items: int) -> tuple[str, float, flo
         t0 = time.perf_counter()
         store_many(session, version.id, batch)
         session.commit()
-        return str(version.id), time.perf_counter() - t0, _status_mb("VmHWM")
+        return str(version.id), time.perf_counter() - t0, status_mb("VmHWM")
 
 
 def upload_last(url: str, version_id: str, models: int, items: int) -> float:
@@ -119,7 +111,7 @@ def run_precompute_job(url: str, version_id: str) -> tuple[float, float, dict]:
     with factory() as session:
         row = session.get(Job, job_id)
         assert status is not None and status.value == "succeeded", (status, row.error)
-        return took, _status_mb("VmHWM"), row.result
+        return took, status_mb("VmHWM"), row.result
 
 
 def _in_worker(fn, *args):
@@ -180,11 +172,11 @@ def main(argv=None) -> None:
         settings = Settings(database_url=url, auth_enabled=False, rate_limit_per_second=0)
         app = create_app(settings)
         with TestClient(app) as client:
-            rss0 = _status_mb("VmHWM")
+            rss0 = status_mb("VmHWM")
             board, server, wall = _views(client, version_id)
             print(
                 f"API, nothing precomputed: first leaderboard {board:.2f} s; first benchmark page "
-                f"server {server:.2f} s (wall {wall:.2f} s); API peak RSS {_status_mb('VmHWM'):.0f}"
+                f"server {server:.2f} s (wall {wall:.2f} s); API peak RSS {status_mb('VmHWM'):.0f}"
                 f" MB (after startup {rss0:.0f} MB)"
             )
             took, peak, result = _in_worker(run_precompute_job, url, version_id)
@@ -211,7 +203,7 @@ def main(argv=None) -> None:
             page = client.get(f"/ui/benchmarks/{NAME}")
             warm_page = float(page.headers["server-timing"].split("dur=", 1)[1].split(";")[0])
             print(f"API, warm: leaderboard {warm * 1e3:.1f} ms, page server {warm_page:.1f} ms")
-            print(f"API peak RSS throughout: {_status_mb('VmHWM'):.0f} MB")
+            print(f"API peak RSS throughout: {status_mb('VmHWM'):.0f} MB")
         app.state.engine.dispose()
         engine = create_engine(url)
         with engine.connect() as conn:

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import BenchmarkVersion, Job, LanguageModel
 from app.db.models.benchmark import Benchmark
+from app.enums import JobStatus
 from app.services.catalog.benchmarks import get_version
 from app.services.ranking import first_views, leaderboards, precompute
 from app.settings import Settings
@@ -114,8 +115,8 @@ def test_views_after_an_upload_are_served_from_the_worker_precompute(
     for j in jobs:
         cleanup(Job, j.id)
     assert [j.status.value for j in jobs] == ["succeeded"], celery_worker_process.log[-3000:]
-    assert jobs[0].result["superseded"] is False
-    assert jobs[0].result["stored"][first_views.LEADERBOARD_VIEW] > 0
+    last = jobs[0].result["rounds"][-1]
+    assert last[first_views.LEADERBOARD_VIEW] > 0 and last["stamp"].startswith("31:")
 
     _clear_process_caches()
     computed_before = _count(leaderboards.COMPUTATIONS)
@@ -228,3 +229,22 @@ def test_two_identical_first_requests_compute_once(
         t.join()
     assert len(out) == 2 and out[0] is out[1]
     assert _count(leaderboards.COMPUTATIONS) == before + 1
+
+
+def test_uploads_while_a_precompute_is_queued_queue_no_other(
+    db_session: Session, settings: Settings
+) -> None:
+    """A push of many models one by one queues one job per version while it waits, not one per
+    model; below the threshold (or with 0) none."""
+    from tests.api._subset_data import seed_gpqa
+
+    seeded = seed_gpqa(db_session, n_models=5)
+    assert precompute.request_precompute(db_session, seeded.version_id, 6) is None
+    assert precompute.request_precompute(db_session, seeded.version_id, 0) is None
+    first = precompute.request_precompute(db_session, seeded.version_id, 5)
+    assert first is not None and first.params == {"version_id": str(seeded.version_id)}
+    assert first.owner is None  # the instance's job: no caller's quota
+    assert precompute.request_precompute(db_session, seeded.version_id, 5) is None
+    first.status = JobStatus.running
+    db_session.flush()
+    assert precompute.request_precompute(db_session, seeded.version_id, 5) is not None
