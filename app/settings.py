@@ -138,7 +138,7 @@ class Settings(BaseSettings):
         description="days replaced or deleted model results are kept for `…/restore`",
     )
     precompute_min_models: int = Field(
-        default=100,
+        default=1000,
         ge=0,
         description="models a benchmark version needs before an upload, replace, delete or "
         "restore queues the worker job that precomputes its first views (default leaderboard, "

@@ -19,6 +19,9 @@ leaderboard's is the in-process client's wall time (no network).
     .venv/bin/python bench/bench_first_views.py [--models 5000] [--items 250] [--worker-only]
 
 ``--worker-only`` (e.g. 10,000 x 1,000) measures only the worker's precompute (time, peak RSS).
+``--count-matrix`` measures instead what the alternative would store: the ``m x m`` uint16 pair
+counts (``n10[a, b]``: items a got right and b wrong; ``n01 = n10.T``) as one Postgres ``bytea``,
+and the time of one model's row and column (``O(m N)``) against the whole product.
 """
 
 from __future__ import annotations
@@ -114,6 +117,34 @@ def run_precompute_job(url: str, version_id: str) -> tuple[float, float, dict]:
         return took, status_mb("VmHWM"), row.result
 
 
+def count_matrix_size(url: str, models: int, items: int) -> None:
+    import numpy as np
+    from sqlalchemy import create_engine, text
+
+    from bench.synth import make_synthetic
+
+    y = make_synthetic(models, items, seed=0).correct.astype(np.float32)
+    t0 = time.perf_counter()
+    n10 = (y @ (1 - y).T).astype(np.uint16 if items < 65_536 else np.uint32)
+    full = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    _ = (y[17] @ (1 - y).T, (1 - y[17]) @ y.T)  # one model's row and column
+    one = time.perf_counter() - t0
+    raw = n10.tobytes()
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE pair_counts (id int PRIMARY KEY, n10 bytea)"))
+        conn.execute(text("INSERT INTO pair_counts VALUES (1, :b)"), {"b": raw})
+    with engine.connect() as conn:
+        size = conn.execute(text("SELECT pg_total_relation_size('pair_counts')")).scalar()
+    engine.dispose()
+    print(
+        f"count matrix {models:,} x {models:,} {n10.dtype}: {len(raw) / 2**20:.1f} MiB raw, "
+        f"{size / 2**20:.1f} MiB in Postgres; whole product {full:.2f} s, one model's row and "
+        f"column {one * 1e3:.1f} ms"
+    )
+
+
 def _in_worker(fn, *args):
     with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
         return pool.submit(fn, *args).result()
@@ -150,10 +181,14 @@ def main(argv=None) -> None:
     parser.add_argument("--models", type=int, default=5_000)
     parser.add_argument("--items", type=int, default=250)
     parser.add_argument("--worker-only", action="store_true")
+    parser.add_argument("--count-matrix", action="store_true")
     args = parser.parse_args(argv)
     m, n = args.models, args.items
     print(f"SYNTHETIC {m:,} x {n:,}; load before: {os.getloadavg()}")
     with scratch_database("benchslice_fv") as url:
+        if args.count_matrix:
+            count_matrix_size(url, m, n)
+            return
         version_id, store_s, store_mb = _in_worker(store_population, url, m, n)
         print(
             f"worker: stored {m - 1:,} models in one batch: {store_s:.2f} s, peak {store_mb:.0f} MB"

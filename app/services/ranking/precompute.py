@@ -192,32 +192,32 @@ def run_precompute(
 def _store_views(
     session: Session, version: BenchmarkVersion, stamp: str, figures: Figures | None
 ) -> dict[str, Any]:
-    """Compute and store every view under ``stamp``; sizes and seconds."""
+    """Compute every view, then store them under ``stamp`` (written together at the end: on
+    SQLite the write lock is held for the inserts, not for the computing); sizes and seconds."""
+    views: dict[str, bytes] = {}
     stored: dict[str, Any] = {"stamp": stamp}
     t0 = time.perf_counter()
     try:
-        board = leaderboards.rendered(
+        views[LEADERBOARD_VIEW] = leaderboards.rendered(
             session, version, leaderboards.LeaderboardQuery.of(), fmt="json", precomputed=False
         )
     except DomainError as exc:  # e.g. fewer than 2 rankable models: the API says so itself
         stored["leaderboard_error"] = exc.detail
-    else:
-        put_view(session, version.id, LEADERBOARD_VIEW, stamp, board)
-        stored[LEADERBOARD_VIEW] = len(board)
     stored["leaderboard_s"] = round(time.perf_counter() - t0, 3)
     t0 = time.perf_counter()
-    panel = json.dumps(compute_health_panel(session, version), separators=(",", ":")).encode()
-    put_view(session, version.id, HEALTH_VIEW, stamp, panel)
-    stored[HEALTH_VIEW] = len(panel)
+    panel = compute_health_panel(session, version)
+    views[HEALTH_VIEW] = json.dumps(panel, separators=(",", ":")).encode()
     stored["health_s"] = round(time.perf_counter() - t0, 3)
     if figures is not None:
         t0 = time.perf_counter()
         acc = np.array([a for _, a, _ in page_accuracies(session, version)], dtype=np.float64)
         if acc.size:
             for look, svg in figures(acc, version.benchmark.name).items():
-                put_view(session, version.id, HISTOGRAM_VIEW.format(look=look), stamp, svg)
-                stored[HISTOGRAM_VIEW.format(look=look)] = len(svg)
+                views[HISTOGRAM_VIEW.format(look=look)] = svg
         stored["histogram_s"] = round(time.perf_counter() - t0, 3)
+    for name, data in views.items():
+        put_view(session, version.id, name, stamp, data)
+        stored[name] = len(data)
     return stored
 
 
