@@ -55,3 +55,19 @@ def committed(factory: sessionmaker[Session], **kw) -> Seeded:
         seeded = seed_gpqa(session, **kw)
         session.commit()
     return seeded
+
+
+def committed_with_cleanup(factory: sessionmaker[Session], cleanup, **kw) -> Seeded:
+    """:func:`committed`, with the benchmark and its models handed to the ``cleanup`` fixture."""
+    from sqlalchemy import select
+
+    from app.db.models import BenchmarkVersion, LanguageModel
+    from app.db.models.benchmark import Benchmark
+
+    seeded = committed(factory, **kw)
+    with factory() as s:
+        version = s.get(BenchmarkVersion, seeded.version_id)
+        cleanup(Benchmark, version.benchmark_id)
+        for mid in s.scalars(select(LanguageModel.id).where(LanguageModel.name.in_(seeded.names))):
+            cleanup(LanguageModel, mid)
+    return seeded

@@ -18,14 +18,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import BenchmarkVersion, Job, LanguageModel
-from app.db.models.benchmark import Benchmark
 from app.enums import JobStatus
 from app.services.catalog.benchmarks import get_version
 from app.services.ranking import first_views, leaderboards, precompute
 from app.settings import Settings
 from app.web import page_views, pages
 from app.web import routes as web_routes
-from tests.api._subset_data import committed, gpqa
+from tests.api._subset_data import committed_with_cleanup, gpqa
 from tests.conftest import WorkerProcess
 
 pytestmark = pytest.mark.integration
@@ -49,13 +48,9 @@ def _clear_process_caches() -> None:
 
 @pytest.fixture
 def stored(committed_sessionmaker: sessionmaker[Session], cleanup: Cleanup):
-    seeded = committed(committed_sessionmaker, n_models=30)
+    seeded = committed_with_cleanup(committed_sessionmaker, cleanup, n_models=30)
     with committed_sessionmaker() as s:
-        version = s.get(BenchmarkVersion, seeded.version_id)
-        cleanup(Benchmark, version.benchmark_id)
-        for mid in s.scalars(select(LanguageModel.id).where(LanguageModel.name.in_(seeded.names))):
-            cleanup(LanguageModel, mid)
-        name = version.benchmark.name
+        name = s.get(BenchmarkVersion, seeded.version_id).benchmark.name
     return seeded, name
 
 
@@ -70,6 +65,19 @@ def precomputing_client(settings: Settings, engine: Any) -> Iterator[TestClient]
     finally:
         application.state.celery.close()
         application.state.engine.dispose()
+
+
+def _upload_gpqa_row(client: TestClient, seeded: Any, model: str, row: int) -> None:
+    """Upload GPQA model ``row`` (not among the seeded ones) as ``model`` over HTTP."""
+    new = np.asarray(gpqa()["correct"][row], dtype=int)
+    r = client.post(
+        f"/v1/benchmarks/{seeded.version_id}/results",
+        json={
+            "model": {"name": model},
+            "results": dict(zip(seeded.item_ids, new.tolist(), strict=True)),
+        },
+    )
+    assert r.status_code == 201, r.text
 
 
 def _wait_precompute(factory: sessionmaker[Session], version_id: uuid.UUID) -> list[Job]:
@@ -96,16 +104,7 @@ def test_views_after_an_upload_are_served_from_the_worker_precompute(
 ) -> None:
     seeded, name = stored
     client = precomputing_client
-    data = gpqa()
-    new = data["correct"][200].astype(int)
-    r = client.post(
-        f"/v1/benchmarks/{seeded.version_id}/results",
-        json={
-            "model": {"name": "new/model-31"},
-            "results": dict(zip(seeded.item_ids, new.tolist(), strict=True)),
-        },
-    )
-    assert r.status_code == 201, r.text
+    _upload_gpqa_row(client, seeded, "new/model-31", 200)
     with committed_sessionmaker() as s:
         cleanup(
             LanguageModel,
@@ -177,15 +176,7 @@ def test_a_stale_precompute_is_never_served(
     )
     _clear_process_caches()
     assert client.get(url).json() == {"bogus": 1}  # current: served from the store
-    new = np.asarray(gpqa()["correct"][300], dtype=int)
-    r = client.post(
-        f"/v1/benchmarks/{seeded.version_id}/results",
-        json={
-            "model": {"name": "one/more"},
-            "results": dict(zip(seeded.item_ids, new.tolist(), strict=True)),
-        },
-    )
-    assert r.status_code == 201, r.text
+    _upload_gpqa_row(client, seeded, "one/more", 300)
     after = client.get(url).json()  # the results changed: the stored view is stale again
     assert len(after["rows"]) == 13
 
