@@ -8,12 +8,10 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db.models import BenchmarkVersion, Job, LanguageModel
-from app.db.models.benchmark import Benchmark
-from tests.api._subset_data import committed
+from app.db.models import Job
+from tests.api._subset_data import committed_with_cleanup
 from tests.conftest import WorkerProcess, wait_for_job
 
 pytestmark = pytest.mark.integration
@@ -23,13 +21,7 @@ Cleanup = Callable[[type, Any], None]
 
 @pytest.fixture
 def stored(committed_sessionmaker: sessionmaker[Session], cleanup: Cleanup):
-    seeded = committed(committed_sessionmaker, n_models=25)
-    with committed_sessionmaker() as s:
-        version = s.get(BenchmarkVersion, seeded.version_id)
-        cleanup(Benchmark, version.benchmark_id)
-        for mid in s.scalars(select(LanguageModel.id).where(LanguageModel.name.in_(seeded.names))):
-            cleanup(LanguageModel, mid)
-    return seeded
+    return committed_with_cleanup(committed_sessionmaker, cleanup, n_models=25)
 
 
 def test_subset_job_end_to_end_then_reused(
