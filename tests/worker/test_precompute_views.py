@@ -239,3 +239,43 @@ def test_uploads_while_a_precompute_is_queued_queue_no_other(
     first.status = JobStatus.running
     db_session.flush()
     assert precompute.request_precompute(db_session, seeded.version_id, 5) is not None
+
+
+def test_an_upload_succeeds_when_the_precompute_cannot_be_queued(
+    precomputing_client: TestClient,
+    committed_sessionmaker: sessionmaker[Session],
+    cleanup: Cleanup,
+    settings: Settings,
+    stored,
+) -> None:
+    """Broker down (a real Celery client on a port nobody listens on): the upload is stored and
+    answered 201; the precompute job is recorded failed with the reason, never left queued."""
+    from app.api.deps import get_job_queue
+    from app.queue import BROKER_DOWN_REASON, CeleryQueue
+
+    seeded, _ = stored
+    dead = CeleryQueue.from_settings(
+        settings.model_copy(
+            update={"broker_url": "redis://127.0.0.1:1/0", "broker_publish_timeout": 0.5}
+        )
+    )
+    app = precomputing_client.app
+    app.dependency_overrides[get_job_queue] = lambda: dead
+    try:
+        _upload_gpqa_row(precomputing_client, seeded, "new/model-dead-broker", 201)
+    finally:
+        app.dependency_overrides.pop(get_job_queue, None)
+        dead.close()
+    with committed_sessionmaker() as s:
+        cleanup(
+            LanguageModel,
+            s.scalar(select(LanguageModel.id).where(LanguageModel.name == "new/model-dead-broker")),
+        )
+        jobs = [
+            j
+            for j in s.scalars(select(Job).where(Job.kind == precompute.JOB_KIND))
+            if j.params.get("version_id") == str(seeded.version_id)
+        ]
+        for j in jobs:
+            cleanup(Job, j.id)
+    assert [(j.status, j.error) for j in jobs] == [(JobStatus.failed, BROKER_DOWN_REASON)]
