@@ -67,17 +67,19 @@ def precomputing_client(settings: Settings, engine: Any) -> Iterator[TestClient]
         application.state.engine.dispose()
 
 
-def _upload_gpqa_row(client: TestClient, seeded: Any, model: str, row: int) -> None:
+def _upload_gpqa_row(
+    client: TestClient, seeded: Any, model: str, row: int, *, replace: bool = False
+) -> None:
     """Upload GPQA model ``row`` (not among the seeded ones) as ``model`` over HTTP."""
     new = np.asarray(gpqa()["correct"][row], dtype=int)
     r = client.post(
-        f"/v1/benchmarks/{seeded.version_id}/results",
+        f"/v1/benchmarks/{seeded.version_id}/results" + ("?replace=true" if replace else ""),
         json={
             "model": {"name": model},
             "results": dict(zip(seeded.item_ids, new.tolist(), strict=True)),
         },
     )
-    assert r.status_code == 201, r.text
+    assert r.status_code == (200 if replace else 201), r.text
 
 
 def _wait_precompute(factory: sessionmaker[Session], version_id: uuid.UUID) -> list[Job]:
@@ -150,6 +152,71 @@ def test_views_after_an_upload_are_served_from_the_worker_precompute(
             s, version, leaderboards.DEFAULT_QUERY, fmt="json", precomputed=False
         )
     assert fresh == board.content
+
+
+def _precomputed_rounds(
+    factory: sessionmaker[Session], cleanup: Cleanup, version_id: uuid.UUID, seen: set
+) -> list[dict]:
+    """The rounds of the version's precompute jobs not seen before (all must have succeeded)."""
+    jobs = [j for j in _wait_precompute(factory, version_id) if j.id not in seen]
+    for j in jobs:
+        seen.add(j.id)
+        cleanup(Job, j.id)
+    assert all(j.status is JobStatus.succeeded for j in jobs), [j.error for j in jobs]
+    return [r for j in sorted(jobs, key=lambda j: j.created_at) for r in j.result["rounds"]]
+
+
+def test_after_one_more_upload_the_worker_updates_the_stored_pair_counts(
+    celery_worker_process: WorkerProcess,
+    precomputing_client: TestClient,
+    committed_sessionmaker: sessionmaker[Session],
+    cleanup: Cleanup,
+    stored,
+) -> None:
+    """The first job computes every pair; after one more upload, a replace, a delete and a
+    restore the job updates the changed rows and columns only (its result says so, detected by
+    fingerprints), and the leaderboard it stores is byte for byte the one computed from the
+    matrix."""
+    seeded, _ = stored
+    client = precomputing_client
+    vid = seeded.version_id
+    seen: set = set()
+    names = ["inc/a", "inc/b"]
+
+    def check_board() -> None:
+        with committed_sessionmaker() as s:
+            version = get_version(s, vid)
+            stamp = leaderboards.results_stamp(s, vid)
+            stored_bytes = first_views.stored_view(s, vid, first_views.LEADERBOARD_VIEW, stamp)
+            _clear_process_caches()
+            fresh = leaderboards.rendered(
+                s, version, leaderboards.DEFAULT_QUERY, fmt="json", precomputed=False
+            )
+        assert stored_bytes == fresh
+
+    def upload(model: str, row: int, replace: bool = False) -> None:
+        _upload_gpqa_row(client, seeded, model, row, replace=replace)
+        with committed_sessionmaker() as s:
+            cleanup(
+                LanguageModel, s.scalar(select(LanguageModel.id).where(LanguageModel.name == model))
+            )
+
+    upload(names[0], 200)
+    rounds = _precomputed_rounds(committed_sessionmaker, cleanup, vid, seen)
+    assert rounds[0]["counts"] == {"path": "full", "changed": 31}
+    check_board()
+    steps = [
+        (lambda: upload(names[1], 201), 1),  # one more model
+        (lambda: upload(names[0], 202, replace=True), 1),  # replaced
+        (lambda: client.delete(f"/v1/benchmarks/{vid}/models/{names[1]}"), 0),
+        (lambda: client.post(f"/v1/benchmarks/{vid}/models/{names[1]}/restore"), 1),
+    ]
+    for step, changed in steps:
+        r = step()
+        assert r is None or r.status_code in (200, 204), r.text
+        rounds = _precomputed_rounds(committed_sessionmaker, cleanup, vid, seen)
+        assert [x["counts"] for x in rounds] == [{"path": "incremental", "changed": changed}]
+        check_board()
 
 
 def test_a_stale_precompute_is_never_served(

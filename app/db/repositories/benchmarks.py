@@ -135,3 +135,12 @@ class PrecomputedViewRepository:
             )
         )
         self.session.flush()
+
+    def latest(self, version_id: uuid.UUID, name: str) -> tuple[str, bytes] | None:
+        """``(stamp, payload)`` of the version's ``name`` view whatever its stamp (state a job
+        updates from, e.g. the stored pair counts), else ``None``."""
+        stmt = select(PrecomputedView.stamp, PrecomputedView.payload).where(
+            PrecomputedView.benchmark_version_id == version_id, PrecomputedView.name == name
+        )
+        row = self.session.execute(stmt).one_or_none()
+        return None if row is None else (row[0], row[1])

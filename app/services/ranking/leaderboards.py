@@ -39,6 +39,7 @@ from sqlalchemy.orm import Session
 
 from app.core.ranking.leaderboard import CORRECTIONS, Leaderboard, leaderboard_for_selection
 from app.core.ranking.leaderboard import leaderboard as core_leaderboard
+from app.core.ranking.stored_counts import PairCounts, leaderboard_from_counts
 from app.core.results import Selection
 from app.db.models.benchmark import BenchmarkVersion
 from app.db.repositories.subsets import results_stamp
@@ -283,7 +284,10 @@ def _compute(
     query: LeaderboardQuery,
     selection: Selection | None,
     key: tuple,
+    counts: PairCounts | None = None,
 ) -> ComputedLeaderboard:
+    """``counts``: the stored pair counts of every row of ``rm`` (no subset): the board is
+    computed from them (:func:`leaderboard_from_counts`, ``O(m²)``), equal to the products'."""
     COMPUTATIONS.inc()
     rows, excluded = _select(rm, query, selection)
     if query.top is not None and rows.size > query.top:
@@ -302,6 +306,13 @@ def _compute(
             selection,
             alpha=query.alpha,
             correction=query.correction,  # type: ignore[arg-type]
+            mid_p=query.mid_p,
+        )
+    elif counts is not None:
+        board = leaderboard_from_counts(
+            counts.take(rows),
+            alpha=query.alpha,
+            correction=query.correction,
             mid_p=query.mid_p,
         )
     else:
@@ -456,6 +467,13 @@ def rendered(
         data = markdown_bytes(c.info, row_columns(c), "Leaderboard")
     _RENDERED.put(key, data)
     return data
+
+
+def rendered_from_counts(version: BenchmarkVersion, rm: ResultsMatrix, counts: PairCounts) -> bytes:
+    """The default leaderboard's JSON from stored pair counts of every row of ``rm`` (the
+    worker: :mod:`app.services.ranking.precompute`); the same bytes as :func:`rendered`."""
+    key = (version.id, rm.stamp, DEFAULT_QUERY)
+    return _json(_compute(rm, version, DEFAULT_QUERY, None, key, counts=counts))
 
 
 def default_board(session: Session, version: BenchmarkVersion) -> tuple[dict, list[dict]]:

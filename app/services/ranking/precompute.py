@@ -18,9 +18,15 @@ stale view is never served; when it is missing or stale they compute as before. 
 for the stamp current when it runs (and again when it changed meanwhile); while one is queued for
 a version, further uploads queue no other.
 
-Cost in the worker: the whole default leaderboard again (:func:`app.core.ranking.leaderboard`:
-time O(m²·N / block) BLAS work plus O(m²) tests, memory O(m·N) + one block) and the item health
-(O(m·N)); the stored rows are O(m) bytes (the leaderboard's JSON is ~200 bytes a model).
+* ``pair_counts.npz``: the pairwise counts the leaderboard's tests read, with the models'
+  fingerprints (:mod:`app.services.ranking.pair_counts`): the state the next job updates.
+
+Cost in the worker after one more upload: the results matrix (O(m·N)), the changed models' rows
+and columns of the stored counts (O(k·m·N) products plus an O(m²) copy; every pair, O(m²·N),
+only without a usable stored state), the default leaderboard from the counts
+(:func:`app.core.ranking.stored_counts.leaderboard_from_counts`: O(m²) vector work, no matrix
+products) and the item health (O(m·N)). Stored: the leaderboard's JSON (~200 bytes a model) and
+the counts (m² bytes a matrix for N < 256, 2·m² below 65,536 items).
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from app.errors import DomainError
 from app.services.catalog import matrices
 from app.services.catalog.benchmarks import get_version, item_index
 from app.services.platform import jobs as job_service
-from app.services.ranking import leaderboards
+from app.services.ranking import leaderboards, pair_counts
 from app.services.ranking.first_views import (
     HEALTH_VIEW,
     LEADERBOARD_VIEW,
@@ -180,8 +186,7 @@ def run_precompute(
     version = get_version(session, uuid.UUID(job.params["version_id"]))
     rounds = []
     for _ in range(ROUNDS):
-        stamp = results_stamp(session, version.id)
-        rounds.append(_store_views(session, version, stamp_text(stamp), figures))
+        rounds.append(_store_views(session, version, figures))
         ctx.progress(len(rounds), ROUNDS)
         session.expire_all()  # the next statements see what committed since
         if stamp_text(results_stamp(session, version.id)) == rounds[-1]["stamp"]:
@@ -190,17 +195,25 @@ def run_precompute(
 
 
 def _store_views(
-    session: Session, version: BenchmarkVersion, stamp: str, figures: Figures | None
+    session: Session, version: BenchmarkVersion, figures: Figures | None
 ) -> dict[str, Any]:
-    """Compute every view, then store them under ``stamp`` (written together at the end: on
-    SQLite the write lock is held for the inserts, not for the computing); sizes and seconds."""
+    """Compute every view, then store them under the stamp of the results matrix they were
+    computed from (written together at the end: on SQLite the write lock is held for the
+    inserts, not for the computing); sizes, seconds and the pair counts' path."""
     views: dict[str, bytes] = {}
-    stored: dict[str, Any] = {"stamp": stamp}
+    t0 = time.perf_counter()
+    rm = leaderboards.results_matrix(session, version.id)
+    stamp = stamp_text(rm.stamp)
+    stored: dict[str, Any] = {"stamp": stamp, "matrix_s": round(time.perf_counter() - t0, 3)}
+    t0 = time.perf_counter()
+    counts, stored["counts"] = pair_counts.current_counts(
+        session, version.id, rm.names, rm.correct, rm.coverage
+    )
+    views[pair_counts.COUNTS_VIEW] = pair_counts.encode(counts)
+    stored["counts_s"] = round(time.perf_counter() - t0, 3)
     t0 = time.perf_counter()
     try:
-        views[LEADERBOARD_VIEW] = leaderboards.rendered(
-            session, version, leaderboards.LeaderboardQuery.of(), fmt="json", precomputed=False
-        )
+        views[LEADERBOARD_VIEW] = leaderboards.rendered_from_counts(version, rm, counts.counts)
     except DomainError as exc:  # e.g. fewer than 2 rankable models: the API says so itself
         stored["leaderboard_error"] = exc.detail
     stored["leaderboard_s"] = round(time.perf_counter() - t0, 3)
