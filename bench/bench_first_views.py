@@ -19,6 +19,9 @@ leaderboard's is the in-process client's wall time (no network).
     .venv/bin/python bench/bench_first_views.py [--models 5000] [--items 250] [--worker-only]
 
 ``--worker-only`` (e.g. 10,000 x 1,000) measures only the worker's precompute (time, peak RSS).
+After one more upload both modes time the worker's precompute from the stored pair counts
+(incremental: the new model's row and column) and again with the counts forgotten (every pair),
+and print the stored counts' size.
 ``--count-matrix`` measures instead what the alternative would store: the ``m x m`` uint16 pair
 counts (``n10[a, b]``: items a got right and b wrong; ``n01 = n10.T``) as one Postgres ``bytea``,
 and the time of one model's row and column (``O(m N)``) against the whole product.
@@ -145,6 +148,61 @@ def count_matrix_size(url: str, models: int, items: int) -> None:
     )
 
 
+def drop_counts(url: str, version_id: str) -> None:
+    """Forget the stored pair counts (the next precompute computes every pair)."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(
+            text("DELETE FROM precomputed_views WHERE benchmark_version_id = :v AND name = :n"),
+            {"v": uuid.UUID(version_id), "n": "pair_counts.npz"},
+        )
+    engine.dispose()
+
+
+def counts_size(url: str, version_id: str) -> tuple[int, int]:
+    """``(raw bytes, bytes in Postgres)`` of the stored pair counts."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        raw, stored = conn.execute(
+            text(
+                "SELECT octet_length(payload), pg_column_size(payload) FROM precomputed_views "
+                "WHERE benchmark_version_id = :v AND name = :n"
+            ),
+            {"v": uuid.UUID(version_id), "n": "pair_counts.npz"},
+        ).one()
+    engine.dispose()
+    return int(raw), int(stored)
+
+
+def _round(result: dict) -> str:
+    r = result["rounds"][-1]
+    keys = ("counts", "matrix_s", "counts_s", "leaderboard_s", "health_s")
+    return ", ".join(f"{k} {r.get(k)}" for k in keys)
+
+
+def one_more_upload(url: str, version_id: str, m: int, n: int) -> None:
+    """The worker's precompute after one more upload, from the stored counts (incremental),
+    then again for the same results with the counts forgotten (every pair); the counts' size."""
+    up = _in_worker(upload_last, url, version_id, m, n)
+    took, peak, result = _in_worker(run_precompute_job, url, version_id)
+    print(
+        f"one more model: upload {up * 1e3:.0f} ms; worker precompute {took:.2f} s, peak RSS "
+        f"{peak:.0f} MB; {_round(result)}"
+    )
+    drop_counts(url, version_id)
+    took, peak, result = _in_worker(run_precompute_job, url, version_id)
+    print(
+        f"same results, stored counts forgotten: worker precompute {took:.2f} s, peak RSS "
+        f"{peak:.0f} MB; {_round(result)}"
+    )
+    raw, stored = counts_size(url, version_id)
+    print(f"stored pair counts: {raw / 2**20:.1f} MiB raw, {stored / 2**20:.1f} MiB in Postgres")
+
+
 def _in_worker(fn, *args):
     with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
         return pool.submit(fn, *args).result()
@@ -196,6 +254,7 @@ def main(argv=None) -> None:
         if args.worker_only:
             took, peak, result = _in_worker(run_precompute_job, url, version_id)
             print(f"worker: precompute job {took:.2f} s, peak RSS {peak:.0f} MB; {result}")
+            one_more_upload(url, version_id, m, n)
             print(f"load after: {os.getloadavg()}")
             return
         from fastapi.testclient import TestClient
@@ -221,12 +280,7 @@ def main(argv=None) -> None:
                 f"API, precomputed: first leaderboard {board * 1e3:.0f} ms; first benchmark page "
                 f"server {server * 1e3:.0f} ms (wall {wall * 1e3:.0f} ms)"
             )
-            up = _in_worker(upload_last, url, version_id, m, n)
-            took, peak, result = _in_worker(run_precompute_job, url, version_id)
-            print(
-                f"one more model: upload {up * 1e3:.0f} ms; worker precompute {took:.2f} s, peak "
-                f"RSS {peak:.0f} MB; {result}"
-            )
+            one_more_upload(url, version_id, m, n)
             board, server, wall = _views(client, version_id)
             print(
                 f"API, after one more upload: next leaderboard {board * 1e3:.0f} ms; next "

@@ -82,15 +82,19 @@ class PairCounts:
 
     def take(self, rows: np.ndarray) -> PairCounts:
         """The counts of the models ``rows`` (in that order): ``O(len(rows)²)``."""
-        ix = np.ix_(rows, rows)
         return PairCounts(
-            self.n10[ix],
-            None if self.n11 is None else self.n11[ix],
-            None if self.shared is None else self.shared[ix],
+            _square(self.n10, rows),
+            None if self.n11 is None else _square(self.n11, rows),
+            None if self.shared is None else _square(self.shared, rows),
             self.n_own[rows],
             self.k_own[rows],
             self.n_items,
         )
+
+
+def _square(a: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``a[np.ix_(rows, rows)]`` as two gathers (several times faster at this size)."""
+    return np.take(np.take(a, rows, axis=0), rows, axis=1)
 
 
 def _prepare(correct, coverage):
@@ -192,9 +196,12 @@ def update_pair_counts(
     changed = np.flatnonzero(fresh)
     n_own, k_own = _own(y, mk, n)
     mats = [old.n10] if mk is None else [old.n10, old.n11, old.shared]
-    out = [np.zeros((m, m), dtype=dt) for _ in mats]
-    for new, prev in zip(out, mats, strict=True):
-        new[np.ix_(keep_new, keep_new)] = prev[np.ix_(keep_old, keep_old)]
+    if old.n10.shape[0]:
+        src = np.zeros(m, dtype=np.int64)  # new row -> old row (changed rows: overwritten)
+        src[keep_new] = keep_old
+        out = [_square(prev, src) for prev in mats]
+    else:
+        out = [np.zeros((m, m), dtype=dt) for _ in mats]
     if changed.size:
         mk_c = None if mk is None else mk[changed]
         rows = _products(y[changed], mk_c, y, mk, dt)  # changed rows against every model
@@ -218,34 +225,40 @@ def update_pair_counts(
 
 class _CountsSource:
     """Stored counts in the interface :class:`~app.core.ranking.pair_table.BlockedPairTable`
-    reads (``_Products``'s), rows in input order; every block also returns the directions and
-    shared counts, so the table never assumes rows sorted by accuracy."""
-
-    sorted_rows = False
+    reads (``_Products``'s). Without a mask the rows are stored by decreasing number correct,
+    as ``_Products`` does: for stored ``i < j``, ``n01 = n10 - (s_i - s_j)``, so a block's codes
+    come from its own rows of ``n10`` (no transposed reads) and row ``i`` is the better model.
+    With a mask rows stay in input order and every block also returns the directions and
+    shared counts."""
 
     def __init__(self, counts: PairCounts) -> None:
-        self.c = counts
-        self.m = int(counts.n10.shape[0])
+        m = int(counts.n10.shape[0])
+        self.sorted_rows = counts.shared is None
+        self.perm = np.argsort(-counts.k_own, kind="stable") if self.sorted_rows else None
+        self.c = counts if self.perm is None else counts.take(self.perm)
+        self.s = self.c.k_own.astype(np.int32)
+        self.m = m
         self.n = counts.n_items
         self.width = self.n // 2 + 1  # BlockedPairTable's cell-code width
-        self.inv = np.arange(self.m)
+        self.inv = np.arange(m)
+        if self.perm is not None:
+            self.inv[self.perm] = np.arange(m)
         self.mk = counts.shared  # not None only with a mask
         n_codes = (self.n + 1) * self.width
         self.code_dtype = (
             np.uint16 if n_codes <= 2**16 else np.int32 if n_codes < 2**31 else np.int64
         )
 
-    def _shared(self, r0: int, r1: int):
-        if self.c.shared is None:
-            return np.broadcast_to(np.int32(self.n), (r1 - r0, self.m - r0))
-        return self.c.shared[r0:r1, r0:].astype(np.int32)
-
     def codes(self, r0: int, r1: int):
-        n10 = self.c.n10[r0:r1, r0:].astype(np.int32)
-        n01 = self.c.n10[r0:, r0:r1].T.astype(np.int32)
         wide = np.int64 if self.code_dtype == np.int64 else np.int32
+        n10 = self.c.n10[r0:r1, r0:].astype(wide)
+        if self.sorted_rows:  # entries j <= i come out meaningless: the table clears them
+            d = self.s[r0:r1, None] - self.s[None, r0:]  # s_i - s_j = n10 - n01
+            code = (2 * n10 - d) * self.width + (n10 - d)
+            return code.astype(self.code_dtype), None
+        n01 = self.c.n10[r0:, r0:r1].T.astype(wide)
         code = (n10 + n01).astype(wide) * self.width + np.minimum(n10, n01)
-        shared = self._shared(r0, r1)
+        shared = self.c.shared[r0:r1, r0:].astype(np.int32)
         return code.astype(self.code_dtype, copy=False), (n10 > n01, n01 > n10, shared)
 
     def row(self, i: int):
