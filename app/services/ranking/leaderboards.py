@@ -310,7 +310,7 @@ def _compute(
         )
     elif counts is not None:
         board = leaderboard_from_counts(
-            counts.take(rows),
+            counts if rows.size == counts.n10.shape[0] else counts.take(rows),
             alpha=query.alpha,
             correction=query.correction,
             mid_p=query.mid_p,
