@@ -20,8 +20,9 @@ leaderboard's is the in-process client's wall time (no network).
 
 ``--worker-only`` (e.g. 10,000 x 1,000) measures only the worker's precompute (time, peak RSS).
 After one more upload both modes time the worker's precompute from the stored pair counts
-(incremental: the new model's row and column) and again with the counts forgotten (every pair),
-and print the stored counts' size.
+(incremental: the new model's row and column; a fresh process reads them from the database) and
+again with the counts forgotten (every pair), then in one process a precompute, a replaced model
+and the precompute again (its base the process's own counts), and print the counts' size.
 ``--count-matrix`` measures instead what the alternative would store: the ``m x m`` uint16 pair
 counts (``n10[a, b]``: items a got right and b wrong; ``n01 = n10.T``) as one Postgres ``bytea``,
 and the time of one model's row and column (``O(m N)``) against the whole product.
@@ -97,6 +98,29 @@ def upload_last(url: str, version_id: str, models: int, items: int) -> float:
         )
         session.commit()
         return time.perf_counter() - t0
+
+
+def replace_in_one_process(url: str, version_id: str, items: int) -> tuple[float, float, dict]:
+    """Worker role, one long-lived process (as a Celery worker): a precompute (its counts then
+    in the process), model 0's results replaced, the precompute again; the second's
+    ``(seconds, peak MB, job result)``."""
+    from app.ingest import parse_columnar
+    from app.schemas.results import ModelCreate
+    from app.services.catalog.results import store_results
+    from bench.synth import make_synthetic
+
+    run_precompute_job(url, version_id)
+    row = 1 - make_synthetic(1, items, seed=1).correct[0]
+    with _factory(url)() as session:
+        store_results(
+            session,
+            uuid.UUID(version_id),
+            ModelCreate(name="model-00000"),
+            parse_columnar(row.tolist()),
+            replace=True,
+        )
+        session.commit()
+    return run_precompute_job(url, version_id)
 
 
 def run_precompute_job(url: str, version_id: str) -> tuple[float, float, dict]:
@@ -198,6 +222,11 @@ def one_more_upload(url: str, version_id: str, m: int, n: int) -> None:
     print(
         f"same results, stored counts forgotten: worker precompute {took:.2f} s, peak RSS "
         f"{peak:.0f} MB; {_round(result)}"
+    )
+    took, peak, result = _in_worker(replace_in_one_process, url, version_id, n)
+    print(
+        f"one model replaced, same worker process: precompute {took:.2f} s, peak RSS {peak:.0f} "
+        f"MB; {_round(result)}"
     )
     raw, stored = counts_size(url, version_id)
     print(f"stored pair counts: {raw / 2**20:.1f} MiB raw, {stored / 2**20:.1f} MiB in Postgres")

@@ -203,7 +203,7 @@ def test_after_one_more_upload_the_worker_updates_the_stored_pair_counts(
 
     upload(names[0], 200)
     rounds = _precomputed_rounds(committed_sessionmaker, cleanup, vid, seen)
-    assert rounds[0]["counts"] == {"path": "full", "changed": 31}
+    assert rounds[0]["counts"] == {"base": "none", "path": "full", "changed": 31}
     check_board()
     steps = [
         (lambda: upload(names[1], 201), 1),  # one more model
@@ -215,8 +215,49 @@ def test_after_one_more_upload_the_worker_updates_the_stored_pair_counts(
         r = step()
         assert r is None or r.status_code in (200, 204), r.text
         rounds = _precomputed_rounds(committed_sessionmaker, cleanup, vid, seen)
-        assert [x["counts"] for x in rounds] == [{"path": "incremental", "changed": changed}]
+        assert [(x["counts"]["path"], x["counts"]["changed"]) for x in rounds] == [
+            ("incremental", changed)
+        ]
+        assert rounds[0]["counts"]["base"] in ("process", "database")
         check_board()
+
+
+def test_pair_counts_update_from_the_process_or_the_database(db_session: Session) -> None:
+    """Fingerprints, not the trigger, decide: the base is the process's last counts, else the
+    stored blob; a changed row is recomputed, the rest copied; the result equals every pair."""
+    from app.core.ranking.stored_counts import pair_counts as all_pairs
+    from app.services.ranking import pair_counts
+    from tests.api._subset_data import seed_gpqa
+    from tests.core.test_stored_counts import assert_same_counts
+
+    seeded = seed_gpqa(db_session, n_models=12)
+    vid = seeded.version_id
+    correct = np.asarray(gpqa()["correct"][:12], dtype=np.uint8)
+    coverage = np.ones_like(correct, dtype=bool)
+    names = np.array([f"m{i:02d}" for i in range(12)])
+    pair_counts.clear_caches()
+    stored, how = pair_counts.current_counts(db_session, vid, names, correct, coverage)
+    assert how == {"base": "none", "path": "full", "changed": 12}
+    first_views.put_view(db_session, vid, pair_counts.COUNTS_VIEW, "x", pair_counts.encode(stored))
+    pair_counts.clear_caches()  # another worker process: only the database has them
+    changed = correct.copy()
+    changed[3] = 1 - changed[3]
+    stored, how = pair_counts.current_counts(db_session, vid, names, changed, coverage)
+    assert how == {"base": "database", "path": "incremental", "changed": 1}
+    assert_same_counts(stored.counts, all_pairs(changed))
+    gone = np.delete(changed, 5, axis=0)
+    stored, how = pair_counts.current_counts(
+        db_session, vid, np.delete(names, 5), gone, coverage[:11]
+    )
+    assert how == {"base": "process", "path": "incremental", "changed": 0}
+    assert_same_counts(stored.counts, all_pairs(gone))
+    many = 1 - gone  # every model changed: every pair computed
+    stored, how = pair_counts.current_counts(
+        db_session, vid, np.delete(names, 5), many, coverage[:11]
+    )
+    assert how == {"base": "process", "path": "full", "changed": 11}
+    assert_same_counts(stored.counts, all_pairs(many))
+    pair_counts.clear_caches()
 
 
 def test_a_stale_precompute_is_never_served(

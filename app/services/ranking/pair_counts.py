@@ -11,7 +11,8 @@ coverage row bit-packed (``N / 8`` bytes each; compared exactly, so no hash can 
 whatever triggered the job: models whose name and rows are unchanged keep their counts; added,
 replaced or restored models get their rows and columns computed
 (:func:`app.core.ranking.stored_counts.update_pair_counts`, ``O(k m N)``), deleted ones are
-dropped. When there is no blob, the item count or the kind of coverage changed, or more than
+dropped. The base is the counts this worker process computed last for the version when it still
+holds them (a bounded cache: no read of the blob), else the blob. When there is no base, the item count or the kind of coverage changed, or more than
 :data:`INCREMENTAL_MAX_FRACTION` of the models changed, every pair is computed (``O(m² N)``).
 
 Size: ``m²`` bytes per matrix for ``N < 256`` (2 ``m²`` for ``N < 65,536``); one matrix without
@@ -31,9 +32,13 @@ from sqlalchemy.orm import Session
 
 from app.core.ranking.stored_counts import PairCounts, pair_counts, update_pair_counts
 from app.db.repositories.benchmarks import PrecomputedViewRepository
+from app.services.platform.caching import MB, BoundedCache
 
 COUNTS_VIEW = "pair_counts.npz"
 INCREMENTAL_MAX_FRACTION = 0.25  # above this share of changed models, compute every pair
+LAST_COUNTS_BYTES = (
+    512 * MB
+)  # the worker process's last counts per version (10,000 x 1,000: 194 MiB)
 
 UPDATES = Counter(
     "benchslice_pair_count_updates",
@@ -50,6 +55,12 @@ class StoredCounts:
     fp_correct: np.ndarray  # uint8 (m, ceil(N / 8)): packed 0/1 rows
     fp_coverage: np.ndarray  # uint8 (m, ceil(N / 8)): packed coverage rows
     counts: PairCounts
+
+
+# the counts this worker process computed last, per version: the base of its next update without
+# reading the blob back from the database (a state with its own names and fingerprints, so an
+# older one than the database's is still a correct base; another process or a restart reads it)
+_LAST: BoundedCache[uuid.UUID, StoredCounts] = BoundedCache("pair_counts", LAST_COUNTS_BYTES)
 
 
 def fingerprints(correct: np.ndarray, coverage: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -108,10 +119,14 @@ def current_counts(
     fp_c, fp_k = fingerprints(correct, coverage)
     cov = None if coverage.all() else coverage
     m = names.shape[0]
-    prior = PrecomputedViewRepository(session).latest(version_id, COUNTS_VIEW)
+    old = _LAST.get(version_id)
+    how = {"base": "process"}
+    if old is None:
+        prior = PrecomputedViewRepository(session).latest(version_id, COUNTS_VIEW)
+        old = None if prior is None else decode(prior[1])
+        how = {"base": "database" if old is not None else "none"}
     counts = None
-    if prior is not None:
-        old = decode(prior[1])
+    if old is not None:
         keep_old, keep_new = _unchanged(old, names, fp_c, fp_k)
         changed = m - keep_new.size
         same_kind = old.counts.n_items == correct.shape[1] and old.counts.masked == (
@@ -119,18 +134,25 @@ def current_counts(
         )
         if same_kind and changed <= INCREMENTAL_MAX_FRACTION * m:
             counts, rows = update_pair_counts(old.counts, keep_old, keep_new, correct, cov)
-            how = {"path": "incremental", "changed": int(rows.size)}
+            how |= {"path": "incremental", "changed": int(rows.size)}
     if counts is None:
         counts = pair_counts(correct, cov)
-        how = {"path": "full", "changed": m}
+        how |= {"path": "full", "changed": m}
     UPDATES.labels(how["path"]).inc()
-    return StoredCounts(names, fp_c, fp_k, counts), how
+    stored = StoredCounts(names, fp_c, fp_k, counts)
+    _LAST.put(version_id, stored)
+    return stored, how
+
+
+def clear_caches() -> None:
+    _LAST.clear()
 
 
 __all__ = [
     "COUNTS_VIEW",
     "INCREMENTAL_MAX_FRACTION",
     "StoredCounts",
+    "clear_caches",
     "current_counts",
     "decode",
     "encode",
