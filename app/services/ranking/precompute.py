@@ -182,24 +182,31 @@ def run_precompute(
     """Worker side: compute and store the first views of the job's version under its current
     results stamp; again (up to :data:`ROUNDS` times) when the results changed meanwhile (an
     upload that committed after this job started found it running and queued none, or queued
-    one that this run makes redundant). ``figures`` draws the page's histogram."""
+    one that this run makes redundant). ``figures`` draws the page's histogram.
+
+    Only the last round's views are written, after the last progress report: a progress report
+    commits in a session of its own, which on SQLite waits for (and times out behind) the write
+    lock this session would hold from its first insert."""
     version = get_version(session, uuid.UUID(job.params["version_id"]))
     rounds = []
     for _ in range(ROUNDS):
-        rounds.append(_store_views(session, version, figures))
+        views, stored = _compute_views(session, version, figures)
+        rounds.append(stored)
         ctx.progress(len(rounds), ROUNDS)
         session.expire_all()  # the next statements see what committed since
-        if stamp_text(results_stamp(session, version.id)) == rounds[-1]["stamp"]:
+        if stamp_text(results_stamp(session, version.id)) == stored["stamp"]:
             break
+    for name, data in views.items():
+        put_view(session, version.id, name, stored["stamp"], data)
+        stored[name] = len(data)
     job.result = {"rounds": rounds}
 
 
-def _store_views(
+def _compute_views(
     session: Session, version: BenchmarkVersion, figures: Figures | None
-) -> dict[str, Any]:
-    """Compute every view, then store them under the stamp of the results matrix they were
-    computed from (written together at the end: on SQLite the write lock is held for the
-    inserts, not for the computing); sizes, seconds and the pair counts' path."""
+) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """Every view, and the stamp of the results matrix they were computed from with the
+    seconds and the pair counts' path (nothing written)."""
     views: dict[str, bytes] = {}
     t0 = time.perf_counter()
     rm = leaderboards.results_matrix(session, version.id)
@@ -228,10 +235,7 @@ def _store_views(
             for look, svg in figures(acc, version.benchmark.name).items():
                 views[HISTOGRAM_VIEW.format(look=look)] = svg
         stored["histogram_s"] = round(time.perf_counter() - t0, 3)
-    for name, data in views.items():
-        put_view(session, version.id, name, stamp, data)
-        stored[name] = len(data)
-    return stored
+    return views, stored
 
 
 __all__ = [
