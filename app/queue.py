@@ -98,20 +98,35 @@ def publish_job(queue: JobQueue, job_id: uuid.UUID, **options: Any) -> None:
     )
 
 
+def _publish_or_mark_failed(session: Session, queue: JobQueue, job_id: uuid.UUID) -> bool:
+    """Publish the job; on broker failure mark it ``failed`` (committed: the request's
+    transaction is over). Whether it was published."""
+    try:
+        publish_job(queue, job_id)
+    except Exception as exc:
+        log.warning("enqueue of job %s failed: %s", job_id, exc)
+        if job_service.mark_failed(session, job_id, BROKER_DOWN_REASON):
+            session.commit()
+        return False
+    return True
+
+
 def enqueue_job_after_commit(session: Session, queue: JobQueue, job_id: uuid.UUID) -> None:
     """Publish once the request commits. On broker failure the job is marked ``failed``
     (kept for the record, never left ``queued``) and the request answers 503 + Retry-After."""
 
     def _publish() -> None:
-        try:
-            publish_job(queue, job_id)
-        except Exception as exc:
-            log.warning("enqueue of job %s failed: %s", job_id, exc)
-            if job_service.mark_failed(session, job_id, BROKER_DOWN_REASON):
-                session.commit()  # the request's transaction is over: record the failure
+        if not _publish_or_mark_failed(session, queue, job_id):
             raise ServiceUnavailable(
                 f"the job queue is unavailable; job {job_id} was marked failed, retry later",
                 retry_after=10,
-            ) from exc
+            )
 
     after_commit(session, _publish)
+
+
+def publish_after_commit_quietly(session: Session, queue: JobQueue, job_id: uuid.UUID) -> None:
+    """Publish a job the instance queued for itself (e.g. the precompute after an upload) once
+    the request commits. On broker failure the job is marked ``failed`` and the request still
+    succeeds: the work it would have saved is done on the next read instead."""
+    after_commit(session, lambda: _publish_or_mark_failed(session, queue, job_id))

@@ -164,6 +164,13 @@ class Settings(BaseSettings):
         gt=0,
         description="days replaced or deleted model results are kept for `…/restore`",
     )
+    precompute_min_models: int = Field(
+        default=1000,
+        ge=0,
+        description="models a benchmark version needs before an upload, replace, delete or "
+        "restore queues the worker job that precomputes its first views (default leaderboard, "
+        "benchmark page panels); 0: never",
+    )
     job_soft_time_limit: int = Field(default=1800, gt=0, description="seconds")
     job_hard_time_limit: int = Field(default=1860, gt=0, description="seconds")
     worker_concurrency: int = Field(default=1, ge=1)

@@ -16,6 +16,16 @@ ADMIN_URL = os.environ.get(
 )
 
 
+def status_mb(field: str) -> float:
+    """``VmRSS`` (now) or ``VmHWM`` (peak) of this process, in MB. Not ``ru_maxrss``: Linux
+    carries the parent's peak across fork and exec into it."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 @contextlib.contextmanager
 def scratch_database(prefix: str = "benchslice_bench") -> Iterator[str]:
     """A migrated database ``{prefix}_{pid}`` on the admin server, dropped on exit; its URL."""

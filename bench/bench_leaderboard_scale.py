@@ -30,28 +30,20 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._common import status_mb  # noqa: E402
+
 DEFAULT_SIZES = ("1000x1000", "2500x1000", "5000x1000", "10000x1000", "5000x250")
-
-
-def _status_mb(field: str) -> float:
-    """``VmRSS`` (now) or ``VmHWM`` (peak) of this process, in MB. Not ``ru_maxrss``: Linux
-    carries the parent's peak across fork and exec into it."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def _child(path: str, correction: str) -> None:
     from app.core.ranking.leaderboard import leaderboard
 
     correct = np.load(path)
-    base = _status_mb("VmRSS")
+    base = status_mb("VmRSS")
     t0 = time.perf_counter()
     board = leaderboard(correct, correction=correction)
     seconds = time.perf_counter() - t0
-    peak = _status_mb("VmHWM")
+    peak = status_mb("VmHWM")
     print(
         json.dumps(
             {

@@ -25,15 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._common import scratch_database  # noqa: E402
-
-
-def _status_mb(field: str) -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+from bench._common import scratch_database, status_mb  # noqa: E402
 
 
 def main(argv=None) -> None:
@@ -85,7 +77,7 @@ def main(argv=None) -> None:
             f"model ({n_one} models)"
         )
         del correct
-        hwm_before = _status_mb("VmHWM")
+        hwm_before = status_mb("VmHWM")
         with factory() as session:
             version = get_version(session, version_id)
             query = leaderboards.LeaderboardQuery.of()
@@ -112,7 +104,7 @@ def main(argv=None) -> None:
             f"({len(sig.columns['model_a']):,} pairs): {sig_page * 1e3:.0f} ms"
         )
         print(
-            f"peak RSS before the leaderboard {hwm_before:.0f} MB, after all {_status_mb('VmHWM'):.0f} MB"
+            f"peak RSS before the leaderboard {hwm_before:.0f} MB, after all {status_mb('VmHWM'):.0f} MB"
         )
         print(
             f"tiers {computed.info.n_tiers}, significant pairs {computed.board.table.n_significant:,} of {computed.board.table.n_pairs:,}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -19,8 +20,12 @@ from app.services.catalog import irt_fits
 from app.services.platform import jobs as job_service
 from app.services.platform import ping
 from app.services.platform.jobs import JobHandler, ParamsValidator
-from app.services.reliability import analyses, analysis_jobs
+from app.services.ranking import precompute
+from app.services.reliability import analyses, analysis_jobs, plots
 from app.services.selection import coverage_runs, subsets
+
+# the precompute of first views draws the page's histogram with the figures' own room
+PRECOMPUTE = partial(precompute.run_precompute, figures=plots.accuracy_histograms)
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,7 @@ JOB_KINDS: Mapping[str, JobKind] = MappingProxyType(
         coverage_runs.JOB_KIND: JobKind(
             handler=coverage_runs.run_coverage, validate=coverage_runs.validate_params
         ),
+        precompute.JOB_KIND: JobKind(handler=PRECOMPUTE, validate=precompute.validate_params),
     }
 )
 

@@ -20,11 +20,12 @@ from app.core.results import AgreementCurve
 from app.schemas.sessions import HistoryRow
 from app.services.reliability.analyses import StoredAnalysis
 from app.services.reliability.plots import NARROW as PLOTS_NARROW
-from app.services.reliability.plots import Look
+from app.services.reliability.plots import PAGE_WIDE, Look
 
 # Page figures are a little flatter than the API's; NARROW is the phone variant (text >= 11 px
-# on a 360-px screen, see app.services.reliability.plots.Look).
-WIDE = Look(width=7.5, height=4.2, title=10, text=10, small=8)
+# on a 360-px screen, see app.services.reliability.plots.Look). The accuracy histogram is drawn
+# in app.services.reliability.plots (the worker precomputes it).
+WIDE = PAGE_WIDE
 NARROW = PLOTS_NARROW
 
 
@@ -49,33 +50,6 @@ def warm_up() -> None:
     ax.set_xlabel("x")
     ax.legend()
     svg(fig)
-
-
-def accuracy_histogram(accuracy: np.ndarray, benchmark_name: str, look: Look = WIDE) -> bytes:
-    """Histogram of the models' full-benchmark accuracies (points), median marked."""
-    fig, ax = _axes(look)
-    acc = 100 * np.asarray(accuracy, dtype=np.float64)
-    bins = np.linspace(np.floor(acc.min()), np.ceil(acc.max()) + 1e-9, 26) if acc.size else 10
-    ax.hist(acc, bins=bins, color="#3b6ea5", edgecolor="white")
-    if acc.size:
-        med = float(np.median(acc))
-        ax.axvline(med, color="0.25", linestyle="--", linewidth=1)
-        ax.text(
-            med,
-            0.97,
-            f" median {med:.1f}",
-            transform=ax.get_xaxis_transform(),
-            va="top",
-            fontsize=look.small if look.wrap else None,
-        )
-    look.style(
-        ax,
-        f"{benchmark_name}: accuracy of {acc.size} models",
-        "full-benchmark accuracy (%)",
-        "models",
-    )
-    ax.grid(True, axis="y", alpha=0.3)
-    return svg(fig)
 
 
 def _curve_xy(curve: AgreementCurve) -> tuple[np.ndarray, np.ndarray]:

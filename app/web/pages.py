@@ -17,32 +17,29 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from app import formatting
-from app.core.items.health import FLAGS, item_health
 from app.db.models import BenchmarkVersion
 from app.db.repositories.analyses import AnalysisRepository
 from app.db.repositories.benchmarks import BenchmarkVersionRepository
 from app.db.repositories.listings import subsets_for_version
-from app.db.repositories.model_results import ModelResultRepository
 from app.db.repositories.subsets import results_stamp
 from app.errors import DomainError, InvalidInput
 from app.schemas.analyses import AnalysisPublic, Recommendation
 from app.schemas.sessions import SessionSummary
 from app.services.access.access import Visibility
 from app.services.catalog import matrices
-from app.services.catalog.benchmarks import item_index
 from app.services.evaluation import lifecycle as session_lifecycle
 from app.services.platform.caching import MB, BoundedCache
-from app.services.ranking import leaderboards
+from app.services.ranking import leaderboards, precompute
 from app.services.reliability import analyses as analyses_service
-from app.services.reliability import verdicts
+from app.services.reliability import plots, verdicts
 from app.web import page_plots
 
 MAX_BENCHMARK_VERSIONS = 1000
 LISTING_LIMIT = 20
-FLAGGED_SHOWN = 50
 MODELS_SHOWN = 50
 SORT_KEYS = ("rank", "name", "accuracy", "coverage")
 CACHE_BYTES = 16 * MB
+HISTOGRAM_LOOKS = ("wide", "narrow")
 
 
 NONE = formatting.MISSING
@@ -284,69 +281,37 @@ def models_table(
 
 
 def _board(session: Session, version: BenchmarkVersion) -> tuple[Board, dict[str, dict]]:
-    try:
-        computed = leaderboards.compute(session, version, leaderboards.LeaderboardQuery.of())
+    try:  # the worker's precomputed default leaderboard when it is current
+        info, records = leaderboards.default_board(session, version)
     except DomainError as exc:
         return Board(error=exc.detail), {}
-    records = leaderboards.records(leaderboards.row_columns(computed))
     by_tier: dict[int, list[str]] = {}
     for r in records:
         by_tier.setdefault(int(r["tier"]), []).append(r["model"])
-    info = computed.info
     tiers = [(t, len(m), m[:5]) for t, m in sorted(by_tier.items())]
     board = Board(
-        n_models=info.n_models,
-        n_tiers=info.n_tiers,
-        alpha=info.alpha,
-        correction=info.correction,
+        n_models=info["n_models"],
+        n_tiers=info["n_tiers"],
+        alpha=info["alpha"],
+        correction=info["correction"],
         tiers=tiers,
-        excluded=len(info.excluded),
+        excluded=len(info["excluded"]),
     )
     return board, {r["model"]: r for r in records}
 
 
 def item_health_summary(session: Session, version: BenchmarkVersion) -> HealthSummary:
-    """Item flags (:func:`app.core.items.health.item_health`) over the models with full 0/1 results,
-    cached per results stamp."""
-    fm = matrices.full_matrix(session, version.id)
-    key = (version.id, fm.stamp)
+    """Item flags over the models with full 0/1 results
+    (:func:`app.services.ranking.precompute.compute_health_panel`), cached per results stamp;
+    the worker's precomputed panel when it is current."""
+    stamp = results_stamp(session, version.id)
+    key = (version.id, stamp)
     hit = _HEALTH.get(key)
     if hit is not None:
         return hit
-    if fm.correct.shape[0] < 3:
-        summary = HealthSummary(
-            version.n_items,
-            int(fm.correct.shape[0]),
-            {f: 0 for f in FLAGS},
-            0,
-            0.0,
-            [],
-            error="item health needs at least 3 models with full 0/1 results",
-        )
-    else:
-        health = item_health(fm.correct)
-        s = health.summary()
-        flagged = np.flatnonzero(health.flagged())
-        index = item_index(version)
-        pb = health.point_biserial
-        items = [
-            FlaggedItem(
-                item_id=str(index.item_ids[i]),
-                subtask=str(index.subtasks[i]),
-                accuracy=float(health.accuracy[i]),
-                point_biserial=None if np.isnan(pb[i]) else float(pb[i]),
-                flags=health.item_flags(int(i)),
-            )
-            for i in flagged[:FLAGGED_SHOWN].tolist()
-        ]
-        summary = HealthSummary(
-            s["n_items"],
-            s["n_models"],
-            s["counts"],
-            s["n_flagged"],
-            s["effective_informative"],
-            items,
-        )
+    panel = precompute.health_panel(session, version, stamp)
+    flagged = [FlaggedItem(**item) for item in panel.pop("flagged")]
+    summary = HealthSummary(flagged=flagged, **panel)
     _HEALTH.put(key, summary)
     return summary
 
@@ -360,19 +325,21 @@ def benchmark_stamp(session: Session, version: BenchmarkVersion) -> tuple:
 def benchmark_main(
     session: Session, version: BenchmarkVersion, ref: str, query: BenchmarkQuery
 ) -> BenchmarkMain:
-    rows = ModelResultRepository(session).accuracy_rows(version.id)
-    summaries = [(name, acc, k / version.n_items) for name, acc, k in rows]
+    summaries = precompute.page_accuracies(session, version)
     board, ranks = _board(session, version)
     sort = ("-" if query.desc else "") + query.sort
     table = models_table(summaries, ranks, q=query.q, sort=sort, show_all=query.show_all)
-    stamp = matrices.full_matrix(session, version.id).stamp
+    stamp = results_stamp(session, version.id)  # what the histogram's summaries depend on
     hist = _HIST.get((version.id, stamp))
     if hist is None and summaries:
-        acc = np.array([s[1] for s in summaries], dtype=np.float64)
-        hist = tuple(
-            page_plots.accuracy_histogram(acc, version.benchmark.name, look).decode()
-            for look in (page_plots.WIDE, page_plots.NARROW)
-        )
+        stored = precompute.stored_histograms(session, version, stamp, HISTOGRAM_LOOKS)
+        if stored is None:  # not precomputed for these results: draw it now
+            acc = np.array([s[1] for s in summaries], dtype=np.float64)
+            stored = {
+                k: v.decode()
+                for k, v in plots.accuracy_histograms(acc, version.benchmark.name).items()
+            }
+        hist = (stored["wide"], stored["narrow"])
         _HIST.put((version.id, stamp), hist)
     return BenchmarkMain(
         version=version,

@@ -57,7 +57,7 @@ def committed(factory: sessionmaker[Session], **kw) -> Seeded:
     return seeded
 
 
-def committed_cleaned(factory: sessionmaker[Session], cleanup, **kw) -> Seeded:
+def committed_with_cleanup(factory: sessionmaker[Session], cleanup, **kw) -> Seeded:
     """:func:`committed`, with the benchmark and its models handed to the ``cleanup`` fixture."""
     from sqlalchemy import select
 

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.scoring.coverage import coverage_study
 from app.db.models import Job
-from tests.api._subset_data import committed_cleaned, gpqa
+from tests.api._subset_data import committed_with_cleanup, gpqa
 from tests.conftest import WorkerProcess, wait_for_job
 
 pytestmark = pytest.mark.integration
@@ -27,7 +27,7 @@ N_MODELS = 40
 
 @pytest.fixture
 def stored(committed_sessionmaker: sessionmaker[Session], cleanup: Cleanup):
-    return committed_cleaned(committed_sessionmaker, cleanup, n_models=N_MODELS)
+    return committed_with_cleanup(committed_sessionmaker, cleanup, n_models=N_MODELS)
 
 
 def test_coverage_job_end_to_end_matches_the_engine(
@@ -110,7 +110,7 @@ def test_coverage_requests_are_422_naming_the_field_and_leave_no_job(
 def test_too_few_models_is_422_naming_the_benchmark(
     committed_client: TestClient, committed_sessionmaker: sessionmaker[Session], cleanup: Cleanup
 ) -> None:
-    few = committed_cleaned(committed_sessionmaker, cleanup, n_models=6)
+    few = committed_with_cleanup(committed_sessionmaker, cleanup, n_models=6)
     r = committed_client.post(f"/v1/benchmarks/{few.version_id}/coverage", json={})
     assert r.status_code == 422, r.text
     assert [e["loc"] for e in r.json()["errors"]] == [["path", "benchmark"]]

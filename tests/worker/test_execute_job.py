@@ -139,17 +139,22 @@ def test_reporter_raises_when_cancel_requested(factory: sessionmaker[Session]) -
 
 
 def test_the_table_lists_every_kind_with_its_handler_and_validator() -> None:
+    from app.services import job_kinds
     from app.services.catalog import irt_fits
     from app.services.platform import ping
-    from app.services.reliability import analyses, analysis_jobs
+    from app.services.ranking import precompute
+    from app.services.reliability import analyses, analysis_jobs, plots
     from app.services.selection import coverage_runs, subsets
 
+    assert job_kinds.PRECOMPUTE.func is precompute.run_precompute
+    assert job_kinds.PRECOMPUTE.keywords == {"figures": plots.accuracy_histograms}
     assert dict(JOB_KINDS) == {
         "ping": JobKind(ping.run_ping, ping.validate_ping),
         "analysis": JobKind(analysis_jobs.run_analysis, analyses.validate_params),
         "subset": JobKind(subsets.run_subset_job, subsets.validate_job_params),
         "irt_fit": JobKind(irt_fits.run_irt_fit, irt_fits.validate_params),
         "coverage": JobKind(coverage_runs.run_coverage, coverage_runs.validate_params),
+        "precompute_views": JobKind(job_kinds.PRECOMPUTE, precompute.validate_params),
     }
     with pytest.raises(TypeError):
         JOB_KINDS["other"] = JobKind(ping.run_ping)  # type: ignore[index]

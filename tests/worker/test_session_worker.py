@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.sequential.fluid import ItemBank
@@ -24,11 +23,10 @@ from app.core.sequential.policies import (
     policy_interval,
     policy_update,
 )
-from app.db.models import BenchmarkVersion, EvaluationSession, IrtFit, Job, LanguageModel
-from app.db.models.benchmark import Benchmark
+from app.db.models import EvaluationSession, IrtFit, Job
 from app.services.catalog.irt_fits import IRT_DIMS
 from app.services.evaluation.sessions import unpack_state
-from tests.api._subset_data import committed, gpqa
+from tests.api._subset_data import committed_with_cleanup, gpqa
 from tests.conftest import WorkerProcess, wait_for_job
 
 pytestmark = pytest.mark.integration
@@ -39,13 +37,7 @@ NEW_ROW = 210  # a GPQA model that is not stored: the one being evaluated
 
 @pytest.fixture
 def stored(committed_sessionmaker: sessionmaker[Session], cleanup: Cleanup):
-    seeded = committed(committed_sessionmaker, n_models=30)
-    with committed_sessionmaker() as s:
-        version = s.get(BenchmarkVersion, seeded.version_id)
-        cleanup(Benchmark, version.benchmark_id)
-        for mid in s.scalars(select(LanguageModel.id).where(LanguageModel.name.in_(seeded.names))):
-            cleanup(LanguageModel, mid)
-    return seeded
+    return committed_with_cleanup(committed_sessionmaker, cleanup, n_models=30)
 
 
 def _answer_all(client: TestClient, body: dict, truth: np.ndarray, ids: list[str]) -> dict:

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db.models import Job
-from tests.api._subset_data import committed_cleaned
+from tests.api._subset_data import committed_with_cleanup
 from tests.conftest import WorkerProcess, wait_for_job
 
 pytestmark = pytest.mark.integration
@@ -21,7 +21,7 @@ Cleanup = Callable[[type, Any], None]
 
 @pytest.fixture
 def stored(committed_sessionmaker: sessionmaker[Session], cleanup: Cleanup):
-    return committed_cleaned(committed_sessionmaker, cleanup, n_models=25)
+    return committed_with_cleanup(committed_sessionmaker, cleanup, n_models=25)
 
 
 def test_subset_job_end_to_end_then_reused(

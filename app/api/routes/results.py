@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import uuid
 from typing import Annotated, Literal
 from urllib.parse import quote
 
@@ -12,6 +13,7 @@ from fastapi.responses import JSONResponse
 from app.api.deps import (
     ActorDep,
     BenchmarkVersionDep,
+    JobQueueDep,
     ReadPrincipal,
     SessionDep,
     SettingsDep,
@@ -28,6 +30,7 @@ from app.api.uploads import (
     replay_upload,
     request_body,
 )
+from app.queue import JobQueue, publish_after_commit_quietly
 from app.schemas.benchmarks import MODEL_NAME_PATTERN, SAFE_TEXT
 from app.schemas.results import (
     MAX_PARAMS_B,
@@ -41,8 +44,19 @@ from app.services.catalog import results as service
 from app.services.catalog.ownership import record_write
 from app.services.catalog.uploads import ParseOptions, parse_results_upload
 from app.services.platform import idempotency
+from app.services.ranking import precompute
+from app.settings import Settings
 
 router = APIRouter(prefix="/benchmarks", tags=["results"])
+
+
+def _precompute(
+    session: SessionDep, queue: JobQueue, settings: Settings, version_id: uuid.UUID
+) -> None:
+    """Queue the worker's precompute of the version's first views (published after commit)."""
+    job = precompute.request_precompute(session, version_id, settings.precompute_min_models)
+    if job is not None:
+        publish_after_commit_quietly(session, queue, job.id)
 
 
 @router.post(
@@ -71,6 +85,7 @@ def upload_results(
     session: SessionDep,
     settings: SettingsDep,
     actor: ActorDep,
+    queue: JobQueueDep,
     model: Annotated[
         str | None,
         Query(
@@ -130,6 +145,8 @@ def upload_results(
         previous = service.latest_archived(session, version.id, row.model_id)
         summary |= {"previous_accuracy": previous.accuracy, "previous_n_items": previous.n_items}
     record_write(session, actor, "results.upload", version, summary, model=row.model.name)
+    if outcome != "unchanged":
+        _precompute(session, queue, settings, version.id)
     code = status.HTTP_201_CREATED if outcome == "created" else status.HTTP_200_OK
     body = ResultsWritten(**service.to_public_for(session, row).model_dump(), status=outcome)
     if idempotency_key is not None and req_hash is not None:
@@ -175,6 +192,7 @@ def upload_matrix(
     session: SessionDep,
     settings: SettingsDep,
     actor: ActorDep,
+    queue: JobQueueDep,
     replace: Annotated[bool, Query(description="Overwrite different existing results")] = False,
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> Response | MatrixWritten:
@@ -195,6 +213,8 @@ def upload_matrix(
     summary = {"models": body.models, "created": body.created, "unchanged": body.unchanged}
     summary["replaced"] = body.replaced
     record_write(session, actor, "results.upload_matrix", version, summary)
+    if body.created or body.replaced:
+        _precompute(session, queue, settings, version.id)
     code = status.HTTP_201_CREATED if body.created else status.HTTP_200_OK
     if idempotency_key is not None and req_hash is not None:
         idempotency.store(
@@ -228,12 +248,14 @@ def delete_model_results(
     session: SessionDep,
     settings: SettingsDep,
     actor: ActorDep,
+    queue: JobQueueDep,
 ) -> Response:
     """Delete one model's results on this benchmark (by model name or id). They are kept for
     `RESULTS_RETENTION_DAYS` and can be brought back with `POST …/models/{model}/restore`."""
     copy = service.delete_results(session, version.id, model, keep_for=settings.results_retention)
     summary = {"accuracy": copy.accuracy, "n_items": copy.n_items, "rows_deleted": 1}
     record_write(session, actor, "results.delete", version, summary, model=model)
+    _precompute(session, queue, settings, version.id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -249,6 +271,7 @@ def restore_model_results(
     session: SessionDep,
     settings: SettingsDep,
     actor: ActorDep,
+    queue: JobQueueDep,
 ) -> ResultsWritten:
     """Bring back a model's results as they were before their last replace or delete (byte
     for byte); the results this displaces are kept in turn, so a restore can be undone.
@@ -260,6 +283,7 @@ def restore_model_results(
     if displaced is not None:
         summary["previous_accuracy"] = displaced.accuracy
     record_write(session, actor, "results.restore", version, summary, model=row.model.name)
+    _precompute(session, queue, settings, version.id)
     return ResultsWritten(**service.to_public_for(session, row).model_dump(), status="restored")
 
 

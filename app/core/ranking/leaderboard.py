@@ -64,7 +64,10 @@ __all__ = [
     "LeaderboardRows",
     "PairCounts",
     "adjust_pvalues",
+    "assemble_board",
+    "check_alpha",
     "finite_population_pvalues",
+    "items_tests",
     "leaderboard",
     "leaderboard_for_selection",
     "mcnemar_pvalues",
@@ -171,7 +174,8 @@ class Leaderboard:
 # ---------------------------------------------------------------------------------------------
 # validation
 # ---------------------------------------------------------------------------------------------
-def _check_alpha(alpha: float) -> float:
+def check_alpha(alpha: float) -> float:
+    """``alpha`` as a float in (0, 1) (ValueError naming it otherwise)."""
     a = float(alpha)
     if not 0.0 < a < 1.0:
         raise ValueError(f"alpha: expected a level in (0, 1), got {alpha}")
@@ -260,6 +264,13 @@ def _items_p_better(n10, n01) -> np.ndarray:
     """P(Beta(1 + n10, 1 + n01) > 1/2) = P(Binomial(n10 + n01 + 1, 1/2) <= n10) for integer
     counts; the binomial form (bdtr) is ~4x cheaper than betaincc."""
     return _sc.bdtr(n10, n10 + n01 + 1, 0.5)
+
+
+def items_tests(mid_p: bool):
+    """``(p_of, p_better_of)`` of the ``"items"`` population: the exact McNemar p-value and
+    ``P(Beta(1 + n10, 1 + n01) > ½)`` as functions of ``(n10, n01)`` (module-level functions and
+    partials, so a table holding them pickles into an expensive-work child process)."""
+    return partial(mcnemar_pvalues, mid_p=mid_p), _items_p_better
 
 
 def _uniform_p_better(n10, n01, n: int, f: float) -> np.ndarray:
@@ -396,7 +407,7 @@ def leaderboard(
     """
     c = as_binary(correct)
     m, n = c.shape
-    alpha = _check_alpha(alpha)
+    alpha = check_alpha(alpha)
     if correction not in CORRECTIONS:
         raise ValueError(f"correction: expected one of {CORRECTIONS}, got {correction!r}")
     if population not in POPULATIONS:
@@ -434,8 +445,7 @@ def leaderboard(
         if population == "items":
             factor = 1.0
             lo_acc, hi_acc = wilson(acc, n_own, z)
-            p_of = partial(mcnemar_pvalues, mid_p=mid_p)
-            p_better_of = _items_p_better
+            p_of, p_better_of = items_tests(mid_p)
         else:
             f = (n_pop - n) / (n_pop - 1) if n_pop > 1 else 0.0
             factor = 1.0 / f if f > 0 else np.inf
@@ -445,6 +455,21 @@ def leaderboard(
 
         table = BlockedPairTable(c, mask, p_of, p_better_of, factor, alpha, correction, z)
 
+    return assemble_board(
+        acc, lo_acc, hi_acc, n_own, table, masked=mask is not None, alpha=alpha,
+        correction=correction, population=population, design=design, mid_p=mid_p, n_items=n,
+        n_population=n_pop,
+    )  # fmt: skip
+
+
+def assemble_board(
+    acc, lo_acc, hi_acc, n_own, table, *, masked, alpha, correction, population, design, mid_p,
+    n_items, n_population,
+) -> Leaderboard:  # fmt: skip
+    """The rows (ranks, rank intervals, tiers) of a leaderboard from its accuracies, their
+    intervals and its pair table (:func:`leaderboard`'s rules; shared with
+    :func:`app.core.ranking.stored_counts.leaderboard_from_counts`)."""
+    m = acc.shape[0]
     order = np.lexsort((np.arange(m), -acc))  # accuracy descending, then input position
     sorted_acc = acc[order]
     first = np.r_[True, sorted_acc[1:] != sorted_acc[:-1]]
@@ -453,7 +478,7 @@ def leaderboard(
     rank[order] = rank_sorted
     n_better_than, n_worse_than = table.order_counts()
     r_lo, r_hi = 1 + n_better_than, m - n_worse_than
-    if mask is not None:
+    if masked:
         r_lo, r_hi = np.minimum(r_lo, rank), np.maximum(r_hi, rank)
     tier = _tiers_by_row(order, table.better_row)
 
@@ -468,21 +493,12 @@ def leaderboard(
         tier=_frozen(tier[order]),
         n_items=_frozen(n_own[order]),
     )
-    n_tiers = int(tier.max())
+    method = _describe(design, population, alpha, correction, mid_p, n_items, n_population)
     return Leaderboard(
-        rows=rows,
-        table=table,
-        alpha=alpha,
-        correction=correction,
-        population=population,
-        design=design,
-        mid_p=bool(mid_p),
-        n_items=n,
-        n_population=n_pop,
-        n_tiers=n_tiers,
-        unshared_pairs=table.unshared_pairs,
-        method=_describe(design, population, alpha, correction, mid_p, n, n_pop),
-    )
+        rows=rows, table=table, alpha=alpha, correction=correction, population=population,
+        design=design, mid_p=bool(mid_p), n_items=n_items, n_population=n_population,
+        n_tiers=int(tier.max()), unshared_pairs=table.unshared_pairs, method=method,
+    )  # fmt: skip
 
 
 def leaderboard_for_selection(

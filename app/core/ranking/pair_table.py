@@ -148,6 +148,7 @@ class _Products:
     def __init__(self, correct: np.ndarray, mask: np.ndarray | None, width: int) -> None:
         m, n = correct.shape
         self.m, self.n, self.width = m, n, width
+        self.sorted_rows = mask is None  # blocks return no directions: row i is the better
         self.dtype = np.float32 if n < _EXACT_F32 else np.float64
         if mask is None:
             s = np.count_nonzero(correct == 1, axis=1).astype(np.int64)
@@ -245,6 +246,10 @@ class BlockedPairTable:
         Sample-size factor of the Newcombe interval's Wilson components.
     alpha, correction, z
         Level, multiplicity correction and normal quantile of the intervals.
+    source : optional
+        Where the counts come from instead of products of ``correct``: stored counts
+        (:func:`app.core.ranking.stored_counts.counts_source`; ``correct`` and ``mask`` are then
+        unused).
     """
 
     def __init__(
@@ -257,10 +262,11 @@ class BlockedPairTable:
         alpha: float,
         correction: str,
         z: float,
+        source=None,
     ) -> None:
-        n = correct.shape[1]
+        n = correct.shape[1] if source is None else source.n
         self._width = n // 2 + 1  # cell code = k * width + lo, k in [0, n], lo in [0, n // 2]
-        self._x = _Products(correct, mask, self._width)
+        self._x = _Products(correct, mask, self._width) if source is None else source
         self._p_of, self._p_better_of = p_of, p_better_of
         self._factor, self._z = factor, z
         self.alpha, self.correction = alpha, correction
@@ -283,7 +289,7 @@ class BlockedPairTable:
         hist = np.zeros((self._x.n + 1) * self._width if self._dense else 0, dtype=np.int64)
         parts_codes, parts_counts = [], []
         size = self.n_pairs * np.dtype(self._x.code_dtype).itemsize
-        self._kept = [] if self._x.mk is None and size <= PASS_CACHE_BYTES else None
+        self._kept = [] if self._x.sorted_rows and size <= PASS_CACHE_BYTES else None
         for r0, r1 in self._x.blocks():
             code, extra, cleared = self._codes(r0, r1)
             if self._kept is not None:

@@ -3,7 +3,7 @@
 from app.db.base import Base
 from app.db.models.access import ApiKey, AuditEvent, IdempotencyKey, KeyRole, Project
 from app.db.models.analysis import Analysis, AnalysisChunk
-from app.db.models.benchmark import Benchmark, BenchmarkVersion
+from app.db.models.benchmark import Benchmark, BenchmarkVersion, PrecomputedView
 from app.db.models.evaluation_session import EvaluationSession, IrtFit
 from app.db.models.job import TERMINAL_STATUSES, Job, JobStatus
 from app.db.models.model_result import LanguageModel, ModelResult, ModelResultArchive
@@ -29,6 +29,7 @@ __all__ = [
     "LanguageModel",
     "ModelResult",
     "ModelResultArchive",
+    "PrecomputedView",
     "Project",
     "ServerSecret",
     "Subset",

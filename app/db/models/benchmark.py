@@ -71,3 +71,22 @@ class BenchmarkVersion(UUIDPrimaryKey, Base):
     retired_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
     benchmark: Mapped[Benchmark] = relationship(back_populates="versions", lazy="joined")
+
+
+class PrecomputedView(Base):
+    """What a first view needs, computed in the worker after an upload (issue 27): one row per
+    version and view name, valid only under the results ``stamp`` it was computed for (the
+    results stamp every cache key uses: count and newest ``updated_at``). A reader serves it
+    only when its stamp equals the version's current one, so a stale row is never served."""
+
+    __tablename__ = "precomputed_views"
+
+    benchmark_version_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("benchmark_versions.id", ondelete="CASCADE"), primary_key=True
+    )
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    stamp: Mapped[str] = mapped_column(String(80))
+    payload: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(
+        UTCDateTime(), nullable=False, default=utcnow, server_default=func.now()
+    )

@@ -6,10 +6,11 @@ import uuid
 from collections.abc import Collection, Sequence
 from datetime import datetime
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, delete, func, or_, select
+from sqlalchemy.orm import Session
 
 from app.db.models.access import Project
-from app.db.models.benchmark import Benchmark, BenchmarkVersion
+from app.db.models.benchmark import Benchmark, BenchmarkVersion, PrecomputedView
 from app.db.models.model_result import ModelResult
 from app.db.repositories.base import Repository
 
@@ -104,3 +105,42 @@ class BenchmarkVersionRepository(Repository[BenchmarkVersion]):
             .group_by(ModelResult.benchmark_version_id)
         )
         return {vid: int(n) for vid, n in self.session.execute(stmt)}
+
+
+class PrecomputedViewRepository:
+    """SQL for the views the worker precomputes after an upload (``precomputed_views``)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def payload(self, version_id: uuid.UUID, name: str, stamp: str) -> bytes | None:
+        """The stored view, only when it was computed under ``stamp`` (else ``None``)."""
+        stmt = select(PrecomputedView.payload).where(
+            PrecomputedView.benchmark_version_id == version_id,
+            PrecomputedView.name == name,
+            PrecomputedView.stamp == stamp,
+        )
+        return self.session.scalar(stmt)
+
+    def put(self, version_id: uuid.UUID, name: str, stamp: str, payload: bytes) -> None:
+        """Replace the version's ``name`` view (flush only)."""
+        self.session.execute(
+            delete(PrecomputedView).where(
+                PrecomputedView.benchmark_version_id == version_id, PrecomputedView.name == name
+            )
+        )
+        self.session.add(
+            PrecomputedView(
+                benchmark_version_id=version_id, name=name, stamp=stamp, payload=payload
+            )
+        )
+        self.session.flush()
+
+    def latest(self, version_id: uuid.UUID, name: str) -> tuple[str, bytes] | None:
+        """``(stamp, payload)`` of the version's ``name`` view whatever its stamp (state a job
+        updates from, e.g. the stored pair counts), else ``None``."""
+        stmt = select(PrecomputedView.stamp, PrecomputedView.payload).where(
+            PrecomputedView.benchmark_version_id == version_id, PrecomputedView.name == name
+        )
+        row = self.session.execute(stmt).one_or_none()
+        return None if row is None else (row[0], row[1])

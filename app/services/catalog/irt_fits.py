@@ -47,16 +47,7 @@ def validate_params(params: dict[str, Any]) -> dict[str, Any]:
     params = dict(params)
     if "version_id" not in params and "benchmark_id" in params:  # the key's earlier name
         params["version_id"] = params.pop("benchmark_id")
-    unknown = sorted(set(params) - {"version_id"})
-    if unknown:
-        raise InvalidInput("unknown parameter", field=("params", unknown[0]))
-    try:
-        vid = uuid.UUID(str(params.get("version_id")))
-    except ValueError:
-        raise InvalidInput(
-            "version_id: expected a benchmark version id", field=("params", "version_id")
-        ) from None
-    return {"version_id": str(vid)}
+    return {"version_id": job_service.version_id_param(params, {"version_id"})}
 
 
 def job_version_id(params: dict[str, Any]) -> str | None:

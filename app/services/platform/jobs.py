@@ -31,7 +31,7 @@ from app.db.models import Job
 from app.db.models.job import ACTIVE_DEDUPE_INDEX
 from app.db.repositories import JobRepository
 from app.enums import JobStatus
-from app.errors import Conflict, NotFound
+from app.errors import Conflict, InvalidInput, NotFound
 from app.services.platform import quotas
 
 
@@ -75,6 +75,20 @@ class JobContext:
 
 JobHandler = Callable[[Session, Job, JobContext], None]
 ParamsValidator = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def version_id_param(params: dict[str, Any], allowed: set[str]) -> str:
+    """A job's ``params["version_id"]`` as a canonical uuid string, after refusing any key not in
+    ``allowed`` (422 naming the field)."""
+    unknown = sorted(set(params) - allowed)
+    if unknown:
+        raise InvalidInput("unknown parameter", field=("params", unknown[0]))
+    try:
+        return str(uuid.UUID(str(params.get("version_id"))))
+    except ValueError:
+        raise InvalidInput(
+            "version_id: expected a benchmark version id", field=("params", "version_id")
+        ) from None
 
 
 def new_seed() -> int:

@@ -34,10 +34,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pydantic_core
+from prometheus_client import Counter
 from sqlalchemy.orm import Session
 
 from app.core.ranking.leaderboard import CORRECTIONS, Leaderboard, leaderboard_for_selection
 from app.core.ranking.leaderboard import leaderboard as core_leaderboard
+from app.core.ranking.stored_counts import PairCounts, leaderboard_from_counts
 from app.core.results import Selection
 from app.db.models.benchmark import BenchmarkVersion
 from app.db.repositories.subsets import results_stamp
@@ -52,6 +54,7 @@ from app.services.limits.children import Shared
 from app.services.limits.expensive import EXPENSIVE
 from app.services.platform.caching import MB, BoundedCache, SingleFlight
 from app.services.platform.spreadsheet import safe_row, safe_text
+from app.services.ranking import first_views
 from app.services.selection.subsets import get_subset, to_selection
 
 DEFAULT_ALPHA = 0.05
@@ -138,6 +141,11 @@ class ComputedLeaderboard:
     names: np.ndarray  # input row -> model name
     stamp: tuple  # the results stamp it was computed under
 
+
+DEFAULT_QUERY = LeaderboardQuery.of()
+COMPUTATIONS = Counter(
+    "benchslice_leaderboard_computations", "Leaderboards computed by the engine in this process"
+)
 
 _MATRICES: BoundedCache[uuid.UUID, ResultsMatrix] = BoundedCache(
     "leaderboard_matrices", MATRIX_CACHE_BYTES
@@ -276,7 +284,11 @@ def _compute(
     query: LeaderboardQuery,
     selection: Selection | None,
     key: tuple,
+    counts: PairCounts | None = None,
 ) -> ComputedLeaderboard:
+    """``counts``: the stored pair counts of every row of ``rm`` (no subset): the board is
+    computed from them (:func:`leaderboard_from_counts`, ``O(m²)``), equal to the products'."""
+    COMPUTATIONS.inc()
     rows, excluded = _select(rm, query, selection)
     if query.top is not None and rows.size > query.top:
         rows = _top(rm, rows, query.top, selection)
@@ -298,6 +310,13 @@ def _compute(
             rm.correct[np.ix_(rows, selection.indices)],
             selection,
             **tests,
+        )
+    elif counts is not None:
+        board = leaderboard_from_counts(
+            counts if rows.size == counts.n10.shape[0] else counts.take(rows),
+            alpha=query.alpha,
+            correction=query.correction,
+            mid_p=query.mid_p,
         )
     else:
         cov = rm.coverage[rows]
@@ -425,9 +444,25 @@ def rendered(
     query: LeaderboardQuery,
     *,
     fmt: LeaderboardFormat,
+    precomputed: bool = True,
 ) -> bytes:
     """The leaderboard as JSON, CSV or Markdown bytes (cached per results stamp). Its pairwise
-    table is served in pages: :func:`app.services.ranking.pair_pages.pairs_page`."""
+    table is served in pages: :func:`app.services.ranking.pair_pages.pairs_page`.
+
+    The default leaderboard as JSON is read from what the worker precomputed for the current
+    results stamp when there is one (:mod:`app.services.ranking.precompute`; ``precomputed=False``
+    computes it regardless: the worker itself)."""
+    if precomputed and fmt == "json" and query == DEFAULT_QUERY:
+        stamp = results_stamp(session, version.id)
+        key = (version.id, stamp, query, fmt)
+        hit = _RENDERED.get(key)
+        if hit is not None:
+            return hit
+        data = first_views.stored_view(session, version.id, first_views.LEADERBOARD_VIEW, stamp)
+        if data is not None:
+            _RENDERED.discard_where(lambda k: k[0] == version.id and k[1] != stamp)
+            _RENDERED.put(key, data)
+            return data
     c = compute(session, version, query)
     key = (version.id, c.stamp, query, fmt)
     hit = _RENDERED.get(key)
@@ -441,6 +476,21 @@ def rendered(
         data = markdown_bytes(c.info, row_columns(c), "Leaderboard")
     _RENDERED.put(key, data)
     return data
+
+
+def rendered_from_counts(version: BenchmarkVersion, rm: ResultsMatrix, counts: PairCounts) -> bytes:
+    """The default leaderboard's JSON from stored pair counts of every row of ``rm`` (the
+    worker: :mod:`app.services.ranking.precompute`); the same bytes as :func:`rendered`."""
+    key = (version.id, rm.stamp, DEFAULT_QUERY)
+    return _json(_compute(rm, version, DEFAULT_QUERY, None, key, counts=counts))
+
+
+def default_board(session: Session, version: BenchmarkVersion) -> tuple[dict, list[dict]]:
+    """The default leaderboard as ``(info, rows)`` (the JSON answer's fields; rows in board
+    order): from the rendered or precomputed bytes, computed only when neither exists."""
+    body = pydantic_core.from_json(rendered(session, version, DEFAULT_QUERY, fmt="json"))
+    rows = body.pop("rows")
+    return body, rows
 
 
 def clear_caches() -> None:

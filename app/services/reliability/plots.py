@@ -243,3 +243,45 @@ def agreement_plot(
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     return _render(fig, fmt)
+
+
+# The benchmark page's accuracy histogram: drawn by the page on a first view, or beforehand by the
+# worker's precompute after an upload (app.services.ranking.precompute). PAGE_WIDE is a little
+# flatter than the API's WIDE.
+PAGE_WIDE = Look(width=7.5, height=4.2, title=10, text=10, small=8)
+HISTOGRAM_LOOKS = {"wide": PAGE_WIDE, "narrow": NARROW}
+
+
+def accuracy_histogram(accuracy: np.ndarray, benchmark_name: str, look: Look = PAGE_WIDE) -> bytes:
+    """Histogram of the models' full-benchmark accuracies (points), median marked (SVG)."""
+    fig, ax = _figure(look)
+    acc = 100 * np.asarray(accuracy, dtype=np.float64)
+    bins = np.linspace(np.floor(acc.min()), np.ceil(acc.max()) + 1e-9, 26) if acc.size else 10
+    ax.hist(acc, bins=bins, color="#3b6ea5", edgecolor="white")
+    if acc.size:
+        med = float(np.median(acc))
+        ax.axvline(med, color="0.25", linestyle="--", linewidth=1)
+        ax.text(
+            med,
+            0.97,
+            f" median {med:.1f}",
+            transform=ax.get_xaxis_transform(),
+            va="top",
+            fontsize=look.small if look.wrap else None,
+        )
+    look.style(
+        ax,
+        f"{benchmark_name}: accuracy of {acc.size} models",
+        "full-benchmark accuracy (%)",
+        "models",
+    )
+    ax.grid(True, axis="y", alpha=0.3)
+    return _render(fig, "svg")
+
+
+def accuracy_histograms(accuracy: np.ndarray, benchmark_name: str) -> dict[str, bytes]:
+    """The histogram in every look the page shows (``wide``, ``narrow``)."""
+    return {
+        name: accuracy_histogram(accuracy, benchmark_name, look)
+        for name, look in HISTOGRAM_LOOKS.items()
+    }
