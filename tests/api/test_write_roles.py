@@ -34,6 +34,7 @@ WRITE_ROUTES: dict[tuple[str, str], tuple[str, str] | None] = {
     ("POST", "/v1/benchmarks/{benchmark}/unretire"): ("admin", "benchmark"),
     ("POST", "/v1/benchmarks/{benchmark}/subsets"): ("write", "benchmark"),
     ("POST", "/v1/benchmarks/{benchmark}/analyses"): ("write", "benchmark"),
+    ("POST", "/v1/benchmarks/{benchmark}/coverage"): ("write", "benchmark"),
     ("POST", "/v1/benchmarks/{benchmark}/sessions"): ("write", "benchmark"),
     ("POST", "/v1/subsets/{subset_id}/scores"): ("write", "subset"),
     ("POST", "/v1/sessions/{session_id}/results"): ("write", "session"),

@@ -246,6 +246,8 @@ CLIENT_METHODS = {
     "benchmarks-create_benchmark": "create_benchmark",
     "benchmarks-create_benchmark_from_samples": "create_benchmark_from_samples",
     "benchmarks-get_benchmark": "get_benchmark",
+    "benchmarks-start_coverage_study": "start_coverage",
+    "benchmarks-get_coverage_study": "get_coverage",
     "benchmarks-list_items": "list_items",
     "results-upload_results": "upload_results_file",
     "results-upload_matrix": "upload_matrix",
