@@ -13,8 +13,8 @@ import pytest
 from scipy import stats
 
 from app.core.estimation.intervals import beta_effective, jeffreys_fpc, proportion_interval
-from app.core.results import Selection
 from app.core.scoring.score_models import DEFAULT_SMALL_N, score_models
+from tests.support.selections import random_selection
 
 N_ITEMS = 448
 
@@ -91,22 +91,6 @@ def test_whole_range_mean_coverage_is_nominal_and_no_wider_than_wilson(n) -> Non
     assert np.mean(hi_j - lo_j) <= 1.05 * np.mean(hi_w - lo_w)
 
 
-def _random_selection(k: int, seed: int) -> Selection:
-    idx = np.sort(np.random.default_rng(seed).choice(N_ITEMS, k, replace=False))
-    return Selection(
-        method="random",
-        indices=idx,
-        weights=np.full(k, 1.0 / k),
-        estimator="mean",
-        estimate_on="correct",
-        signal="correct",
-        n_requested=k,
-        n_candidates=N_ITEMS,
-        seed=seed,
-        fitted={},
-    )
-
-
 @pytest.mark.parametrize("n", [25, 50])
 def test_zero_or_all_right_targets_covered_by_simulation(n) -> None:
     """Simulated weak (0-6 %) and strong (94-100 %) targets scored through score_models: among
@@ -117,7 +101,7 @@ def test_zero_or_all_right_targets_covered_by_simulation(n) -> None:
     rows = np.zeros((m, N_ITEMS))
     for_perm = rng.random((m, N_ITEMS)).argsort(axis=1) < truth_t[:, None]
     rows[for_perm] = 1.0
-    sel = _random_selection(n, seed=3)
+    sel = random_selection(n, N_ITEMS, seed=3)
     for y_full in (rows, 1.0 - rows):
         truth = y_full.mean(axis=1)
         (b,) = score_models(sel, y_full[:, sel.indices], N_ITEMS)

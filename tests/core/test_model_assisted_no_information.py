@@ -16,24 +16,9 @@ from scipy import stats
 from app.core.results import Selection
 from app.core.scoring.reference import SPARSE_OUTCOMES, model_assisted
 from app.core.scoring.score_models import score_models
+from tests.support.selections import random_selection
 
 N_ITEMS, K = 400, 50
-
-
-def _random_selection(k: int, n_items: int, seed: int) -> Selection:
-    idx = np.sort(np.random.default_rng(seed).choice(n_items, k, replace=False))
-    return Selection(
-        method="random",
-        indices=idx,
-        weights=np.full(k, 1.0 / k),
-        estimator="mean",
-        estimate_on="correct",
-        signal="correct",
-        n_requested=k,
-        n_candidates=n_items,
-        seed=seed,
-        fitted={},
-    )
 
 
 def _references(n_models: int = 60, seed: int = 5) -> np.ndarray:
@@ -58,7 +43,7 @@ def _wilson_fpc(successes: float, k: int, n_items: int, level: float) -> tuple[f
 
 @pytest.mark.parametrize("level", [0.9, 0.95])
 def test_no_item_right_or_all_right_gets_the_wilson_interval(level) -> None:
-    sel = _random_selection(K, N_ITEMS, seed=1)
+    sel = random_selection(K, N_ITEMS, seed=1)
     y = np.stack([np.zeros(K), np.ones(K)])
     b = model_assisted(sel, y, N_ITEMS, _references(), level=level)
     z2 = stats.norm.ppf(0.5 + level / 2.0) ** 2
@@ -71,7 +56,7 @@ def test_no_item_right_or_all_right_gets_the_wilson_interval(level) -> None:
 
 
 def test_one_item_right_is_widened_to_contain_wilson_but_twenty_are_not() -> None:
-    sel = _random_selection(K, N_ITEMS, seed=2)
+    sel = random_selection(K, N_ITEMS, seed=2)
     rng = np.random.default_rng(0)
     rows = np.zeros((3, K))
     rows[0, 7] = 1.0  # 1 right: below SPARSE_OUTCOMES -> the hull with Wilson
@@ -96,7 +81,7 @@ def test_weak_and_strong_targets_are_covered_at_the_stated_level(true_right) -> 
     same as one target and random subsets). Before the fallback, 0 subset items right gave
     ~[0, 0.004]: at 8 / 400 right, P(0 in 50) = 0.36 and coverage was about 0.64."""
     rng = np.random.default_rng(true_right)
-    sel = _random_selection(K, N_ITEMS, seed=3)
+    sel = random_selection(K, N_ITEMS, seed=3)
     n_targets = 3000
     keys = rng.random((n_targets, N_ITEMS))
     full = (keys < np.sort(keys, axis=1)[:, [true_right - 1]] + 1e-15).astype(float)
@@ -110,7 +95,7 @@ def test_weak_and_strong_targets_are_covered_at_the_stated_level(true_right) -> 
 
 
 def test_too_few_references_offer_no_model_assisted_interval() -> None:
-    sel = _random_selection(K, N_ITEMS, seed=4)
+    sel = random_selection(K, N_ITEMS, seed=4)
     y = (np.random.default_rng(1).random((4, K)) < 0.5).astype(float)
     many = score_models(sel, y, N_ITEMS, reference_correct=_references(60))
     few = score_models(sel, y, N_ITEMS, reference_correct=_references(60)[:10])
