@@ -114,17 +114,27 @@ class ServiceUnavailable(DomainError):
 
 class TooManyRequests(DomainError):
     """A limit of the caller's was reached (rate, expensive work, job quota): 429 with
-    ``Retry-After``; ``limit`` names which (also in the problem body)."""
+    ``Retry-After``; ``limit`` names which (also in the problem body). ``holds_caller``: every
+    request of this caller would be refused until ``Retry-After`` has passed (its rate bucket,
+    its expensive-work places, its failed key attempts), so the API process answers them at
+    once, before authentication (:mod:`app.api.admission`); a job quota does not hold reads."""
 
     status_code = 429
     title = "Too many requests"
     type_slug = "too-many-requests"
 
     def __init__(
-        self, detail: str | None = None, *, limit: str, retry_after: int = 1, **kwargs: Any
+        self,
+        detail: str | None = None,
+        *,
+        limit: str,
+        retry_after: int = 1,
+        holds_caller: bool = False,
+        **kwargs: Any,
     ) -> None:
         super().__init__(detail, **kwargs)
         self.limit = limit
+        self.holds_caller = holds_caller
         self.headers.setdefault("Retry-After", str(max(1, int(retry_after))))
 
 

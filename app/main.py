@@ -31,6 +31,7 @@ from app.api.routes import (
 )
 from app.db.session import make_engine, make_sessionmaker
 from app.queue import CeleryQueue
+from app.services.limits.expensive import EXPENSIVE
 from app.services.limits.limits_setup import configure_limits
 from app.settings import Settings, get_settings
 from app.web import install_web
@@ -66,6 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # an unpredictable pause inside some request (the p99 of session steps under load).
         gc.collect()
         gc.freeze()
+        EXPENSIVE.prestart()  # EXPENSIVE_WORKERS=process: the children start now, not in a request
         yield
         app.state.job_queue.close()
         engine.dispose()
@@ -89,7 +91,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         BodySizeLimit, max_bytes=settings.max_body_bytes, max_json_depth=settings.max_json_depth
     )
-    app.add_middleware(AdmissionLimit, max_in_flight=settings.max_requests_in_flight)
+    app.add_middleware(
+        AdmissionLimit,
+        max_in_flight=settings.max_requests_in_flight,
+        hold_refused=settings.hold_refused_keys,
+        hold_delay=settings.hold_refused_delay_seconds,
+        per_key=settings.max_requests_in_flight_per_key,
+    )
     app.add_middleware(ResponseHeaders)  # outermost: nosniff on every answer, 503s included
     configure_limits(settings)
 

@@ -54,6 +54,26 @@ class Settings(BaseSettings):
         description="requests one API process serves at once; more get 503 + Retry-After at "
         "once instead of queueing (0 = no limit)",
     )
+    max_requests_in_flight_per_key: int = Field(
+        default=4,
+        ge=0,
+        description="requests of one API key one API process serves at once; more wait up to "
+        "1 s for a place, then get 429 (instance admins exempt; 0 = no limit)",
+    )
+    hold_refused_keys: bool = Field(
+        default=True,
+        description="a credential refused with 429 for its rate or its expensive-work places is "
+        "answered the same 429 at once, before authentication, until its Retry-After has passed "
+        "(per API process)",
+    )
+    hold_refused_delay_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        le=10,
+        description="a held 429 is sent when the hold ends, at most this many seconds after the "
+        "request came (a client that ignores Retry-After then sends one request per hold, not "
+        "hundreds); 0 = at once",
+    )
     rate_limit_per_second: float = Field(
         default=200.0,
         ge=0,
@@ -86,6 +106,11 @@ class Settings(BaseSettings):
     )
     expensive_nice: int = Field(
         default=10, ge=0, le=19, description="CPU priority (nice) of the expensive-work threads"
+    )
+    expensive_sched_idle: bool = Field(
+        default=True,
+        description="the expensive-work child processes run under SCHED_IDLE (Linux): only on "
+        "CPU no other task wants",
     )
     expensive_per_key: int = Field(
         default=2, ge=1, description="running + waiting expensive computations per key and process"

@@ -12,7 +12,8 @@ Load for ``--seconds``, all clients going round robin between the two processes:
   closed loop sending cache-busting expensive reads: ``verdict`` of two models at a new
   ``size`` each time, and ``leaderboard/pairs?format=json`` at a new ``alpha`` each time
   (26.8 MB answers when computed).
-* one cheap reader (its own read key), open loop at ``--cheap-rate`` requests/s of
+* one cheap reader (its own read key, in a process of its own so that parsing the attackers'
+  answers does not delay it), open loop at ``--cheap-rate`` requests/s of
   ``GET /v1/benchmarks/gpqa`` (request i scheduled at ``t0 + i / rate``, latency measured
   from that time, so a stalled server is not hidden).
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
 import platform
 import subprocess
@@ -57,6 +59,7 @@ from tests.support.stack import create_key  # noqa: E402
 REQUEST_TIMEOUT = 30.0
 TARGET_P99_MS = 100.0
 TARGET_RSS_MB = 1536.0
+KINDS = {"both": ("verdict", "pairs"), "verdict": ("verdict",), "pairs": ("pairs",)}
 
 
 def rss_mb(pid: int) -> float:
@@ -114,6 +117,62 @@ class RssSampler(threading.Thread):
             self.stop.wait(0.5)
 
 
+def cpu_by_process() -> dict[int, tuple[str, float]]:
+    """``pid -> (command, CPU seconds so far)`` of every process (``/proc/<pid>/stat``)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, tuple[str, float]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            head, rest = stat.read_text().rsplit(")", 1)
+            fields = rest.split()
+            cmd = Path(stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            out[int(stat.parent.name)] = (
+                cmd.strip() or head.split("(", 1)[1],
+                (int(fields[11]) + int(fields[12])) / tick,
+            )
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+def cpu_groups(before, after, api_pids: list[int], this_pid: int) -> dict[str, float]:
+    """CPU seconds spent between two :func:`cpu_by_process` readings, by kind of process."""
+    api_tree = {p: set(descendants(p)) for p in api_pids}
+    groups: Counter = Counter()
+    for pid, (cmd, cpu) in after.items():
+        spent = cpu - before.get(pid, (cmd, 0.0))[1]
+        if spent <= 0:
+            continue
+        if pid in api_pids:
+            group = "API processes"
+        elif any(pid in kids for kids in api_tree.values()):
+            group = "their expensive-work children"
+        elif pid == this_pid:
+            group = "bench: expensive clients"
+        elif "postgres" in cmd:
+            group = "postgres"
+        elif "redis" in cmd:
+            group = "redis"
+        elif "multiprocessing" in cmd or "spawn_main" in cmd:
+            group = "bench: cheap reader"
+        else:
+            group = "other processes"
+        groups[group] += spent
+    return dict(groups.most_common())
+
+
+def metric_sum(texts: list[str], name: str) -> dict[str, int]:
+    """A counter of the Prometheus texts, summed over processes, by its first label value."""
+    out: Counter = Counter()
+    for text in texts:
+        for line in text.splitlines():
+            if line.startswith(name):
+                series, value = line.rsplit(" ", 1)
+                label = series.split('"')[1] if '"' in series else "all"
+                out[label] += int(float(value))
+    return dict(out)
+
+
 def pct(xs: list[float]) -> str:
     if not xs:
         return "n/a"
@@ -123,7 +182,13 @@ def pct(xs: list[float]) -> str:
 
 
 async def expensive_client(
-    i: int, urls: list[str], key: str, models: list[str], until: float, out: Counter
+    i: int,
+    urls: list[str],
+    key: str,
+    models: list[str],
+    until: float,
+    out: Counter,
+    kinds: tuple[str, ...] = ("verdict", "pairs"),
 ) -> None:
     rng = np.random.default_rng(1000 + i)
     headers = {"Authorization": f"Bearer {key}"}
@@ -131,7 +196,9 @@ async def expensive_client(
         n = 0
         while time.monotonic() < until:
             base = urls[(i + n) % len(urls)]
-            if n % 2 == 0:  # a verdict at a new size: the exact MDAD over every pair, uncached
+            if (
+                kinds[n % len(kinds)] == "verdict"
+            ):  # a verdict at a new size: the exact MDAD over every pair, uncached
                 a, b = rng.choice(len(models), size=2, replace=False)
                 path = "/v1/benchmarks/gpqa/verdict"
                 params = {
@@ -156,8 +223,16 @@ async def expensive_client(
 
 
 async def cheap_reader(
-    urls: list[str], key: str, rate: float, until: float, lat: list[float], out: Counter
+    urls: list[str],
+    key: str,
+    rate: float,
+    until: float,
+    lat: list[float],
+    out: Counter,
+    server: list[float] | None = None,
 ) -> None:
+    """Open loop at ``rate``/s: ``lat`` gets each request's latency from its scheduled time,
+    ``server`` the app's own time (its ``Server-Timing``)."""
     headers = {"Authorization": f"Bearer {key}"}
     limits = httpx.Limits(max_connections=64, max_keepalive_connections=16)
     async with httpx.AsyncClient(headers=headers, timeout=REQUEST_TIMEOUT, limits=limits) as c:
@@ -169,6 +244,9 @@ async def cheap_reader(
                 r = await c.get(urls[k % len(urls)] + "/v1/benchmarks/gpqa")
                 lat.append(1000 * (time.monotonic() - at))
                 out[str(r.status_code)] += 1
+                timing = r.headers.get("server-timing", "")
+                if server is not None and timing.startswith("app;dur="):
+                    server.append(float(timing.split("=", 1)[1]))
             except httpx.HTTPError as exc:
                 out[type(exc).__name__] += 1
 
@@ -192,19 +270,49 @@ async def baseline(args, urls, cheap_key) -> tuple[Counter, list[float]]:
     return status, lat
 
 
-async def run_load(args, urls, read_key, cheap_key, models):
+def _cheap_process(urls, key, rate, seconds, start_at, queue) -> None:
+    """The cheap reader in a process of its own: its latencies are the server's, not the delays of
+    an event loop that also parses the attackers' 26 MB answers."""
+    lat: list[float] = []
+    server: list[float] = []
+    status: Counter = Counter()
+
+    async def go() -> None:
+        await asyncio.sleep(max(0.0, start_at - time.time()))
+        await cheap_reader(urls, key, rate, time.monotonic() + seconds, lat, status, server)
+
+    asyncio.run(go())
+    queue.put((lat, server, dict(status)))
+
+
+async def _expensive_load(args, urls, read_key, models) -> Counter:
     until = time.monotonic() + args.seconds
     statuses: Counter = Counter()
-    cheap_status: Counter = Counter()
-    lat: list[float] = []
     await asyncio.gather(
-        cheap_reader(urls, cheap_key, args.cheap_rate, until, lat, cheap_status),
         *(
-            expensive_client(i, urls, read_key, models, until, statuses)
+            expensive_client(i, urls, read_key, models, until, statuses, KINDS[args.kind])
             for i in range(args.expensive)
-        ),
+        )
     )
-    return statuses, cheap_status, lat
+    return statuses
+
+
+def run_load(args, urls, read_key, cheap_key, models):
+    """The expensive clients in this process, the cheap reader in another, both for
+    ``--seconds`` from the same moment."""
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    start_at = time.time() + 2.0  # the child's interpreter is up by then
+    reader = ctx.Process(
+        target=_cheap_process,
+        args=(urls, cheap_key, args.cheap_rate, args.seconds, start_at, queue),
+    )
+    reader.start()
+    time.sleep(max(0.0, start_at - time.time()))
+    statuses = asyncio.run(_expensive_load(args, urls, read_key, models))
+    lat, server, cheap_status = queue.get(timeout=REQUEST_TIMEOUT + 60)
+    reader.join()
+    return statuses, Counter(cheap_status), lat, server
 
 
 def main() -> int:
@@ -219,6 +327,22 @@ def main() -> int:
         choices=["process", "thread"],
         default="process",
         help="EXPENSIVE_WORKERS of the API processes (default process: the shipped default)",
+    )
+    parser.add_argument(
+        "--kind",
+        choices=sorted(KINDS),
+        default="both",
+        help="the expensive clients' requests: verdicts at new sizes, pairs at new alphas, or both",
+    )
+    parser.add_argument(
+        "--server-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for both API processes (repeatable), e.g. EXPENSIVE_NICE=19",
+    )
+    parser.add_argument(
+        "--server-logs", action="store_true", help="print the API processes' logs at the end"
     )
     args = parser.parse_args()
     if args.quick:
@@ -236,6 +360,7 @@ def main() -> int:
                 BROKER_URL=redis.url,
                 AUTH_ENABLED="true",
                 EXPENSIVE_WORKERS=args.workers,
+                **dict(kv.split("=", 1) for kv in args.server_env),
             )
             read_key = create_key(url, ["read"], name="expensive-clients")
             cheap_key = create_key(url, ["read"], name="cheap-reader")
@@ -254,9 +379,15 @@ def main() -> int:
             sampler.start()
             base_status, base_lat = asyncio.run(baseline(args, urls, cheap_key))
             load_before = os.getloadavg()
-            statuses, cheap_status, lat = asyncio.run(
-                run_load(args, urls, read_key, cheap_key, models)
-            )
+            cpu_before = cpu_by_process()
+            statuses, cheap_status, lat, server = run_load(args, urls, read_key, cheap_key, models)
+            cpu_spent = cpu_groups(cpu_before, cpu_by_process(), pids, os.getpid())
+            metrics = [
+                httpx.get(
+                    u + "/metrics", headers={"Authorization": f"Bearer {cheap_key}"}, timeout=60
+                ).text
+                for u in urls
+            ]
             sampler.stop.set()
             sampler.join()
             load_after = os.getloadavg()
@@ -264,6 +395,9 @@ def main() -> int:
         for s in servers:
             s.stop()
         redis.stop()
+    if args.server_logs:
+        for s in servers:
+            print(f"--- log of the API process on {s.url}\n{s.log[-20000:]}")
 
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
@@ -274,12 +408,28 @@ def main() -> int:
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (shared machine)")
     print(
         f"{args.expensive} expensive clients, {args.seconds:g} s, cheap {args.cheap_rate:g}/s, "
-        f"EXPENSIVE_WORKERS={args.workers}"
+        f"EXPENSIVE_WORKERS={args.workers}, expensive kind {args.kind}, "
+        f"server settings {args.server_env or 'default'}"
     )
     print("cheap GET /v1/benchmarks/gpqa: n | p50 | p90 | p99 | max (ms)")
     print("  alone (baseline):", pct(base_lat), "  statuses", dict(base_status))
     print("  under load:      ", pct(lat), "  statuses", dict(cheap_status))
+    print("  of which in the app (its Server-Timing):", pct(server))
     print("expensive statuses", dict(statuses))
+    print(
+        "answered by the API processes (/metrics): held 429s",
+        metric_sum(metrics, "benchslice_held_refusals_total"),
+        "| expensive computations run",
+        metric_sum(metrics, "benchslice_expensive_computed_total"),
+        "| refused at once by the expensive pool",
+        metric_sum(metrics, "benchslice_expensive_refused_total"),
+        "| shed (503, too many in flight)",
+        metric_sum(metrics, "benchslice_requests_shed_total"),
+    )
+    print(
+        f"CPU seconds during the {args.seconds:g} s of load, by process:",
+        {k: round(v, 1) for k, v in cpu_spent.items()},
+    )
     print("peak RSS MB per API process", {p: round(v) for p, v in sampler.peak.items()})
     print(
         "peak RSS MB of its largest child process",

@@ -7,36 +7,220 @@ bench/bench_session_load.py on a busy machine answered steps minutes late). Heal
 always admitted. Counted per process on its event loop (no lock: the counter is touched only
 there). uvicorn's ``--limit-concurrency`` is not used: it counts open keep-alive connections too,
 so a client pool holding idle connections would get 503s from an idle server.
+
+Held refusals (``HOLD_REFUSED_KEYS``, on by default): when a request is refused with a 429 that
+holds its caller (its key's or project's rate bucket is short, it has its expensive-work places
+taken, its key attempts are spent: ``TooManyRequests.holds_caller``), the process remembers the
+presented credential (a BLAKE2b digest of the ``Authorization`` header, never the key) until that
+refusal's ``Retry-After`` has passed, and answers the same credential's requests in that time with
+the same 429 at once: no thread, no database, no Redis, no key verification. When the time has
+passed, one request of the credential is checked for real and its other requests keep the
+refusal until that one is answered (at most ``MAX_PROBE_SECONDS``). A client that
+ignores ``Retry-After`` then costs the server microseconds per request instead of a full
+authenticated request each, so it cannot starve other callers by the volume of its refusals
+(bench/bench_fair_load.py). Only a credential that was itself refused is held; other keys, of
+the same project too, are not affected until their own requests are refused. Per process.
+
+In-flight places per credential (``MAX_REQUESTS_IN_FLIGHT_PER_KEY``): at most that many requests
+of one credential are in the app at once in a process; more wait for a place on the event loop
+(no thread, no connection) up to ``KEY_WAIT_SECONDS`` and are then refused with 429
+(``"limit": "key-in-flight"``). One key's burst (20 clients of a CI job sharing it) then shares
+the process with every other key instead of taking all its threads and connections. Instance
+admins are exempt once the process has seen their credential authenticated.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import math
+import time
+from dataclasses import dataclass
+
+from prometheus_client import Counter
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.errors import problem_response
+from app.api.errors import EXEMPT_STATE, HELD_STATE, HeldRefusal, problem_response
 
 ALWAYS_ADMITTED = frozenset({"/healthz", "/readyz"})
 RETRY_AFTER_SECONDS = 1
+KEY_WAIT_SECONDS = 1.0  # a request over its key's in-flight places waits this long, then 429
+MAX_HELD = 10_000  # credentials remembered per process; expired ones are dropped first
+MAX_PROBE_SECONDS = (
+    2.0  # a request checked for real after a hold holds the others this long at most
+)
+ANSWERED_HELD = Counter(
+    "benchslice_held_refusals",
+    "Requests answered with a held 429 (their credential was refused less than Retry-After ago)",
+    ["limit"],
+)
+KEY_REFUSED = Counter(
+    "benchslice_key_in_flight_refused",
+    "Requests refused with 429: their key had MAX_REQUESTS_IN_FLIGHT_PER_KEY in progress",
+)
+SHED = Counter("benchslice_requests_shed", "Requests refused with 503: too many in flight")
+
+
+def clock() -> float:
+    """The hold's clock (a function of this module so tests can move it)."""
+    return time.monotonic()
+
+
+@dataclass
+class _Gate:
+    """The in-flight places of one credential and how many requests use them now."""
+
+    slots: asyncio.Semaphore
+    users: int = 0
+
+
+def credential_digest(scope: Scope) -> bytes | None:
+    """A digest of the request's ``Authorization`` header (None without one)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            return hashlib.blake2b(value, digest_size=16).digest()
+    return None
 
 
 class AdmissionLimit:
-    def __init__(self, app: ASGIApp, max_in_flight: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_in_flight: int,
+        hold_refused: bool = True,
+        hold_delay: float = 0.0,
+        per_key: int = 0,
+    ) -> None:
         self.app = app
         self.max_in_flight = max_in_flight  # 0: no limit
+        self.hold_refused = hold_refused
+        self.hold_delay = hold_delay  # seconds a held refusal waits (at most) before it is sent
+        self.per_key = per_key  # requests of one credential in the app at once (0: no limit)
+        self.gates: dict[bytes, _Gate] = {}
+        self.exempt: set[bytes] = set()  # credentials of instance admins (seen authenticated)
         self.in_flight = 0
         self.shed = 0  # requests refused so far (read by tests and benchmarks)
+        # digest -> (held until, since when one request is being checked for real, refusal)
+        self.held: dict[bytes, tuple[float, float | None, HeldRefusal]] = {}
+        self.answered_held = 0  # requests answered from a held refusal (tests, benchmarks)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] != "http"
-            or not self.max_in_flight
-            or scope.get("path") in ALWAYS_ADMITTED
-        ):
+        if scope["type"] != "http" or scope.get("path") in ALWAYS_ADMITTED:
+            await self.app(scope, receive, send)
+            return
+        digest = credential_digest(scope) if self.hold_refused else None
+        if digest is None:
+            await self._admit(scope, receive, send)
+            return
+        found = self.held.get(digest)
+        if found is not None:
+            until, probe_since, refusal = found
+            now = clock()
+            if now < until or (probe_since is not None and now - probe_since < MAX_PROBE_SECONDS):
+                await self._repeat(refusal, until - now, scope, receive, send)
+                return
+            # Retry-After has passed: this request is checked for real, the credential's others
+            # keep the refusal until it is answered (the clients of one key that all waited the
+            # same Retry-After do not all arrive at once)
+            self.held[digest] = (until, now, refusal)
+        try:
+            await self._admit_per_key(digest, scope, receive, send)
+        finally:
+            refusal = scope.get("state", {}).get(HELD_STATE)
+            if isinstance(refusal, HeldRefusal):
+                self._remember(digest, refusal)
+            elif found is not None:
+                self.held.pop(digest, None)
+
+    async def _admit_per_key(
+        self, digest: bytes, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """At most ``per_key`` requests of one credential in the app at once; more wait (on
+        the event loop: no thread, no connection) up to ``KEY_WAIT_SECONDS``, then 429."""
+        if not self.per_key or digest in self.exempt:
+            await self._admit(scope, receive, send)
+            return
+        gate = self.gates.get(digest)
+        if gate is None:
+            gate = self.gates[digest] = _Gate(asyncio.Semaphore(self.per_key))
+        gate.users += 1
+        try:
+            try:
+                await asyncio.wait_for(gate.slots.acquire(), KEY_WAIT_SECONDS)
+            except TimeoutError:
+                KEY_REFUSED.inc()
+                response = problem_response(
+                    Request(scope),
+                    429,
+                    title="Too many requests",
+                    type_slug="too-many-requests",
+                    detail=f"{self.per_key} requests of this key are already in progress in "
+                    f"this process (MAX_REQUESTS_IN_FLIGHT_PER_KEY) and none ended within "
+                    f"{KEY_WAIT_SECONDS:g} s; retry after {RETRY_AFTER_SECONDS} s",
+                    headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+                    limit="key-in-flight",
+                )
+                await response(scope, receive, send)
+                return
+            try:
+                await self._admit(scope, receive, send)
+            finally:
+                gate.slots.release()
+                if scope.get("state", {}).get(EXEMPT_STATE):
+                    self._note_exempt(digest)
+        finally:
+            gate.users -= 1
+            if gate.users == 0:
+                self.gates.pop(digest, None)
+
+    def _note_exempt(self, digest: bytes) -> None:
+        if len(self.exempt) >= MAX_HELD:
+            self.exempt.clear()
+        self.exempt.add(digest)
+
+    def _remember(self, digest: bytes, refusal: HeldRefusal) -> None:
+        now = clock()
+        if len(self.held) >= MAX_HELD:
+            self.held = {d: h for d, h in self.held.items() if h[0] > now}
+            if len(self.held) >= MAX_HELD:  # all still held: forget the oldest half
+                self.held = dict(list(self.held.items())[MAX_HELD // 2 :])
+        self.held[digest] = (now + refusal.seconds, None, refusal)
+
+    async def _repeat(
+        self, held: HeldRefusal, left: float, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        self.answered_held += 1
+        if self.hold_delay > 0:
+            # a client that ignores Retry-After waits for its refusal (its connection idles, no
+            # thread or CPU is used): it cannot send more than a request per hold and client
+            waited = min(self.hold_delay, max(left, 0.0) if left > 0 else self.hold_delay)
+            await asyncio.sleep(waited)
+            left -= waited
+        ANSWERED_HELD.labels(held.limit or "").inc()
+        retry = max(1, math.ceil(left))  # while a request is checked: 1 s
+        detail = (held.detail + " " if held.detail else "") + (
+            f"(repeated without recomputing: this credential was refused less than its "
+            f"Retry-After ago; retry after {retry} s)"
+        )
+        response = problem_response(
+            Request(scope),
+            429,
+            title=held.title,
+            detail=detail,
+            type_slug=held.type_slug,
+            headers={**dict(held.headers), "Retry-After": str(retry)},
+            limit=held.limit,
+        )
+        await response(scope, receive, send)
+
+    async def _admit(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.max_in_flight:
             await self.app(scope, receive, send)
             return
         if self.in_flight >= self.max_in_flight:
             self.shed += 1
+            SHED.inc()
             response = problem_response(
                 Request(scope),
                 503,

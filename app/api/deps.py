@@ -14,6 +14,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from app.api.errors import EXEMPT_STATE
 from app.db.models import BenchmarkVersion, Project
 from app.db.session import pop_after_commit
 from app.errors import FieldIssue, InvalidInput
@@ -134,6 +135,8 @@ async def limited(request: Request, principal: Principal) -> Principal:
         labels=unit_labels(principal),
     )
     CALLER.set(caller)
+    if caller.exempt:  # the admission layer lets this credential's requests in without a cap
+        setattr(request.state, EXEMPT_STATE, True)
     if getattr(request.state, "charged", False):  # a route may check two roles: charge once
         return principal
     request.state.charged = True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
@@ -22,6 +23,40 @@ log = logging.getLogger(__name__)
 
 PROBLEM_JSON = "application/problem+json"
 TYPE_BASE = "https://benchslice.dev/problems/"
+
+
+EXEMPT_STATE = "benchslice_exempt"  # set for an instance admin's request (admission exempts it)
+HELD_STATE = "benchslice_held_refusal"  # where a refusal to hold is left for the admission layer
+
+
+@dataclass(frozen=True)
+class HeldRefusal:
+    """A 429 to repeat for ``seconds`` (from when :class:`AdmissionLimit` remembers it)."""
+
+    seconds: float
+    title: str
+    detail: str | None
+    type_slug: str
+    limit: str | None
+    headers: tuple[tuple[str, str], ...]
+
+
+def hold_refusal(request: Request, exc: object, headers: dict[str, str]) -> None:
+    """Called by the error handler for a 429 that holds its caller: leave it in the request's
+    state for :class:`AdmissionLimit` (which knows the credential) to remember."""
+    seconds = float(headers.get("Retry-After", 1))
+    setattr(
+        request.state,
+        HELD_STATE,
+        HeldRefusal(
+            seconds=seconds,
+            title=str(getattr(exc, "title", "Too many requests")),
+            detail=getattr(exc, "detail", None),
+            type_slug=str(getattr(exc, "type_slug", "too-many-requests")),
+            limit=getattr(exc, "limit", None),
+            headers=tuple((k, v) for k, v in headers.items() if k.lower() != "retry-after"),
+        ),
+    )
 
 
 def problem_response(
@@ -113,6 +148,8 @@ async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
             else dict(e)
             for e in exc.errors
         ]
+    if getattr(exc, "holds_caller", False):
+        hold_refusal(request, exc, exc.headers)
     return problem_response(
         request,
         exc.status_code,

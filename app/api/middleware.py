@@ -10,6 +10,7 @@ replayed to the app. Other bodies are bounded where they are read (app/api/uploa
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import numpy as np
@@ -109,7 +110,10 @@ class BodySizeLimit:
 class ResponseHeaders:
     """``X-Content-Type-Options: nosniff`` on every response; the rate-limit fields of a
     limited request (``RateLimit``, ``RateLimit-Policy``); on the API docs a CSP with
-    ``frame-ancestors 'none'`` and ``X-Frame-Options: DENY`` (they can not be framed)."""
+    ``frame-ancestors 'none'`` and ``X-Frame-Options: DENY`` (they can not be framed);
+    ``Server-Timing: app;dur=<ms>``, the time from the request reaching the app until its
+    response starts (a client compares it with what it waited: the rest was queueing before
+    the app, or the network)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -119,11 +123,15 @@ class ResponseHeaders:
             await self.app(scope, receive, send)
             return
         docs = is_docs_path(scope.get("path", ""))
+        started = time.perf_counter()
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
                 headers["x-content-type-options"] = "nosniff"
+                if "server-timing" not in headers:  # the pages set their own
+                    took = 1000 * (time.perf_counter() - started)
+                    headers["server-timing"] = f"app;dur={took:.1f}"
                 for name, value in (scope.get("state") or {}).get("rate_limit", {}).items():
                     if name not in headers:
                         headers[name] = value

@@ -4,6 +4,7 @@ at once with 503 + Retry-After; health probes always pass; the count goes back d
 from __future__ import annotations
 
 import asyncio
+import time
 
 import httpx
 from starlette.applications import Starlette
@@ -73,4 +74,55 @@ def test_zero_means_no_limit() -> None:
 def test_the_app_installs_the_setting() -> None:
     app = create_app(Settings(database_url="sqlite://", max_requests_in_flight=7))
     stack = [m for m in app.user_middleware if m.cls is AdmissionLimit]
-    assert len(stack) == 1 and stack[0].kwargs == {"max_in_flight": 7}
+    assert len(stack) == 1
+    assert stack[0].kwargs == {
+        "max_in_flight": 7,
+        "hold_refused": True,
+        "hold_delay": 1.0,
+        "per_key": 4,
+    }
+    app = create_app(Settings(database_url="sqlite://", hold_refused_keys=False))
+    stack = [m for m in app.user_middleware if m.cls is AdmissionLimit]
+    assert stack[0].kwargs["hold_refused"] is False
+
+
+def test_one_credential_has_at_most_its_places_in_flight_and_waits_for_them() -> None:
+    """6 concurrent requests of one key with 2 places: 2 enter, the others wait on the event
+    loop; one still waiting after KEY_WAIT_SECONDS gets 429 key-in-flight; another key and a
+    request without credentials are not held back."""
+    import app.api.admission as admission
+
+    async def scenario() -> None:
+        release, entered = asyncio.Event(), []
+        guard = AdmissionLimit(_blocking_app(release, entered), max_in_flight=0, per_key=2)
+        transport = httpx.ASGITransport(app=guard)
+        one = {"Authorization": "Bearer bsk_a_1"}
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            mine = [asyncio.create_task(client.get("/slow", headers=one)) for _ in range(6)]
+            others = [
+                asyncio.create_task(client.get("/slow", headers={"Authorization": "Bearer b"})),
+                asyncio.create_task(client.get("/slow")),
+            ]
+            while len(entered) < 4:
+                await asyncio.sleep(0.001)
+            await asyncio.sleep(0.05)
+            assert len(entered) == 4  # 2 of the key, the other key, the anonymous one
+            release.set()
+            statuses = [r.status_code for r in await asyncio.gather(*mine, *others)]
+            assert statuses == [200] * 8  # the waiting ones entered as places freed
+            assert guard.gates == {}  # no state left for idle credentials
+
+            release.clear()
+            entered.clear()
+            stuck = [asyncio.create_task(client.get("/slow", headers=one)) for _ in range(2)]
+            while len(entered) < 2:
+                await asyncio.sleep(0.001)
+            started = time.perf_counter()
+            r = await client.get("/slow", headers=one)
+            assert r.status_code == 429 and r.json()["limit"] == "key-in-flight"
+            assert time.perf_counter() - started >= admission.KEY_WAIT_SECONDS * 0.9
+            assert r.headers["retry-after"] == "1"
+            release.set()
+            await asyncio.gather(*stuck)
+
+    asyncio.run(scenario())

@@ -27,6 +27,7 @@ LIMITED = {
     "auth_attempts_per_second": 0.01,
     "auth_attempts_burst": 3,
     "job_quota": 1,
+    "hold_refused_delay_seconds": 0.0,  # held 429s at once (the delay: its own test)
 }
 
 
@@ -228,3 +229,66 @@ def test_a_projects_keys_share_its_job_quota(
     assert r.status_code == 429 and body["limit"] == "project-jobs", r.text
     assert "project 'default'" in body["detail"] and "PROJECT_JOB_QUOTA" in body["detail"]
     assert int(r.headers["retry-after"]) >= 1
+
+
+def test_a_refused_key_is_held_until_its_retry_after(
+    limited_client: TestClient, db_session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a 429 for its rate, the same credential gets the same 429 at once (no key
+    verification, no database) until Retry-After has passed; other keys are not held."""
+    import app.api.admission as admission
+    import app.api.deps as deps
+
+    verified: list[int] = []
+    real_authenticate = deps.authenticate
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        verified.append(1)
+        return real_authenticate(*args, **kwargs)
+
+    monkeypatch.setattr(deps, "authenticate", counted)
+    reader = _key(db_session, "read")
+    statuses = [limited_client.get("/v1/benchmarks", headers=reader).status_code for _ in range(31)]
+    assert statuses == [200] * 30 + [429] and len(verified) == 31
+    for _ in range(5):
+        r = limited_client.get("/v1/benchmarks", headers=reader)
+        assert r.status_code == 429 and r.json()["limit"] == "rate"
+        assert "RATE_LIMIT_BURST" in r.json()["detail"] and "repeated" in r.json()["detail"]
+        assert int(r.headers["retry-after"]) >= 1
+        assert r.headers["ratelimit"].startswith('"key";r=0;')
+        assert r.headers["content-type"].startswith("application/problem+json")
+    assert len(verified) == 31  # the held answers verified nothing
+    other = _key(db_session, "read")
+    assert limited_client.get("/v1/benchmarks", headers=other).status_code == 200
+    # once Retry-After has passed the request is checked again (still short: a real refusal)
+    later = admission.clock() + 3600
+    monkeypatch.setattr(admission, "clock", lambda: later)
+    r = limited_client.get("/v1/benchmarks", headers=reader)
+    assert r.status_code == 429 and "repeated" not in r.json()["detail"]
+    assert len(verified) == 33
+
+
+def test_only_refusals_that_concern_every_request_hold_the_caller() -> None:
+    from app.errors import TooManyRequests
+    from app.services.limits.ratelimit import Decision, Policy, refusal
+
+    quota = TooManyRequests("at the job quota", limit="jobs")
+    assert not quota.holds_caller
+    short = Decision(False, 0.0, 2.0, 3.0, "key:x", Policy(1.0, 3.0))
+    assert refusal(short, 1.0, "a request").holds_caller
+
+
+def test_a_held_refusal_is_sent_when_the_hold_ends_at_most_the_delay_later(
+    settings: Settings, db_session: Session
+) -> None:
+    import time
+
+    with _client(settings, db_session, {**LIMITED, "hold_refused_delay_seconds": 0.3}) as client:
+        reader = _key(db_session, "read")
+        statuses = [client.get("/v1/benchmarks", headers=reader).status_code for _ in range(31)]
+        assert statuses[-1] == 429
+        started = time.perf_counter()
+        r = client.get("/v1/benchmarks", headers=reader)
+        waited = time.perf_counter() - started
+        assert r.status_code == 429 and "repeated" in r.json()["detail"]
+        assert 0.25 <= waited < 5  # held for the delay (the hold itself lasts ~100 s)

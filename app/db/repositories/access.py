@@ -24,6 +24,12 @@ class ApiKeyRepository(Repository[ApiKey]):
     def all(self) -> Sequence[ApiKey]:
         return self.session.scalars(select(ApiKey).order_by(ApiKey.created_at)).all()
 
+    def lock_if_free(self, key_id: uuid.UUID) -> bool:
+        """Lock the key's row for this transaction unless another transaction holds it (then
+        False at once: ``FOR UPDATE SKIP LOCKED`` on Postgres; SQLite has one writer)."""
+        stmt = select(ApiKey.id).where(ApiKey.id == key_id).with_for_update(skip_locked=True)
+        return self.session.execute(stmt).first() is not None
+
 
 class IdempotencyKeyRepository(Repository[IdempotencyKey]):
     model = IdempotencyKey

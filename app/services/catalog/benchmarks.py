@@ -314,8 +314,9 @@ def public(session: Session, version: BenchmarkVersion) -> BenchmarkPublic:
 
 def describe(session: Session, version_id: uuid.UUID) -> BenchmarkDetail:
     version = get_version(session, version_id)
-    rows = ModelResultRepository(session).summaries(version_id)
-    acc = np.array([r.accuracy for r in rows], dtype=np.float64)
+    # Three columns, no ORM objects: this is the cheap read every client polls (issue 26).
+    rows = ModelResultRepository(session).accuracy_rows(version_id)
+    acc = np.array([accuracy for _, accuracy, _ in rows], dtype=np.float64)
     summary = None
     if acc.size:
         summary = AccuracySummary(
@@ -328,10 +329,8 @@ def describe(session: Session, version_id: uuid.UUID) -> BenchmarkDetail:
     return BenchmarkDetail(
         **public.model_dump(),
         models=[
-            ModelSummary(
-                name=r.model.name, accuracy=r.accuracy, coverage=r.n_items / version.n_items
-            )
-            for r in rows
+            ModelSummary(name=name, accuracy=accuracy, coverage=n_items / version.n_items)
+            for name, accuracy, n_items in rows
         ],
         accuracy=summary,
     )

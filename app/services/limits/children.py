@@ -107,11 +107,19 @@ def _safe_error(exc: BaseException) -> BaseException:
         return RuntimeError(f"{type(exc).__name__}: {exc}")
 
 
-def _child_main(conn: Any, nice: int) -> None:  # pragma: no cover - runs in the child
+def _child_main(conn: Any, nice: int, idle: bool) -> None:  # pragma: no cover - in the child
     try:
         os.nice(nice)
     except OSError:  # not allowed: run at the parent's priority
         pass
+    if idle:
+        # SCHED_IDLE (Linux): run only when no ordinary task wants the CPU, and give it up as
+        # soon as one wakes; nice 19 still takes a share, and a request thread woken behind a
+        # computing child waited for it (bench/bench_fair_load.py)
+        try:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        except (AttributeError, OSError):
+            pass
     held: OrderedDict = OrderedDict()
     while True:
         try:
@@ -142,11 +150,14 @@ def _context() -> Any:
 class Child:
     """One child process and the pipe to it; one call at a time."""
 
-    def __init__(self, nice: int) -> None:
+    def __init__(self, nice: int, idle: bool = False) -> None:
         ctx = _context()
         self.conn, theirs = ctx.Pipe()
         self.proc = ctx.Process(
-            target=_child_main, args=(theirs, nice), name="benchslice-expensive", daemon=True
+            target=_child_main,
+            args=(theirs, nice, idle),
+            name="benchslice-expensive",
+            daemon=True,
         )
         self.proc.start()
         theirs.close()

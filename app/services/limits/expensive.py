@@ -17,7 +17,9 @@ cheap requests keep being served while it runs. A child that dies or runs past
 ``EXPENSIVE_TIMEOUT_SECONDS`` is killed and replaced; the request gets 503 with ``Retry-After``.
 ``EXPENSIVE_WORKERS=thread`` computes in the pool's own threads instead. :meth:`ExpensivePool.run`
 (a closure, e.g. one that needs the request's database session) always uses those threads. The
-threads and the children run at a lower CPU priority (``nice`` ``EXPENSIVE_NICE``, Linux).
+threads and the children run at a lower CPU priority (``nice`` ``EXPENSIVE_NICE``, Linux); the children also under ``SCHED_IDLE``
+(``EXPENSIVE_SCHED_IDLE``, Linux): they use only CPU no request wants. A server starts the
+children at startup (:meth:`ExpensivePool.prestart`).
 
 Work outside a request (worker tasks, scripts) has no caller and is not limited. A slot taken
 inside another (nested computations on one thread) passes straight through.
@@ -70,6 +72,7 @@ class ExpensivePool:
         self._idle: list[Child] = []  # children not computing now (at most ``slots`` exist)
         self._busy: list[Child] = []
         self.nice = 10
+        self.idle = True
         self.workers = "process"
         self.timeout = 300.0
         self.configure(slots, queue, per_caller, wait_seconds)
@@ -88,13 +91,15 @@ class ExpensivePool:
         nice: int = 10,
         workers: str = "process",
         timeout: float = 300.0,
+        idle: bool = True,
     ) -> None:
         if self._executor is not None and (slots != self.slots or nice != self.nice):
             self._executor.shutdown(wait=False)
             self._executor = None
-        if int(nice) != self.nice:
+        if int(nice) != self.nice or bool(idle) != self.idle:
             self.shutdown_children()
         self.nice = int(nice)
+        self.idle = bool(idle)
         self.workers = workers
         self.timeout = float(timeout)
         self.slots = max(1, int(slots))
@@ -116,6 +121,7 @@ class ExpensivePool:
                 "EXPENSIVE_PER_KEY); retry when one has finished",
                 limit="expensive-per-key",
                 retry_after=1,
+                holds_caller=True,
             )
         if self._running >= self.slots and self._waiting >= self.queue:
             REFUSED.labels("busy").inc()
@@ -235,10 +241,30 @@ class ExpensivePool:
                     self._busy.append(child)
                     return child
                 child.kill()
-        child = Child(self.nice)
+        child = Child(self.nice, self.idle)
         with self._lock:
             self._busy.append(child)
         return child
+
+    def prestart(self) -> threading.Thread | None:
+        """With ``EXPENSIVE_WORKERS=process``: start the ``slots`` children now, in the
+        background (a server calls it at startup), so the first expensive requests do not pay
+        for starting the forkserver and a child that imports numpy and scipy (~1 s of CPU,
+        which delayed every request around them). Returns the starting thread (None: threads)."""
+        if self.workers != "process":
+            return None
+
+        def start() -> None:
+            with self._lock:
+                missing = self.slots - len(self._idle) - len(self._busy)
+            for _ in range(max(0, missing)):
+                child = Child(self.nice, self.idle)
+                with self._lock:
+                    self._idle.append(child)
+
+        thread = threading.Thread(target=start, name="expensive-prestart", daemon=True)
+        thread.start()
+        return thread
 
     def child_pids(self, busy: bool | None = None) -> list[int]:
         """Process ids of the children (``busy``: only those computing now, or only the idle

@@ -51,6 +51,7 @@ def configure_limits(settings: Settings) -> None:
         settings.expensive_nice,
         settings.expensive_workers,
         settings.expensive_timeout_seconds,
+        settings.expensive_sched_idle,
     )
     QUOTAS.max_active_jobs = settings.job_quota
     QUOTAS.analysis_max_cost = settings.analysis_max_cost

@@ -222,6 +222,7 @@ def refusal(decision: Decision, cost: float, what: str, label: str = "") -> TooM
         limit=limit,
         retry_after=retry,
         headers=headers(decision),
+        holds_caller=True,
     )
 
 
@@ -276,6 +277,7 @@ class RateLimits:
                 f"{decision.policy.rate:g}); retry after {retry} s",
                 limit="auth-attempts",
                 retry_after=retry,
+                holds_caller=True,
             )
 
     def auth_failed(self, prefix: str, client: str) -> None:
