@@ -116,10 +116,10 @@ class Settings(BaseSettings):
         default=2, ge=1, description="running + waiting expensive computations per key and process"
     )
     expensive_wait_seconds: float = Field(default=30.0, gt=0)
-    # thread by default: on a quiet 2-core machine under 20 cache-busting clients the cheap GET's
-    # p99 was 1.3 s with threads and 2.5 s with child processes (bench/RESULTS.md, issue 26)
+    # process by default: under 20 cache-busting clients (bench/bench_fair_load.py, issue 26) the
+    # cheap GET's p99 was 120-146 ms with SCHED_IDLE children and 182 ms with threads sharing the GIL
     expensive_workers: Literal["process", "thread"] = Field(
-        default="thread",
+        default="process",
         description="where expensive computations run: child processes of each API process "
         "(the request threads keep the GIL) or threads of the API process",
     )

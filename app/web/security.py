@@ -74,7 +74,9 @@ class SecurityHeaders:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 took = 1000 * (time.perf_counter() - started)
-                ours = {h for h, _ in HEADERS} | (set() if static else {b"cache-control"})
+                # the API layer's Server-Timing is replaced by the page's (its whole time)
+                ours = {h for h, _ in HEADERS} | {b"server-timing"}
+                ours |= set() if static else {b"cache-control"}
                 headers = [(k, v) for k, v in message.get("headers", []) if k.lower() not in ours]
                 headers.extend(HEADERS)
                 if not static:

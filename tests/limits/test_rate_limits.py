@@ -65,6 +65,25 @@ def test_redis_buckets_are_shared_and_expire() -> None:
     client.close()
 
 
+def test_take_each_is_take_in_order_stopping_at_the_first_refusal_in_both_stores() -> None:
+    """One round trip (Redis: one script) takes from every unit as consecutive takes would:
+    the units before a refusal keep what they gave, the ones after are not touched."""
+    client = redis.Redis.from_url(TEST_REDIS_URL)
+    prefix = f"{TEST_KEY_PREFIX}{uuid.uuid4().hex[:6]}:"
+    wide, narrow, other = Policy(rate=0.001, burst=10), Policy(rate=0.001, burst=3), Policy(1, 5)
+    units = [("key:k", wide), ("project:p", narrow), ("project:q", other)]
+    for buckets in (MemoryBuckets(), RedisBuckets(client, prefix)):
+        seen = [buckets.take_each(units, 1) for _ in range(5)]
+        assert [len(d) for d in seen] == [3, 3, 3, 2, 2]  # project:p short from the 4th
+        assert [d[-1].allowed for d in seen] == [True, True, True, False, False]
+        assert seen[3][0].remaining == pytest.approx(6, abs=0.01)  # key:k gave its token
+        assert buckets.take("project:q", 0, other).remaining == pytest.approx(2, abs=0.01)
+        assert seen[4][1].unit == "project:p" and seen[4][1].retry_after > 100
+    dead = RedisBuckets(redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2), "x:")
+    assert all(d.allowed for d in dead.take_each(units, 1))  # fails open, as take
+    client.close()
+
+
 def test_redis_outage_fails_open() -> None:
     dead = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
     decision = RedisBuckets(dead, "x:").take("key:y", 1, Policy(1, 1))

@@ -9,6 +9,7 @@ from datetime import datetime
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import joinedload
 
 from app.db.models.access import ApiKey, AuditEvent, IdempotencyKey, KeyRole, Project
 from app.db.models.benchmark import Benchmark
@@ -19,7 +20,10 @@ class ApiKeyRepository(Repository[ApiKey]):
     model = ApiKey
 
     def get_by_prefix(self, prefix: str) -> ApiKey | None:
-        return self.session.scalars(select(ApiKey).where(ApiKey.prefix == prefix)).first()
+        """The key with its roles and their projects in one query (every authenticated
+        request asks: one round trip, not two)."""
+        stmt = select(ApiKey).options(joinedload(ApiKey.roles)).where(ApiKey.prefix == prefix)
+        return self.session.scalars(stmt).unique().first()
 
     def all(self) -> Sequence[ApiKey]:
         return self.session.scalars(select(ApiKey).order_by(ApiKey.created_at)).all()

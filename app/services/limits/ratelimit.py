@@ -62,6 +62,11 @@ class Decision:
 class Buckets(Protocol):
     def take(self, unit: str, cost: float, policy: Policy) -> Decision: ...
 
+    def take_each(self, units: Sequence[tuple[str, Policy]], cost: float) -> list[Decision]:
+        """:meth:`take` from each unit in order, stopping after the first refusal (the units
+        before it keep what they gave): one round trip to the store."""
+        ...
+
 
 def _decide(tokens: float, cost: float, policy: Policy, unit: str) -> tuple[Decision, float]:
     if tokens >= cost:
@@ -100,6 +105,14 @@ class MemoryBuckets:
                     del self._state[u]
             return decision
 
+    def take_each(self, units: Sequence[tuple[str, Policy]], cost: float) -> list[Decision]:
+        out = []
+        for unit, policy in units:
+            out.append(self.take(unit, cost, policy))
+            if not out[-1].allowed:
+                break
+        return out
+
 
 # KEYS[1]: the bucket. ARGV: rate, burst, cost. Returns {allowed, tokens*1000, wait_ms}.
 # Time comes from the server (every API process shares one clock).
@@ -131,6 +144,45 @@ return {allowed, tostring(tokens), tostring(wait)}
 """
 
 
+# KEYS: the buckets, in order. ARGV: cost, then rate and burst of each bucket. Returns
+# {allowed, tokens, wait} per bucket taken from, stopping after the first refusal.
+TAKE_EACH_SCRIPT = """
+local cost = tonumber(ARGV[1])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local out = {}
+for i = 1, #KEYS do
+  local rate = tonumber(ARGV[2 * i])
+  local burst = tonumber(ARGV[2 * i + 1])
+  local state = redis.call('HMGET', KEYS[i], 'tokens', 'at')
+  local tokens = tonumber(state[1])
+  local at = tonumber(state[2])
+  if tokens == nil then
+    tokens = burst
+    at = now
+  end
+  tokens = math.min(burst, tokens + math.max(0, now - at) * rate)
+  local allowed = 0
+  local wait = 0
+  if tokens >= cost then
+    tokens = tokens - cost
+    allowed = 1
+  else
+    wait = (cost - tokens) / rate
+  end
+  redis.call('HSET', KEYS[i], 'tokens', tostring(tokens), 'at', tostring(now))
+  redis.call('PEXPIRE', KEYS[i], math.ceil((burst - tokens) / rate * 1000) + 1000)
+  out[#out + 1] = allowed
+  out[#out + 1] = tostring(tokens)
+  out[#out + 1] = tostring(wait)
+  if allowed == 0 then
+    return out
+  end
+end
+return out
+"""
+
+
 class RedisBuckets:
     """Buckets shared by every process through Redis (one atomic script per request)."""
 
@@ -138,6 +190,7 @@ class RedisBuckets:
         self._client = client
         self._prefix = prefix + "benchslice:rate:"
         self._script = client.register_script(TAKE_SCRIPT)
+        self._each = client.register_script(TAKE_EACH_SCRIPT)
 
     def take(self, unit: str, cost: float, policy: Policy) -> Decision:
         try:
@@ -150,6 +203,23 @@ class RedisBuckets:
         tokens = float(tokens)
         reset = (policy.burst - tokens) / policy.rate
         return Decision(bool(int(allowed)), tokens, float(wait), reset, unit, policy)
+
+    def take_each(self, units: Sequence[tuple[str, Policy]], cost: float) -> list[Decision]:
+        args: list[float] = [cost]
+        for _, policy in units:
+            args += [policy.rate, policy.burst]
+        try:
+            flat = self._each(keys=[self._prefix + u for u, _ in units], args=args)
+        except RedisError as exc:  # fail open, as take
+            log.warning("rate limit store unavailable, request allowed: %s", exc)
+            return [Decision(True, p.burst, 0.0, 0.0, u, p) for u, p in units]
+        out = []
+        for (unit, policy), i in zip(units, range(0, len(flat), 3), strict=False):
+            allowed, tokens, wait = flat[i : i + 3]
+            tokens = float(tokens)
+            reset = (policy.burst - tokens) / policy.rate
+            out.append(Decision(bool(int(allowed)), tokens, float(wait), reset, unit, policy))
+        return out
 
 
 PROJECT = "project"
@@ -176,12 +246,9 @@ class Limiter:
         return self.project_policy if unit_kind(unit) == PROJECT else self.policy
 
     def take(self, units: Sequence[str], cost: float) -> Decision:
+        limited = [(u, p) for u in units if (p := self.policy_for(u)) is not None]
         last: Decision | None = None
-        for unit in units:
-            policy = self.policy_for(unit)
-            if policy is None:
-                continue
-            decision = self.buckets.take(unit, cost, policy)
+        for decision in self.buckets.take_each(limited, cost):  # one round trip
             if not decision.allowed:
                 return decision
             if last is None or decision.remaining < last.remaining:
