@@ -114,36 +114,6 @@ class MemoryBuckets:
         return out
 
 
-# KEYS[1]: the bucket. ARGV: rate, burst, cost. Returns {allowed, tokens*1000, wait_ms}.
-# Time comes from the server (every API process shares one clock).
-TAKE_SCRIPT = """
-local rate = tonumber(ARGV[1])
-local burst = tonumber(ARGV[2])
-local cost = tonumber(ARGV[3])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
-local tokens = tonumber(state[1])
-local at = tonumber(state[2])
-if tokens == nil then
-  tokens = burst
-  at = now
-end
-tokens = math.min(burst, tokens + math.max(0, now - at) * rate)
-local allowed = 0
-local wait = 0
-if tokens >= cost then
-  tokens = tokens - cost
-  allowed = 1
-else
-  wait = (cost - tokens) / rate
-end
-redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
-redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) / rate * 1000) + 1000)
-return {allowed, tostring(tokens), tostring(wait)}
-"""
-
-
 # KEYS: the buckets, in order. ARGV: cost, then rate and burst of each bucket. Returns
 # {allowed, tokens, wait} per bucket taken from, stopping after the first refusal.
 TAKE_EACH_SCRIPT = """
@@ -189,20 +159,10 @@ class RedisBuckets:
     def __init__(self, client, prefix: str = "") -> None:
         self._client = client
         self._prefix = prefix + "benchslice:rate:"
-        self._script = client.register_script(TAKE_SCRIPT)
         self._each = client.register_script(TAKE_EACH_SCRIPT)
 
     def take(self, unit: str, cost: float, policy: Policy) -> Decision:
-        try:
-            allowed, tokens, wait = self._script(
-                keys=[self._prefix + unit], args=[policy.rate, policy.burst, cost]
-            )
-        except RedisError as exc:  # fail open: a limiter outage must not take the API down
-            log.warning("rate limit store unavailable, request allowed: %s", exc)
-            return Decision(True, policy.burst, 0.0, 0.0, unit, policy)
-        tokens = float(tokens)
-        reset = (policy.burst - tokens) / policy.rate
-        return Decision(bool(int(allowed)), tokens, float(wait), reset, unit, policy)
+        return self.take_each([(unit, policy)], cost)[0]
 
     def take_each(self, units: Sequence[tuple[str, Policy]], cost: float) -> list[Decision]:
         args: list[float] = [cost]
@@ -210,7 +170,7 @@ class RedisBuckets:
             args += [policy.rate, policy.burst]
         try:
             flat = self._each(keys=[self._prefix + u for u, _ in units], args=args)
-        except RedisError as exc:  # fail open, as take
+        except RedisError as exc:  # fail open: a limiter outage must not take the API down
             log.warning("rate limit store unavailable, request allowed: %s", exc)
             return [Decision(True, p.burst, 0.0, 0.0, u, p) for u, p in units]
         out = []
