@@ -188,3 +188,26 @@ def test_refit_reuses_the_matrix_and_selects_as_a_fresh_selector():
         np.testing.assert_array_equal(a.weights, b.weights)
     other = sel.fit(correct[:, :40], confidence=second[:, :40])  # another size: a new matrix
     assert other.dissim_ is not buf and other.dissim_.shape == (40, 40)
+
+
+def test_float32_dissimilarity_selects_as_float64(monkeypatch):
+    """Above FLOAT64_MAX_ITEMS the matrix is float32 (a documented difference): same medoids and
+    weights as the float64 path on a pool with clear structure, loss equal to ~1e-6 relative."""
+    import kmedoids
+
+    from app.core.selectors import anchor_points as ap
+
+    conf, correct, _ = _blocks((60, 90, 50, 100), n_models=60, seed=15, noise=1.0)
+    exact = make_selector("anchor_points").fit(correct, confidence=conf)
+    monkeypatch.setattr(ap, "FLOAT64_MAX_ITEMS", 100)
+    single = make_selector("anchor_points").fit(correct, confidence=conf)
+    assert exact.dissim_.dtype == np.float64 and single.dissim_.dtype == np.float32
+    np.testing.assert_allclose(single.dissim_, exact.dissim_, atol=1e-6)
+    for n in (4, 25, 100):
+        a, b = exact.select(n, rng=n), single.select(n, rng=n)
+        np.testing.assert_array_equal(a.indices, b.indices)
+        np.testing.assert_allclose(a.weights, b.weights)
+        seed = int(a.fitted["kmedoids_seed"])
+        la = kmedoids.fasterpam(exact.dissim_, n, init="random", random_state=seed, n_cpu=1).loss
+        lb = kmedoids.fasterpam(single.dissim_, n, init="random", random_state=seed, n_cpu=1).loss
+        assert lb == pytest.approx(la, rel=1e-6)

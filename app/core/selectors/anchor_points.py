@@ -9,7 +9,11 @@ from app.core._validation import ResultsData
 from app.core.selectors.base import Chosen, Selector
 
 ESTIMATE_ON = ("confidence", "correct")
-FLOAT64_MAX_ITEMS = 8_000  # above this the full dissimilarity matrix is kept in float32
+# Above this many candidates the full dissimilarity matrix is kept in float32 (half the memory
+# and memory traffic; 4,000 puts the MMLU and MMLU-Pro seen halves, 5,306 and 6,012 items, in
+# float32, GPQA's 224 and BBH's 2,880 stay in float64). Measured on SYNTHETIC 447 x 12,032
+# (bench/RESULTS.md, issue 27): the same medoids at every paper size, ~0.35 CPU-s less per run.
+FLOAT64_MAX_ITEMS = 4_000
 CLARA_DRAWS = 5
 
 
@@ -153,7 +157,12 @@ class AnchorPointsSelector(Selector):
     -----
     Fit (once): ``R`` = Pearson correlation over source models of the signal (confidence, or
     correctness as the recorded fallback) of the candidate items; ``D = 1 - R`` kept in float64
-    up to 8,000 candidates and in float32 up to ``max_full_items`` (FasterPAM accepts both).
+    up to 4,000 candidates and in float32 up to ``max_full_items`` (FasterPAM accepts both).
+    Documented difference to the reference's float64 ``1 - corrcoef``: above 4,000 candidates
+    ``D`` carries float32 rounding (~6e-8 relative), which can change FasterPAM's path only
+    where two swaps' gains tie to within it; on SYNTHETIC MMLU-Pro-scale splits the medoids were
+    the same at every paper size and the losses agreed to ~1e-8 relative (a test compares the two
+    precisions' selections).
     Constant items, whose correlations are NaN in the reference, get correlation 0 with the
     others and 1 with themselves (the reference's predictor variant also sets NaN to 0).
     Refitting the same instance writes ``D`` into the previous fit's matrix when its size and
