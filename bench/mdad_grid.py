@@ -14,6 +14,10 @@ Cases
 ``scaling``  protocol seconds per method as runs, items and models grow (synthetic, few runs).
 ``irt-tol``  tinyBenchmarks' IRT fit tolerance against accuracy (``--matrix gpqa|mmlu``, ``--tols``):
              fit CPU, paper MDAD, |error| of the irt / p-IRT / gp-IRT estimates.
+``same-numbers`` the SYNTHETIC MMLU-Pro-scale protocol's records for the first ``--runs`` runs
+             (every paper method, 7 sizes, in-process): ``--save FILE`` writes them, ``--compare
+             FILE`` says per method whether this tree's estimates and subset sizes are bit-identical
+             to the saved ones (run it once on the old commit with ``--save``); prints CPU-s per method.
 
 Whole-process rows report wall time, the CPU seconds of the process and its workers
 (``getrusage(RUSAGE_CHILDREN)``) and the 1-minute load average before the run: on a shared machine
@@ -27,6 +31,8 @@ Usage::
     .venv/bin/python bench/mdad_grid.py --case scaling
     .venv/bin/python bench/mdad_grid.py --case irt-tol --matrix mmlu --runs 10 --tols 2e-5 1e-4
     .venv/bin/python bench/mdad_grid.py --quick         # smoke-sized
+    .venv/bin/python bench/mdad_grid.py --case same-numbers --runs 3 --save old.npz   # old commit
+    .venv/bin/python bench/mdad_grid.py --case same-numbers --runs 3 --compare old.npz
 """
 
 from __future__ import annotations
@@ -325,6 +331,64 @@ def case_irt_tol(args) -> None:
 PAPER_SIZES_MMLU = (10, 25, 50, 100, 250, 500, 1000)
 
 
+def case_same_numbers(args) -> None:
+    """Save or compare the protocol's per-(method, n, run) records on the SYNTHETIC grid."""
+    import numpy as np
+
+    from app.core.reliability.protocol import run_protocol
+    from bench.synth import make_synthetic
+
+    if bool(args.save) == bool(args.compare):
+        raise SystemExit("same-numbers: give exactly one of --save FILE and --compare FILE")
+    syn = make_synthetic(447, 12032, seed=0)
+    load = os.getloadavg()[0]
+    c0 = time.process_time()
+    res = run_protocol(
+        syn.correct,
+        available_methods(),
+        PAPER_SIZES_MMLU,
+        confidence=syn.confidence,
+        subtasks=syn.subtasks,
+        runs=args.runs,
+        seed=0,
+        workers=1,
+    )
+    cpu = time.process_time() - c0
+    per_method = " ".join(f"{m} {v / args.runs:.2f}" for m, v in res.seconds.items())
+    print(
+        f"| same-numbers SYNTHETIC 447x12032 | {args.runs} runs in-process | CPU {cpu:.1f} s "
+        f"| per run (s): {per_method} | load {load:.1f} |"
+    )
+    if args.save:
+        np.savez(
+            args.save,
+            methods=np.array(res.methods),
+            estimates=res.estimates,
+            subset_sizes=res.subset_sizes,
+        )
+        return
+    with np.load(args.compare) as ref:
+        names = list(ref["methods"])
+        for mi, name in enumerate(res.methods):
+            if name not in names:
+                print(f"{name}: not in {args.compare}")
+                continue
+            j = names.index(name)
+            runs = min(args.runs, ref["estimates"].shape[2])
+            est, old = res.estimates[mi, :, :runs], ref["estimates"][j, :, :runs]
+            sizes_equal = np.array_equal(
+                res.subset_sizes[mi, :, :runs], ref["subset_sizes"][j, :, :runs]
+            )
+            if np.array_equal(est, old) and sizes_equal:
+                print(f"{name}: IDENTICAL ({runs} runs x {len(res.sizes)} sizes)")
+            else:
+                cells = int((np.abs(est - old).max(axis=-1) > 0).sum())
+                print(
+                    f"{name}: DIFFERENT in {cells} of {est.shape[0] * est.shape[1]} (n, run) cells, "
+                    f"max |d estimate| {np.max(np.abs(est - old)):.3g}, sizes equal {sizes_equal}"
+                )
+
+
 def render_table(paths: list[str]) -> None:
     """Markdown table (MDAD [CI] in points, agreement, |error| in points, tau) from --json outputs."""
     for path in paths:
@@ -351,8 +415,12 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--case", choices=("gpqa", "mmlu", "mmlu-cli", "scaling", "irt-tol"), default="gpqa"
+        "--case",
+        choices=("gpqa", "mmlu", "mmlu-cli", "scaling", "irt-tol", "same-numbers"),
+        default="gpqa",
     )
+    parser.add_argument("--save", metavar="FILE", help="same-numbers: write the records here")
+    parser.add_argument("--compare", metavar="FILE", help="same-numbers: compare with these")
     parser.add_argument("--matrix", choices=("gpqa", "mmlu"), default="gpqa", help="irt-tol case")
     parser.add_argument("--tols", nargs="+", type=float, default=[2e-5, 5e-5, 1e-4])
     parser.add_argument("--est-runs", type=int, default=5, help="irt-tol: calibrated runs")
@@ -374,6 +442,7 @@ def main() -> None:
         "mmlu-cli": case_mmlu_cli,
         "scaling": case_scaling,
         "irt-tol": case_irt_tol,
+        "same-numbers": case_same_numbers,
     }[args.case](args)
 
 

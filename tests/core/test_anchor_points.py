@@ -145,3 +145,69 @@ def test_fasterpam_transposed_view_is_the_library_call_bit_for_bit():
         d, 17, max_iter=100, init="random", random_state=int(s.fitted["kmedoids_seed"]), n_cpu=1
     )
     np.testing.assert_array_equal(s.indices, ref.medoids)
+
+
+def test_dissimilarity_into_a_reused_buffer_is_bit_identical():
+    conf, _, _ = _blocks((40, 30, 30), n_models=50, seed=10, noise=0.8)
+    fresh = correlation_dissimilarity(conf)
+    buf = np.full_like(fresh, np.nan)
+    out = correlation_dissimilarity(conf, out=buf)
+    assert out is buf
+    np.testing.assert_array_equal(out, fresh)
+    np.testing.assert_array_equal(out, out.T)
+    with pytest.raises(ValueError, match="out"):
+        correlation_dissimilarity(conf, out=np.empty((5, 5)))
+    with pytest.raises(ValueError, match="out"):
+        correlation_dissimilarity(conf, np.float32, out=buf)
+
+
+def test_nearest_medoid_is_argmin_with_first_tie():
+    from app.core.selectors.anchor_points import nearest_medoid
+
+    rng = np.random.default_rng(12)
+    d = rng.integers(0, 4, size=(300, 300)).astype(float)  # many exact ties
+    for k, block in ((1, 64), (7, 3), (150, 64), (300, 64), (130, 1)):
+        medoids = rng.choice(300, size=k, replace=False)
+        np.testing.assert_array_equal(
+            nearest_medoid(d, medoids, block=block), np.argmin(d[medoids], axis=0)
+        )
+
+
+def test_refit_reuses_the_matrix_and_selects_as_a_fresh_selector():
+    first, _, _ = _blocks((30, 50, 20), seed=13, noise=1.0)
+    second, correct, _ = _blocks((30, 50, 20), seed=14, noise=1.0)
+    sel = make_selector("anchor_points").fit(correct, confidence=first)
+    buf = sel.dissim_
+    sel.fit(correct, confidence=second)
+    assert sel.dissim_ is buf  # written in place
+    fresh = make_selector("anchor_points").fit(correct, confidence=second)
+    np.testing.assert_array_equal(sel.dissim_, fresh.dissim_)
+    for n in (3, 17, 60):
+        a, b = sel.select(n, rng=n), fresh.select(n, rng=n)
+        np.testing.assert_array_equal(a.indices, b.indices)
+        np.testing.assert_array_equal(a.weights, b.weights)
+    other = sel.fit(correct[:, :40], confidence=second[:, :40])  # another size: a new matrix
+    assert other.dissim_ is not buf and other.dissim_.shape == (40, 40)
+
+
+def test_float32_dissimilarity_selects_as_float64(monkeypatch):
+    """Above FLOAT64_MAX_ITEMS the matrix is float32 (a documented difference): same medoids and
+    weights as the float64 path on a pool with clear structure, loss equal to ~1e-6 relative."""
+    import kmedoids
+
+    from app.core.selectors import anchor_points as ap
+
+    conf, correct, _ = _blocks((60, 90, 50, 100), n_models=60, seed=15, noise=1.0)
+    exact = make_selector("anchor_points").fit(correct, confidence=conf)
+    monkeypatch.setattr(ap, "FLOAT64_MAX_ITEMS", 100)
+    single = make_selector("anchor_points").fit(correct, confidence=conf)
+    assert exact.dissim_.dtype == np.float64 and single.dissim_.dtype == np.float32
+    np.testing.assert_allclose(single.dissim_, exact.dissim_, atol=1e-6)
+    for n in (4, 25, 100):
+        a, b = exact.select(n, rng=n), single.select(n, rng=n)
+        np.testing.assert_array_equal(a.indices, b.indices)
+        np.testing.assert_allclose(a.weights, b.weights)
+        seed = int(a.fitted["kmedoids_seed"])
+        la = kmedoids.fasterpam(exact.dissim_, n, init="random", random_state=seed, n_cpu=1).loss
+        lb = kmedoids.fasterpam(single.dissim_, n, init="random", random_state=seed, n_cpu=1).loss
+        assert lb == pytest.approx(la, rel=1e-6)

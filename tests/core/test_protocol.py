@@ -131,3 +131,41 @@ def test_validation_names_the_argument(small, kwargs, field) -> None:
     args.update(kwargs)
     with pytest.raises(ValueError, match=field):
         run_protocol(c, **args)
+
+
+def test_refitted_selectors_give_the_results_of_fresh_ones(small) -> None:
+    """The protocol refits one instance per method for every run: same records as fresh ones."""
+    from app.core._validation import validate_results
+    from app.core.reliability.protocol import prepare_state, run_chunk
+
+    c, sub = small
+    methods, sizes = ("anchor_points", "tiny_benchmarks", "dpp", "random"), (5, 20)
+    state = prepare_state(
+        validate_results(c, subtasks=sub),
+        methods,
+        sizes,
+        n_targets=10,
+        n_sources=60,
+        seed=4,
+        selector_params={"tiny_benchmarks": {"max_iter": 30}},
+        blas_threads=1,
+    )
+    kept: dict = {}
+    shared = [run_chunk(state, [r], selectors=kept) for r in range(3)]
+    assert set(kept) == set(methods)
+    for r, part in enumerate(shared):
+        fresh = run_chunk(state, [r])
+        np.testing.assert_array_equal(part["estimates"], fresh["estimates"])
+        np.testing.assert_array_equal(part["subset_sizes"], fresh["subset_sizes"])
+
+
+def test_fit_data_takes_validated_results_only(small) -> None:
+    from app.core._validation import validate_results
+
+    c, sub = small
+    data = validate_results(c[:40], subtasks=sub)
+    a = make_selector("subtask_stratified").fit_data(data).select(12, rng=3)
+    b = make_selector("subtask_stratified").fit(c[:40], subtasks=sub).select(12, rng=3)
+    np.testing.assert_array_equal(a.indices, b.indices)
+    with pytest.raises(TypeError, match="ResultsData"):
+        make_selector("random").fit_data(c[:40])

@@ -20,6 +20,7 @@ how runs are distributed over processes, on the other methods requested or on th
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import sys
@@ -35,6 +36,7 @@ from threadpoolctl import threadpool_limits
 from app.core._validation import ResultsData, validate_results
 from app.core.results import ProtocolResult
 from app.core.selectors import SELECTORS, make_selector
+from app.core.selectors.base import Selector
 
 GPQA_SIZES = (10, 25, 50, 100, 200)
 PAPER_SIZES = (10, 25, 50, 100, 250, 500, 1000)
@@ -144,16 +146,47 @@ def check_int(name: str, value: Any, low: int) -> int:
     return int(value)
 
 
-def run_chunk(state: Mapping[str, Any], run_ids: Sequence[int]) -> dict[str, Any]:
-    """The protocol records of runs ``run_ids`` on a prepared state (:func:`prepare_state`)."""
+def run_chunk(
+    state: Mapping[str, Any],
+    run_ids: Sequence[int],
+    *,
+    selectors: dict[str, Selector] | None = None,
+) -> dict[str, Any]:
+    """The protocol records of runs ``run_ids`` on a prepared state (:func:`prepare_state`).
+
+    Parameters
+    ----------
+    state : mapping
+        From :func:`prepare_state`.
+    run_ids : sequence of int
+    selectors : dict, optional
+        Selector instances by method name, refitted for every run and kept in the dict for the
+        caller's next chunk (a pool process keeps one per method for all its chunks). Every fit
+        replaces all of a selector's fitted state, so a refitted instance selects exactly what a
+        fresh one would; refitting lets a selector reuse its large buffers (Anchor Points'
+        N x N dissimilarity). ``None``: fresh instances, dropped at the end.
+    """
     limit = state["blas_threads"]
+    selectors = {} if selectors is None else selectors
     if limit is None:
-        return _run_chunk_body(state, run_ids)
+        return _run_chunk_body(state, run_ids, selectors)
     with threadpool_limits(limits=limit):  # BLAS and OpenMP (scikit-learn's KMeans) pools
-        return _run_chunk_body(state, run_ids)
+        return _run_chunk_body(state, run_ids, selectors)
 
 
-def _run_chunk_body(s: Mapping[str, Any], run_ids: Sequence[int]) -> dict[str, Any]:
+def _protocol_selector(
+    selectors: dict[str, Selector], name: str, params: Mapping[str, Any]
+) -> Selector:
+    """The chunk's instance of ``name`` (made once with the protocol's parameters)."""
+    selector = selectors.get(name)
+    if selector is None or selector.params != make_selector(name, **params).params:
+        selector = selectors[name] = make_selector(name, **params)
+    return selector
+
+
+def _run_chunk_body(
+    s: Mapping[str, Any], run_ids: Sequence[int], selectors: dict[str, Selector]
+) -> dict[str, Any]:
     correct: np.ndarray = s["correct"]
     confidence: np.ndarray | None = s["confidence"]
     subtasks: np.ndarray = s["subtasks"]
@@ -193,12 +226,14 @@ def _run_chunk_body(s: Mapping[str, Any], run_ids: Sequence[int]) -> dict[str, A
         src_correct = correct[np.ix_(sources, seen_idx)]
         src_conf = None if confidence is None else confidence[np.ix_(sources, seen_idx)]
         p_t_seen = None if confidence is None else confidence[np.ix_(targets, seen_idx)]
+        # validated once per run: every method is fitted on the same read-only copies
+        src_data = validate_results(src_correct, confidence=src_conf, subtasks=subtasks[seen_idx])
         for mi, name in enumerate(methods):
             t0 = time.perf_counter()
-            selector = make_selector(
-                name, **{**SELECTORS[name].protocol_params, **params.get(name, {})}
+            selector = _protocol_selector(
+                selectors, name, {**SELECTORS[name].protocol_params, **params.get(name, {})}
             )
-            selector.fit(src_correct, confidence=src_conf, subtasks=subtasks[seen_idx])
+            selector.fit_data(src_data)
             selector.plan_sizes(sizes)
             for si, n in enumerate(sizes):
                 sel = selector.select(n, rng=selection_seed(s["seed"], int(run), name, n))
@@ -219,16 +254,22 @@ def _run_chunk_body(s: Mapping[str, Any], run_ids: Sequence[int]) -> dict[str, A
 
 
 # The state of a pool process (set by its initializer, never in the calling process): the
-# results matrix is shipped once per process, not once per task.
+# results matrix is shipped once per process, not once per task; the process's selector
+# instances live as long as the process (refitted for every run).
 _POOL_STATE: dict[str, Any] = {}
+_POOL_SELECTORS: dict[str, Selector] = {}
 
 
 def _init_pool_process(state: dict[str, Any]) -> None:
     _POOL_STATE.update(state)
+    # The objects inherited from the parent (every imported module) never become garbage: keep
+    # them out of the collector's full passes, which otherwise walk all of them again and again
+    # (~2 % of a pool process's CPU at MMLU-Pro scale), and off the copy-on-write pages.
+    gc.freeze()
 
 
 def _pool_chunk(run_ids: Sequence[int]) -> dict[str, Any]:
-    return run_chunk(_POOL_STATE, run_ids)
+    return run_chunk(_POOL_STATE, run_ids, selectors=_POOL_SELECTORS)
 
 
 def _pool_context() -> multiprocessing.context.BaseContext | None:
@@ -369,7 +410,10 @@ def run_protocol(
         blas_threads=blas_threads,
     )
     workers = min(int(workers), int(runs))
-    n_chunks = 1 if workers == 1 else min(int(runs), 4 * workers)
+    # One run per pool task: the pool hands the next run to whichever process is free, so the
+    # processes finish at most one run apart (chunks of 6-7 runs left one process idle for up
+    # to a chunk at the end, ~20-40 s at MMLU-Pro scale). A task's result is a few kB.
+    n_chunks = 1 if workers == 1 else int(runs)
     chunks = [c.tolist() for c in np.array_split(np.arange(runs), n_chunks)]
     parts: list[dict[str, Any]] = []
     done = 0

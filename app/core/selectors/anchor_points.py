@@ -9,7 +9,11 @@ from app.core._validation import ResultsData
 from app.core.selectors.base import Chosen, Selector
 
 ESTIMATE_ON = ("confidence", "correct")
-FLOAT64_MAX_ITEMS = 8_000  # above this the full dissimilarity matrix is kept in float32
+# Above this many candidates the full dissimilarity matrix is kept in float32 (half the memory
+# and memory traffic; 4,000 puts the MMLU and MMLU-Pro seen halves, 5,306 and 6,012 items, in
+# float32, GPQA's 224 and BBH's 2,880 stay in float64). Measured on SYNTHETIC 447 x 12,032
+# (bench/RESULTS.md, issue 27): the same medoids at every paper size, ~0.35 CPU-s less per run.
+FLOAT64_MAX_ITEMS = 4_000
 CLARA_DRAWS = 5
 
 
@@ -27,7 +31,7 @@ def standardized_columns(x: np.ndarray, dtype=np.float64) -> tuple[np.ndarray, n
     return (xc * scale).astype(dtype, copy=False), constant
 
 
-def correlation_dissimilarity(x: np.ndarray, dtype=np.float64) -> np.ndarray:
+def correlation_dissimilarity(x: np.ndarray, dtype=np.float64, *, out=None) -> np.ndarray:
     """``1 - R`` for the item-item Pearson correlation ``R`` of the columns of ``x``.
 
     Parameters
@@ -35,19 +39,73 @@ def correlation_dissimilarity(x: np.ndarray, dtype=np.float64) -> np.ndarray:
     x : ndarray, shape (n_models, n_items)
     dtype : numpy dtype
         float64 (paper) or float32 (halves memory for large pools).
+    out : ndarray, shape (n_items, n_items), optional
+        A C-contiguous buffer of ``dtype`` to write the result into (its old contents are
+        overwritten). Reusing one buffer across fits saves allocating and page-faulting a fresh
+        N x N matrix every time (~0.3-0.4 s of kernel time at 6,012 items); the values are
+        bit-identical to a fresh result.
 
     Returns
     -------
     ndarray, shape (n_items, n_items)
-        Built in place (one N x N buffer). NaN policy: a constant item has correlation 0 with
-        every other item and 1 with itself (so dissimilarity 1 to others, 0 on the diagonal).
+        Built in place (one N x N buffer: ``out`` when given). NaN policy: a constant item has
+        correlation 0 with every other item and 1 with itself (so dissimilarity 1 to others, 0 on
+        the diagonal).
     """
     z, _ = standardized_columns(x, dtype)
-    d = z.T @ z  # R (constant items: 0 everywhere)
+    n = z.shape[1]
+    if out is not None and (
+        out.shape != (n, n) or out.dtype != np.dtype(dtype) or not out.flags.c_contiguous
+    ):
+        raise ValueError(f"out: expected a C-contiguous ({n}, {n}) {np.dtype(dtype)} array")
+    d = np.matmul(z.T, z, out=out)  # R (constant items: 0 everywhere); Z'Z by a symmetric update
     np.subtract(1.0, d, out=d)
     np.fill_diagonal(d, 0.0)
     np.clip(d, 0.0, 2.0, out=d)
     return d
+
+
+def nearest_medoid(d: np.ndarray, medoids: np.ndarray, *, block: int = 64) -> np.ndarray:
+    """``np.argmin(d[medoids], axis=0)`` without materialising the ``k x N`` copy.
+
+    Parameters
+    ----------
+    d : ndarray, shape (N, N)
+        Dissimilarities (C-ordered; no NaN).
+    medoids : ndarray of int, shape (k,)
+        Row positions of the medoids.
+    block : int, default 64
+        Medoid rows gathered at a time (one small reused buffer).
+
+    Returns
+    -------
+    ndarray of int64, shape (N,)
+        For every column, the position in ``medoids`` of the row with the smallest value; ties go
+        to the first such medoid, as ``np.argmin`` does.
+
+    Notes
+    -----
+    Blocks of medoid rows are scanned in order; within a block ``np.argmin`` returns the first
+    minimum and a later block replaces the running label only where it is *strictly* smaller,
+    so the result is exactly ``np.argmin(d[medoids], axis=0)`` (a test compares them). At
+    k = 1,000 and N = 6,012 the full copy is 48 MB, whose fresh pages cost more kernel time than
+    the scan itself.
+    """
+    medoids = np.asarray(medoids, dtype=np.int64)
+    n_cols = d.shape[1]
+    buf = np.empty((min(block, medoids.size), n_cols), dtype=d.dtype)
+    labels = np.zeros(n_cols, dtype=np.int64)
+    best = np.full(n_cols, np.inf, dtype=d.dtype)
+    cols = np.arange(n_cols)
+    for start in range(0, medoids.size, block):
+        rows = medoids[start : start + block]
+        part = np.take(d, rows, axis=0, out=buf[: rows.size])
+        arg = np.argmin(part, axis=0)
+        low = part[arg, cols]
+        better = low < best if start else np.ones(n_cols, dtype=bool)
+        labels[better] = arg[better] + start
+        best[better] = low[better]
+    return labels
 
 
 def fasterpam(d: np.ndarray, n: int, *, max_iter: int, seed: int):
@@ -99,15 +157,24 @@ class AnchorPointsSelector(Selector):
     -----
     Fit (once): ``R`` = Pearson correlation over source models of the signal (confidence, or
     correctness as the recorded fallback) of the candidate items; ``D = 1 - R`` kept in float64
-    up to 8,000 candidates and in float32 up to ``max_full_items`` (FasterPAM accepts both).
+    up to 4,000 candidates and in float32 up to ``max_full_items`` (FasterPAM accepts both).
+    Documented difference to the reference's float64 ``1 - corrcoef``: above 4,000 candidates
+    ``D`` carries float32 rounding (~6e-8 relative), which can change FasterPAM's path only
+    where two swaps' gains tie to within it; on SYNTHETIC MMLU-Pro-scale splits the medoids were
+    the same at every paper size and the losses agreed to ~1e-8 relative (a test compares the two
+    precisions' selections).
     Constant items, whose correlations are NaN in the reference, get correlation 0 with the
     others and 1 with themselves (the reference's predictor variant also sets NaN to 0).
+    Refitting the same instance writes ``D`` into the previous fit's matrix when its size and
+    dtype match (the same values as a fresh one; no selection holds a reference to it): the
+    protocol refits one instance per method for every run, and a fresh 6,012^2 matrix per run
+    cost ~0.4 s of kernel time in page faults.
 
     Select (per ``n``): ``kmedoids.fasterpam(D, n, init="random", random_state=s, n_cpu=1)`` with
     ``s`` drawn from the selection ``rng`` (single-threaded so the result is deterministic; run
     on the transposed view for contiguous reads, bit-identical: :func:`fasterpam`); each
     candidate goes to the medoid it is most correlated with (argmin of D; ties to the first
-    medoid); weight of medoid ``c`` = ``|cluster c| / N`` (empty clusters keep weight 0).
+    medoid; :func:`nearest_medoid`); weight of medoid ``c`` = ``|cluster c| / N`` (empty clusters keep weight 0).
 
     Large pools (``N > max_full_items``), CLARA-style: ``CLARA_DRAWS`` = 5 uniform samples of
     ``min(N, max(40 + 2n, 2000))`` candidates each (always containing the previous best medoids),
@@ -155,7 +222,10 @@ class AnchorPointsSelector(Selector):
             self.dissim_ = None
         else:
             dtype = np.float64 if n_cand <= FLOAT64_MAX_ITEMS else np.float32
-            self.dissim_ = correlation_dissimilarity(x, dtype)
+            old = getattr(self, "dissim_", None)
+            reuse = old is not None and old.shape == (n_cand, n_cand) and old.dtype == dtype
+            # a refit of this instance overwrites its own previous matrix (same values as fresh)
+            self.dissim_ = correlation_dissimilarity(x, dtype, out=old if reuse else None)
             self.constant_ = np.all(x == x[:1], axis=0)
             self.z_ = None
 
@@ -166,7 +236,7 @@ class AnchorPointsSelector(Selector):
         else:
             res = fasterpam(self.dissim_, n, max_iter=int(self.params["max_iter"]), seed=seed)
             medoids = np.asarray(res.medoids, dtype=np.int64)
-            labels = np.argmin(self.dissim_[medoids], axis=0)
+            labels = nearest_medoid(self.dissim_, medoids)
         n_cand = data.candidates.shape[0]
         weights = np.bincount(labels, minlength=n) / n_cand
         fitted = {
