@@ -47,9 +47,8 @@ ALWAYS_ADMITTED = frozenset({"/healthz", "/readyz"})
 RETRY_AFTER_SECONDS = 1
 KEY_WAIT_SECONDS = 1.0  # a request over its key's in-flight places waits this long, then 429
 MAX_HELD = 10_000  # credentials remembered per process; expired ones are dropped first
-MAX_PROBE_SECONDS = (
-    2.0  # a request checked for real after a hold holds the others this long at most
-)
+# a request checked for real after a hold has passed keeps the others held this long at most
+MAX_PROBE_SECONDS = 2.0
 ANSWERED_HELD = Counter(
     "benchslice_held_refusals",
     "Requests answered with a held 429 (their credential was refused less than Retry-After ago)",
@@ -109,9 +108,12 @@ class AdmissionLimit:
         if scope["type"] != "http" or scope.get("path") in ALWAYS_ADMITTED:
             await self.app(scope, receive, send)
             return
-        digest = credential_digest(scope) if self.hold_refused else None
+        digest = credential_digest(scope) if self.hold_refused or self.per_key else None
         if digest is None:
             await self._admit(scope, receive, send)
+            return
+        if not self.hold_refused:
+            await self._admit_per_key(digest, scope, receive, send)
             return
         found = self.held.get(digest)
         if found is not None:
@@ -194,7 +196,7 @@ class AdmissionLimit:
         if self.hold_delay > 0:
             # a client that ignores Retry-After waits for its refusal (its connection idles, no
             # thread or CPU is used): it cannot send more than a request per hold and client
-            waited = min(self.hold_delay, max(left, 0.0) if left > 0 else self.hold_delay)
+            waited = min(self.hold_delay, left) if left > 0 else self.hold_delay  # <= 0: a probe
             await asyncio.sleep(waited)
             left -= waited
         ANSWERED_HELD.labels(held.limit or "").inc()

@@ -126,3 +126,23 @@ def test_one_credential_has_at_most_its_places_in_flight_and_waits_for_them() ->
             await asyncio.gather(*stuck)
 
     asyncio.run(scenario())
+
+
+def test_the_per_key_places_hold_without_held_refusals_too() -> None:
+    async def scenario() -> None:
+        release, entered = asyncio.Event(), []
+        guard = AdmissionLimit(
+            _blocking_app(release, entered), max_in_flight=0, hold_refused=False, per_key=1
+        )
+        transport = httpx.ASGITransport(app=guard)
+        one = {"Authorization": "Bearer bsk_a_1"}
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            mine = [asyncio.create_task(client.get("/slow", headers=one)) for _ in range(3)]
+            while not entered:
+                await asyncio.sleep(0.001)
+            await asyncio.sleep(0.05)
+            assert len(entered) == 1 and guard.held == {}
+            release.set()
+            assert [r.status_code for r in await asyncio.gather(*mine)] == [200] * 3
+
+    asyncio.run(scenario())

@@ -180,3 +180,28 @@ def test_a_kept_argument_cannot_be_changed_by_a_call(pool: ExpensivePool) -> Non
     with pytest.raises(ValueError, match="read-only"):
         pool.call("x", np.negative, Shared("k", np.ones(3)), out=Shared("k", np.ones(3)))
     assert pool.call("x", np.sum, Shared("k", np.ones(3))) == 3
+
+
+def test_prestart_starts_the_slots_children_under_sched_idle_and_they_compute(
+    pool: ExpensivePool,
+) -> None:
+    """A server starts its children at startup: ``slots`` idle children, at SCHED_IDLE and
+    the pool's nice, that the next computation uses (no new process)."""
+    starting = pool.prestart()
+    assert starting is not None
+    starting.join(WAIT)
+    idle = pool.child_pids(busy=False)
+    assert len(idle) == pool.slots and pool.child_pids(busy=True) == []
+    for pid in idle:  # each child sets its own priority once it runs: wait for it
+        deadline = time.monotonic() + WAIT
+        while os.sched_getscheduler(pid) != os.SCHED_IDLE and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert os.sched_getscheduler(pid) == os.SCHED_IDLE
+        assert os.getpriority(os.PRIO_PROCESS, pid) == pool.nice
+    assert pool.call("a sum", operator.add, 2, 3) == 5
+    assert sorted(pool.child_pids()) == sorted(idle)  # computed in a prestarted child
+    pool.prestart().join(WAIT)  # already full: starts none
+    assert sorted(pool.child_pids()) == sorted(idle)
+    threads = ExpensivePool(slots=1)
+    threads.configure(1, 0, 1, WAIT, workers="thread")
+    assert threads.prestart() is None and threads.child_pids() == []

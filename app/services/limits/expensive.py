@@ -17,9 +17,9 @@ cheap requests keep being served while it runs. A child that dies or runs past
 ``EXPENSIVE_TIMEOUT_SECONDS`` is killed and replaced; the request gets 503 with ``Retry-After``.
 ``EXPENSIVE_WORKERS=thread`` computes in the pool's own threads instead. :meth:`ExpensivePool.run`
 (a closure, e.g. one that needs the request's database session) always uses those threads. The
-threads and the children run at a lower CPU priority (``nice`` ``EXPENSIVE_NICE``, Linux); the children also under ``SCHED_IDLE``
-(``EXPENSIVE_SCHED_IDLE``, Linux): they use only CPU no request wants. A server starts the
-children at startup (:meth:`ExpensivePool.prestart`).
+threads and the children run at a lower CPU priority (``nice`` ``EXPENSIVE_NICE``, Linux), the
+children also under ``SCHED_IDLE`` (``EXPENSIVE_SCHED_IDLE``, Linux): they use only CPU no
+request wants. A server starts the children at startup (:meth:`ExpensivePool.prestart`).
 
 Work outside a request (worker tasks, scripts) has no caller and is not limited. A slot taken
 inside another (nested computations on one thread) passes straight through.
