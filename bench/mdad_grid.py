@@ -118,6 +118,7 @@ def whole_process(matrix: Path, sizes: str, runs: int, workers: int) -> dict:
 def case_gpqa(args) -> None:
     import numpy as np
 
+    print(f"| {machine_probe()} |", flush=True)
     methods = ",".join(available_methods())
     runs = 5 if args.quick else 50
     r = whole_process(GPQA, "10,25,50,100,200", runs, args.workers)
@@ -153,9 +154,48 @@ def _cpu_now() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def machine_probe() -> str:
+    """A few seconds of fixed work that tells two VMs (or two moments of one) apart.
+
+    The same commit's grid moved by 2.5x in CPU-seconds between two sessions' 2-vCPU VMs of the
+    same kind (bench/RESULTS.md, issue 27): printed next to every grid figure so that figures
+    from different machines are compared through it. Pure-Python loop (interpreter speed), one
+    thread of float64 matrix products (BLAS), float32 ``exp`` (SIMD) and a fresh 100 MB array
+    touched once (page faults).
+    """
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    t0 = time.process_time()
+    total = 0
+    for i in range(5_000_000):
+        total += i
+    loop = time.process_time() - t0
+    a = np.random.default_rng(0).random((1500, 1500))
+    with threadpool_limits(limits=1):
+        t0 = time.process_time()
+        for _ in range(4):
+            a @ a
+        gemm = 4 * 2 * 1500**3 / (time.process_time() - t0) / 1e9
+    x = np.random.default_rng(1).random(2_000_000, dtype=np.float32)
+    out = np.empty_like(x)
+    t0 = time.process_time()
+    for _ in range(10):
+        np.exp(x, out=out)
+    exp_ns = (time.process_time() - t0) / 10 / x.size * 1e9
+    t0 = time.process_time()
+    np.ones(12_500_000)
+    fault = time.process_time() - t0
+    return (
+        f"machine probe: python loop 5e6 adds {loop:.2f} CPU-s, dgemm 1 thread {gemm:.1f} GFLOP/s, "
+        f"float32 exp {exp_ns:.2f} ns/elem, fresh 100 MB {1000 * fault:.0f} ms"
+    )
+
+
 def case_mmlu(args) -> None:
     from bench.synth import make_synthetic
 
+    print(f"| {machine_probe()} |", flush=True)
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     syn = make_synthetic(447, 12032, seed=0)

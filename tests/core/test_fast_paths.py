@@ -38,6 +38,48 @@ def test_mixed_precision_objective_matches_float64(form, masked):
     np.testing.assert_allclose(g32, g64, rtol=0, atol=1e-5 * np.abs(g64).max())
 
 
+@pytest.mark.parametrize("m", [1, 119, 120, 121, 300, 601])
+def test_sum_log_by_block_products_matches_the_float64_log_sum(m):
+    """The logs of products of 120-row blocks equal the float64 sum of logs, at the edges too."""
+    from app.core.irt.fit import _LOG_PRODUCT_ROWS, _sum_log
+
+    rng = np.random.default_rng(m)
+    n = 257
+    z = rng.normal(scale=4.0, size=(m, n)).astype(np.float32)
+    u = (1.0 + np.exp(-np.abs(z))).astype(np.float32)
+    u[0, :3] = [1.0, 2.0, np.float32(1.0 + 2**-23)]  # the range's ends; every factor <= 2
+    exact = float(np.log(u.astype(np.float64)).sum())
+    assert _LOG_PRODUCT_ROWS * np.log2(2.0) < 128  # a block's product cannot overflow float32
+    assert _sum_log(u) == pytest.approx(exact, rel=2e-9, abs=1e-9 * m * n)
+    # all factors at the maximum: the largest possible block product is still finite
+    assert _sum_log(np.full((m, n), 2.0, np.float32)) == pytest.approx(m * n * np.log(2.0))
+
+
+def test_mixed_precision_objective_matches_float64_over_several_log_blocks():
+    """m = 300 subjects: the unmasked path multiplies three row blocks before its logs."""
+    from app.core.irt.fit import _Hyper, _Layout, _make_objective, _make_objective_mixed
+
+    rng = np.random.default_rng(5)
+    m, n, d = 300, 90, 3
+    y = (rng.random((m, n)) < 0.55).astype(float)
+    lay = _Layout(m, n, d, False)
+    hyp = _Hyper(mu_a=np.zeros(d), sd_a=np.ones(d), mu_b=0.0, sd_b=1.0)
+    for scale in (0.1, 1.0, 3.0):  # logits near 0 (tanh from 2/u - 1 cancels) and large
+        x = rng.normal(scale=scale, size=lay.size)
+        f64, g64 = _make_objective(y, None, lay, hyp)(x)
+        f32, g32 = _make_objective_mixed(y, None, lay, hyp)(x)
+        assert f32 == pytest.approx(f64, rel=1e-7)
+        np.testing.assert_allclose(g32, g64, rtol=0, atol=2e-6 * np.abs(g64).max())
+
+
+def test_sigmoid_equals_the_softplus_pairs_second_part_bit_for_bit():
+    from app.core.irt.model import _softplus_and_sigmoid, sigmoid
+
+    z = np.random.default_rng(0).normal(scale=30.0, size=(50, 80))
+    z[0, :4] = [0.0, -0.0, 800.0, -800.0]
+    np.testing.assert_array_equal(sigmoid(z), _softplus_and_sigmoid(z)[1])
+
+
 def test_mixed_precision_fit_agrees_with_float64_within_the_optimiser_tolerance(gpqa):
     """On a GPQA-sized fit (300 x 224, D = 10): the two paths land on the same optimum."""
     from app.core.irt.fit import fit_irt

@@ -28,8 +28,13 @@ def _softplus_and_sigmoid(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def sigmoid(z: np.ndarray) -> np.ndarray:
-    """Stable logistic function."""
-    return _softplus_and_sigmoid(np.asarray(z, dtype=np.float64))[1]
+    """Stable logistic function (the same values as :func:`_softplus_and_sigmoid`'s second part,
+    without its ``log1p``: the Laplace-EM step of an IRT fit calls it on the whole grid)."""
+    z = np.asarray(z, dtype=np.float64)
+    e = np.exp(-np.abs(z))
+    sig = np.where(z >= 0, 1.0, e)
+    sig /= 1.0 + e
+    return sig
 
 
 # ---------------------------------------------------------------------------------------------

@@ -188,11 +188,17 @@ def projection_basis(x: np.ndarray, n: int) -> np.ndarray:
     """
     alpha = multi_indices(n, x.shape[1])
     powers = np.arange(int(alpha.max()) + 1)
-    vander = np.ones((x.shape[0], n))
+    vander = np.empty((x.shape[0], n))
+    factor = np.empty_like(vander)
     for r in range(x.shape[1]):
         # the table x_r ** k (k = 0..max degree), gathered by column: the same np.power values as
-        # x_r ** alpha[:, r] evaluated entry by entry, with N * (degree + 1) instead of N * n pows
-        vander *= (x[:, r : r + 1] ** powers)[:, alpha[:, r]]
+        # x_r ** alpha[:, r] evaluated entry by entry, with N * (degree + 1) instead of N * n pows;
+        # gathered into one reused buffer (a fresh N x n temporary per variable cost page faults),
+        # and the first factor taken as is (1.0 * v == v exactly)
+        table = x[:, r : r + 1] ** powers
+        np.take(table, alpha[:, r], axis=1, out=vander if r == 0 else factor)
+        if r:
+            vander *= factor
     q, _ = np.linalg.qr(vander, mode="reduced")
     return q
 
