@@ -48,6 +48,7 @@ MODULES: dict[str, str] = {
     "ranking/leaderboard": "statistics",
     "ranking/pairwise": "statistics",
     "irt/fit": "selectors",
+    "irt/objective": "selectors",
     "irt/model": "selectors",
     "selectors/random": "selectors",
     "selectors/subtask_stratified": "selectors",
@@ -136,6 +137,13 @@ TEST_SELECTION: dict[str, list[str]] = {
         "--deselect=tests/core/test_irt.py::test_recovers_difficulty_d10_paper_form",
     ],
     "irt/fit": [
+        "tests/core/test_irt_mutants.py",
+        "tests/core/test_irt_fit_mutants.py",
+        "tests/core/test_irt_optimizer_mutants.py",
+        "tests/core/test_irt.py",
+        "tests/core/test_fast_paths.py",
+    ],
+    "irt/objective": [
         "tests/core/test_irt_mutants.py",
         "tests/core/test_irt_fit_mutants.py",
         "tests/core/test_irt_optimizer_mutants.py",

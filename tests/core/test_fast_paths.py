@@ -23,17 +23,17 @@ def test_dpp_basis_is_the_qr_of_the_entrywise_vandermonde_bit_for_bit(n):
 @pytest.mark.parametrize("form", ["scalar_difficulty", "per_dimension"])
 @pytest.mark.parametrize("masked", [False, True])
 def test_mixed_precision_objective_matches_float64(form, masked):
-    from app.core.irt.fit import _Hyper, _Layout, _make_objective, _make_objective_mixed
+    from app.core.irt.fit import Hyper, Layout, make_objective, make_objective_mixed
 
     rng = np.random.default_rng(3)
     m, n, d = 40, 70, 4
     y = (rng.random((m, n)) < 0.6).astype(float)
     w = (rng.random((m, n)) < 0.8).astype(float) if masked else None
-    lay = _Layout(m, n, d, form == "per_dimension")
-    hyp = _Hyper(mu_a=rng.normal(size=d), sd_a=rng.uniform(0.5, 2, d), mu_b=0.3, sd_b=0.7)
+    lay = Layout(m, n, d, form == "per_dimension")
+    hyp = Hyper(mu_a=rng.normal(size=d), sd_a=rng.uniform(0.5, 2, d), mu_b=0.3, sd_b=0.7)
     x = rng.normal(size=lay.size)
-    f64, g64 = _make_objective(y, w, lay, hyp)(x)
-    f32, g32 = _make_objective_mixed(y, w, lay, hyp)(x)
+    f64, g64 = make_objective(y, w, lay, hyp)(x)
+    f32, g32 = make_objective_mixed(y, w, lay, hyp)(x)
     assert f32 == pytest.approx(f64, rel=1e-6)
     np.testing.assert_allclose(g32, g64, rtol=0, atol=1e-5 * np.abs(g64).max())
 
@@ -41,7 +41,7 @@ def test_mixed_precision_objective_matches_float64(form, masked):
 @pytest.mark.parametrize("m", [1, 119, 120, 121, 300, 601])
 def test_sum_log_by_block_products_matches_the_float64_log_sum(m):
     """The logs of products of 120-row blocks equal the float64 sum of logs, at the edges too."""
-    from app.core.irt.fit import _LOG_PRODUCT_ROWS, _sum_log
+    from app.core.irt.objective import _LOG_PRODUCT_ROWS, _sum_log
 
     rng = np.random.default_rng(m)
     n = 257
@@ -57,17 +57,17 @@ def test_sum_log_by_block_products_matches_the_float64_log_sum(m):
 
 def test_mixed_precision_objective_matches_float64_over_several_log_blocks():
     """m = 300 subjects: the unmasked path multiplies three row blocks before its logs."""
-    from app.core.irt.fit import _Hyper, _Layout, _make_objective, _make_objective_mixed
+    from app.core.irt.fit import Hyper, Layout, make_objective, make_objective_mixed
 
     rng = np.random.default_rng(5)
     m, n, d = 300, 90, 3
     y = (rng.random((m, n)) < 0.55).astype(float)
-    lay = _Layout(m, n, d, False)
-    hyp = _Hyper(mu_a=np.zeros(d), sd_a=np.ones(d), mu_b=0.0, sd_b=1.0)
+    lay = Layout(m, n, d, False)
+    hyp = Hyper(mu_a=np.zeros(d), sd_a=np.ones(d), mu_b=0.0, sd_b=1.0)
     for scale in (0.1, 1.0, 3.0):  # logits near 0 (tanh from 2/u - 1 cancels) and large
         x = rng.normal(scale=scale, size=lay.size)
-        f64, g64 = _make_objective(y, None, lay, hyp)(x)
-        f32, g32 = _make_objective_mixed(y, None, lay, hyp)(x)
+        f64, g64 = make_objective(y, None, lay, hyp)(x)
+        f32, g32 = make_objective_mixed(y, None, lay, hyp)(x)
         assert f32 == pytest.approx(f64, rel=1e-7)
         np.testing.assert_allclose(g32, g64, rtol=0, atol=2e-6 * np.abs(g64).max())
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.optimize import check_grad, minimize
 
-from app.core.irt.fit import IRTModel, _Hyper, _Layout, _make_objective, fit_irt, sigmoid
+from app.core.irt.fit import Hyper, IRTModel, Layout, fit_irt, make_objective, sigmoid
 
 
 def _simulate(n_models, n_items, dims, *, seed, form="scalar_difficulty"):
@@ -30,9 +30,9 @@ def test_gradient_matches_finite_differences(form, masked):
     m, n, d = 7, 9, 3
     y = rng.random((m, n))  # fractional targets
     w = (rng.random((m, n)) < 0.8).astype(float) if masked else None
-    lay = _Layout(m, n, d, form == "per_dimension")
-    hyp = _Hyper(mu_a=rng.normal(size=d), sd_a=rng.uniform(0.5, 2, d), mu_b=0.3, sd_b=0.7)
-    fun = _make_objective(y, w, lay, hyp)
+    lay = Layout(m, n, d, form == "per_dimension")
+    hyp = Hyper(mu_a=rng.normal(size=d), sd_a=rng.uniform(0.5, 2, d), mu_b=0.3, sd_b=0.7)
+    fun = make_objective(y, w, lay, hyp)
     x = rng.normal(size=lay.size)
     err = check_grad(lambda v: fun(v)[0], lambda v: fun(v)[1], x)
     assert err < 1e-5 * max(1.0, np.linalg.norm(fun(x)[1]))
@@ -42,15 +42,15 @@ def test_objective_matches_direct_formula():
     rng = np.random.default_rng(1)
     m, n, d = 5, 6, 2
     y = rng.random((m, n))
-    lay = _Layout(m, n, d, False)
-    hyp = _Hyper(mu_a=np.zeros(d), sd_a=np.ones(d), mu_b=0.0, sd_b=1.0)
+    lay = Layout(m, n, d, False)
+    hyp = Hyper(mu_a=np.zeros(d), sd_a=np.ones(d), mu_b=0.0, sd_b=1.0)
     x = rng.normal(size=lay.size) * 3
     theta, a, b = lay.unpack(x)
     z = theta @ a.T - d * b
     direct = np.sum(np.logaddexp(0, z) - y * z) + 0.5 * (
         np.sum(theta**2) + np.sum(a**2) + np.sum(b**2)
     )
-    assert _make_objective(y, None, lay, hyp)(x)[0] == pytest.approx(direct, rel=1e-12)
+    assert make_objective(y, None, lay, hyp)(x)[0] == pytest.approx(direct, rel=1e-12)
 
 
 @pytest.mark.parametrize("prior", ["hierarchical", "fixed"])

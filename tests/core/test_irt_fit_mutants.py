@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import app.core.irt.fit as irt
-from app.core.irt.fit import _Hyper, _Layout, _make_objective_mixed, _OptResult, fit_irt
+from app.core.irt.fit import Hyper, Layout, _OptResult, fit_irt, make_objective_mixed
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,9 +166,9 @@ def test_float64_loss_is_the_masked_negative_log_posterior(prior):
     model = fit_irt(
         y, dims=2, mask=mask, prior=prior, precision="float64", rng=1, a_scale=1.5, b_scale=0.7
     )
-    lay = _Layout(25, 14, 2, False)
+    lay = Layout(25, 14, 2, False)
     h = model.hyper
-    hyp = _Hyper(mu_a=h["mu_a"], sd_a=h["sd_a"], mu_b=h["mu_b"], sd_b=h["sd_b"])
+    hyp = Hyper(mu_a=h["mu_a"], sd_a=h["sd_a"], mu_b=h["mu_b"], sd_b=h["sd_b"])
     x = np.concatenate([model.theta.ravel(), model.a.ravel(), model.b.ravel()])
     w = mask.astype(float)
     assert model.loss == pytest.approx(_neg_log_posterior(x, y * w, w, lay, hyp), rel=1e-12)
@@ -178,11 +178,11 @@ def test_float64_loss_is_the_masked_negative_log_posterior(prior):
 def test_mixed_precision_loss_is_the_mixed_objective():
     y, mask = _problem()
     model = fit_irt(y, dims=2, mask=mask, prior="fixed", rng=1, max_iter=15)
-    lay = _Layout(25, 14, 2, False)
-    hyp = _Hyper(mu_a=np.zeros(2), sd_a=np.ones(2), mu_b=0.0, sd_b=1.0)
+    lay = Layout(25, 14, 2, False)
+    hyp = Hyper(mu_a=np.zeros(2), sd_a=np.ones(2), mu_b=0.0, sd_b=1.0)
     x = np.concatenate([model.theta.ravel(), model.a.ravel(), model.b.ravel()])
     w = mask.astype(float)
-    f_mixed = _make_objective_mixed(y * w, w, lay, hyp)(x)[0]
+    f_mixed = make_objective_mixed(y * w, w, lay, hyp)(x)[0]
     f_exact = _neg_log_posterior(x, y * w, w, lay, hyp)
     assert model.loss == pytest.approx(f_mixed, rel=1e-14)
     # the two precisions are distinguishable here, so the line above pins the dispatch
@@ -212,7 +212,7 @@ class _Recorder:
             self.updates.append({"w": y_w, "x": x.copy(), "hyp": hyp})
             mu_a, sd_a, mu_b, sd_b = next(it)
             d = lay.d
-            return _Hyper(
+            return Hyper(
                 mu_a=np.full(d, float(mu_a)),
                 sd_a=np.full(d, float(sd_a)),
                 mu_b=float(mu_b),
@@ -342,9 +342,9 @@ def test_mask_reaches_the_start_the_objective_and_the_update(monkeypatch):
     w = mask.astype(float)
     for upd in rec.updates:
         np.testing.assert_array_equal(upd["w"], w)
-    lay = _Layout(25, 14, 2, False)
-    hyps = [_Hyper(mu_a=np.zeros(2), sd_a=np.full(2, 1.3), mu_b=0.0, sd_b=0.6)]
-    hyps += [_Hyper(np.full(2, h[0]), np.full(2, h[1]), h[2], h[3]) for h in hypers]
+    lay = Layout(25, 14, 2, False)
+    hyps = [Hyper(mu_a=np.zeros(2), sd_a=np.full(2, 1.3), mu_b=0.0, sd_b=0.6)]
+    hyps += [Hyper(np.full(2, h[0]), np.full(2, h[1]), h[2], h[3]) for h in hypers]
     assert len(funs) == 3
     x = np.random.default_rng(3).normal(size=lay.size)
     for fun, hyp in zip(funs, hyps, strict=True):

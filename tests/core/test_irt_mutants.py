@@ -14,13 +14,13 @@ import pytest
 from scipy.special import expit
 
 from app.core.irt.fit import (
-    _Hyper,
-    _Layout,
+    Hyper,
+    Layout,
     _lbfgs,
-    _make_objective,
-    _make_objective_mixed,
     _update_hyper,
     fit_irt,
+    make_objective,
+    make_objective_mixed,
 )
 
 
@@ -55,11 +55,11 @@ def test_objective_and_gradient_match_the_formulas(per_dim, masked, mixed):
     m, n, d = 6, 8, 3
     y = rng.random((m, n))
     w = (rng.random((m, n)) < 0.7).astype(float) if masked else None
-    lay = _Layout(m, n, d, per_dim)
-    hyp = _Hyper(mu_a=rng.normal(size=d), sd_a=rng.uniform(0.5, 2, d), mu_b=0.4, sd_b=0.8)
+    lay = Layout(m, n, d, per_dim)
+    hyp = Hyper(mu_a=rng.normal(size=d), sd_a=rng.uniform(0.5, 2, d), mu_b=0.4, sd_b=0.8)
     x = rng.normal(size=lay.size)
     f_ref, g_ref = _reference(x, y, w, lay, hyp)
-    make = _make_objective_mixed if mixed else _make_objective
+    make = make_objective_mixed if mixed else make_objective
     fun = make(y, w, lay, hyp)
     for _ in range(2):  # buffers are reused between calls
         f, g = fun(x)
@@ -71,13 +71,13 @@ def test_objective_and_gradient_match_the_formulas(per_dim, masked, mixed):
 
 
 def test_layout_sizes_and_views():
-    lay = _Layout(3, 4, 2, False)
+    lay = Layout(3, 4, 2, False)
     assert (lay.nb, lay.size) == (4, 3 * 2 + 4 * 2 + 4)
     x = np.arange(lay.size, dtype=float)
     theta, a, b = lay.unpack(x)
     assert theta.shape == (3, 2) and a.shape == (4, 2) and b.shape == (4,)
     assert theta[0, 0] == 0 and a[0, 0] == 6 and b[0] == 14
-    per = _Layout(3, 4, 2, True)
+    per = Layout(3, 4, 2, True)
     assert (per.nb, per.size) == (8, 6 + 8 + 8)
     assert per.unpack(np.zeros(per.size))[2].shape == (4, 2)
 
@@ -87,10 +87,10 @@ def test_layout_sizes_and_views():
 def test_update_hyper_solves_its_defining_equations(per_dim, masked):
     rng = np.random.default_rng(4)
     m, n, d = 7, 5, 2
-    lay = _Layout(m, n, d, per_dim)
+    lay = Layout(m, n, d, per_dim)
     x = rng.normal(size=lay.size)
     w = (rng.random((m, n)) < 0.6).astype(float) if masked else None
-    hyp = _Hyper(mu_a=np.zeros(d), sd_a=np.array([0.7, 1.3]), mu_b=0.0, sd_b=0.9)
+    hyp = Hyper(mu_a=np.zeros(d), sd_a=np.array([0.7, 1.3]), mu_b=0.0, sd_b=0.9)
     new = _update_hyper(w, lay, x, hyp)
     theta, a, b = lay.unpack(x)
     c = (a * b).sum(axis=1) if per_dim else d * b
@@ -227,8 +227,8 @@ def test_fixed_prior_fit_reaches_a_stationary_point():
     theta = rng.standard_normal((40, 1))
     y = (rng.random((40, 12)) < expit(1.2 * theta - np.linspace(-1, 1, 12))).astype(float)
     model = fit_irt(y, dims=1, prior="fixed", precision="float64", rng=0, tol=1e-10, max_iter=2000)
-    lay = _Layout(40, 12, 1, False)
-    hyp = _Hyper(mu_a=np.zeros(1), sd_a=np.ones(1), mu_b=0.0, sd_b=1.0)
+    lay = Layout(40, 12, 1, False)
+    hyp = Hyper(mu_a=np.zeros(1), sd_a=np.ones(1), mu_b=0.0, sd_b=1.0)
     x = np.concatenate([model.theta.ravel(), model.a.ravel(), model.b.ravel()])
     f, g = _reference(x, y, None, lay, hyp)
     assert np.max(np.abs(g)) < 1e-4

@@ -1,5 +1,5 @@
 """Mutation-driven tests for the optimiser and objectives of ``app.core.irt.fit`` (``_lbfgs``,
-``_make_objective``, ``_make_objective_mixed``), all on tiny problems.
+``make_objective``, ``make_objective_mixed``), all on tiny problems.
 
 Oracles:
 
@@ -23,7 +23,7 @@ import pytest
 from scipy.optimize import minimize, rosen, rosen_der
 from scipy.special import log1p
 
-from app.core.irt.fit import _Hyper, _Layout, _lbfgs, _make_objective, _make_objective_mixed
+from app.core.irt.fit import Hyper, Layout, _lbfgs, make_objective, make_objective_mixed
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,8 +260,8 @@ def _problem(per_dim, masked, seed=11, m=5, n=7, d=2):
     rng = np.random.default_rng(seed)
     y = rng.random((m, n))
     w = (rng.random((m, n)) < 0.7).astype(float) if masked else None
-    lay = _Layout(m, n, d, per_dim)
-    hyp = _Hyper(mu_a=rng.normal(size=d), sd_a=rng.uniform(0.5, 2, d), mu_b=-0.3, sd_b=1.4)
+    lay = Layout(m, n, d, per_dim)
+    hyp = Hyper(mu_a=rng.normal(size=d), sd_a=rng.uniform(0.5, 2, d), mu_b=-0.3, sd_b=1.4)
     return y, w, lay, hyp, rng.normal(size=lay.size)
 
 
@@ -285,11 +285,11 @@ def _loop_posterior(x, y, w, lay, hyp):
 @pytest.mark.parametrize("mixed", [False, True])
 def test_objective_is_the_negative_log_posterior_and_its_gradient(per_dim, masked, mixed):
     y, w, lay, hyp, x = _problem(per_dim, masked)
-    fun = (_make_objective_mixed if mixed else _make_objective)(y, w, lay, hyp)
+    fun = (make_objective_mixed if mixed else make_objective)(y, w, lay, hyp)
     f, g = fun(x)
     assert f == pytest.approx(_loop_posterior(x, y, w, lay, hyp), rel=2e-7 if mixed else 1e-13)
     # central differences of the float64 objective (truncation error ~1e-8 at h = 1e-5)
-    exact = _make_objective(y, w, lay, hyp)
+    exact = make_objective(y, w, lay, hyp)
     h = 1e-5
     fd = np.array([(exact(x + h * e)[0] - exact(x - h * e)[0]) / (2 * h) for e in np.eye(x.size)])
     np.testing.assert_allclose(g, fd, atol=2e-5 if mixed else 1e-7)
