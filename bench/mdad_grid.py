@@ -18,6 +18,8 @@ Cases
              (every paper method, 7 sizes, in-process): ``--save FILE`` writes them, ``--compare
              FILE`` says per method whether this tree's estimates and subset sizes are bit-identical
              to the saved ones (run it once on the old commit with ``--save``); prints CPU-s per method.
+``pam-warm`` Anchor Points' FasterPAM from the reference's random start against a warm start from
+             the previous size's medoids, per size on the first ``--runs`` SYNTHETIC splits.
 
 Whole-process rows report wall time, the CPU seconds of the process and its workers
 (``getrusage(RUSAGE_CHILDREN)``) and the 1-minute load average before the run: on a shared machine
@@ -429,6 +431,52 @@ def case_same_numbers(args) -> None:
                 )
 
 
+def case_pam_warm(args) -> None:
+    """Anchor Points' FasterPAM: the reference's random start against a warm start per size.
+
+    On the first ``--runs`` runs' SYNTHETIC splits (float32 D of the seen half), per size: CPU,
+    swaps and loss of ``fasterpam(D, n, init="random")`` and of FasterPAM started from the
+    previous size's (random-start) medoids plus random others. A measurement for a possible
+    documented change, not what the selector does.
+    """
+    import kmedoids
+    import numpy as np
+
+    from app.core.reliability.protocol import _subtask_codes, split_run
+    from app.core.selectors.anchor_points import correlation_dissimilarity
+    from bench.synth import make_synthetic
+
+    syn = make_synthetic(447, 12032, seed=0)
+    codes = _subtask_codes(syn.subtasks)
+    for run in range(args.runs):
+        _, sources, seen = split_run(447, codes, n_targets=50, n_sources=300, seed=0, run=run)
+        d = correlation_dissimilarity(
+            syn.confidence[np.ix_(sources, np.flatnonzero(seen))], np.float32
+        )
+        prev = None
+        for n in PAPER_SIZES_MMLU:
+            seed = 1000 * run + n
+            t0 = time.process_time()
+            ref = kmedoids.fasterpam(
+                d.T, n, max_iter=100, init="random", random_state=seed, n_cpu=1
+            )
+            t_ref = time.process_time() - t0
+            if prev is not None:
+                rng = np.random.RandomState(seed)
+                extra = rng.choice(np.setdiff1d(np.arange(d.shape[0]), prev), n - prev.size, False)
+                start = np.concatenate([prev, extra]).astype(np.uintp)
+                t0 = time.process_time()
+                warm = kmedoids.fasterpam(d.T, start, max_iter=100, n_cpu=1)
+                t_warm = time.process_time() - t0
+                print(
+                    f"| run {run} | n {n} | random start {t_ref:.2f} CPU-s, {ref.n_swap} swaps, "
+                    f"loss {ref.loss:.2f} | warm {t_warm:.2f} CPU-s, {warm.n_swap} swaps, loss "
+                    f"{warm.loss:.2f} | ratio {warm.loss / ref.loss:.5f} |",
+                    flush=True,
+                )
+            prev = np.asarray(ref.medoids, dtype=np.int64)
+
+
 def render_table(paths: list[str]) -> None:
     """Markdown table (MDAD [CI] in points, agreement, |error| in points, tau) from --json outputs."""
     for path in paths:
@@ -456,7 +504,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--case",
-        choices=("gpqa", "mmlu", "mmlu-cli", "scaling", "irt-tol", "same-numbers"),
+        choices=("gpqa", "mmlu", "mmlu-cli", "scaling", "irt-tol", "same-numbers", "pam-warm"),
         default="gpqa",
     )
     parser.add_argument("--save", metavar="FILE", help="same-numbers: write the records here")
@@ -483,6 +531,7 @@ def main() -> None:
         "scaling": case_scaling,
         "irt-tol": case_irt_tol,
         "same-numbers": case_same_numbers,
+        "pam-warm": case_pam_warm,
     }[args.case](args)
 
 
