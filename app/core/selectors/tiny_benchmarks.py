@@ -116,7 +116,7 @@ class TinyBenchmarksSelector(Selector):
         size; bench/RESULTS.md, ``bench/mdad_grid.py --case irt-tol``).
 
         Documented difference (issue 27): the fit's float32 objective now sums the softplus
-        terms as logs of block products (``app.core.irt.fit._sum_log``) instead of ``log1p``,
+        terms as logs of block products (``app.core.irt.objective._sum_log``) instead of ``log1p``,
         which halves the fit's CPU and moves its optimum within the float32 rounding the
         stopping rule already tolerates; the k-means anchors of a seed can therefore differ
         from those of earlier commits. Measured (one machine, old vs new, fit seeds 42 / 43,
