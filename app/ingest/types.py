@@ -59,6 +59,32 @@ class AmbiguousChoiceError(IngestError):
 
 
 @dataclass(frozen=True)
+class ItemCosts:
+    """What evaluating each item cost one model (the seam between log parsers and cost features).
+
+    Every array has shape (n,), aligned with :attr:`ParsedResults.correct`, float64; NaN means
+    "not reported for this item". A field the upload never carries is ``None``.
+
+    Attributes
+    ----------
+    input_tokens, output_tokens : ndarray or None
+        Prompt and completion tokens, summed over the item's samples.
+    seconds : ndarray or None
+        Wall-clock (working) time spent on the item, in seconds.
+    usd : ndarray or None
+        Money spent on the item, in US dollars.
+    source : str
+        Where the figures came from (e.g. ``"inspect model_usage"``, ``"csv cost column"``).
+    """
+
+    input_tokens: np.ndarray | None = None
+    output_tokens: np.ndarray | None = None
+    seconds: np.ndarray | None = None
+    usd: np.ndarray | None = None
+    source: str = "upload"
+
+
+@dataclass(frozen=True)
 class ParsedResults:
     """One model's per-item results, as parsed from any supported upload format.
 
@@ -92,6 +118,11 @@ class ParsedResults:
         Per-item sample variance ``s²_i`` (ddof 1) of the ``K`` samples, when known.
     eval_config : dict or None
         The evaluation configuration the upload carried (:mod:`app.ingest.lm_eval_config`).
+    sample_counts : ndarray of int32, shape (n,), or None
+        Samples actually behind each item's mean when they differ per item (e.g. an errored epoch
+        is missing, never 0); ``None`` means every item has :attr:`k` samples.
+    costs : ItemCosts or None
+        Per-item cost (tokens, time, money) where the upload reports it.
     """
 
     item_ids: np.ndarray | None
@@ -110,6 +141,8 @@ class ParsedResults:
     samples: int | None = None
     within_variance: np.ndarray | None = None
     eval_config: dict | None = None
+    sample_counts: np.ndarray | None = None
+    costs: ItemCosts | None = None
 
     @property
     def n_items(self) -> int:
