@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats as _st
 
+from app.core.estimation.bounded import betting_interval
 from app.core.estimation.estimate_batch import BASES, EstimateBatch, make_batch, unavailable_batch
 from app.core.estimation.estimators import estimate as _core_estimate
 from app.core.estimation.intervals import (
@@ -51,6 +52,8 @@ from app.core.selectors import SELECTORS
 #: Default small-sample interval for unweighted 0/1 probability subsets (issue 24 coverage study:
 #: Wilson's covered the weakest fifth 0.921-0.929 at n = 25 on the SYNTHETIC weak family).
 DEFAULT_SMALL_N = "jeffreys_fpc"
+# graded scores on uniform random subsets: app.core.estimation.bounded.betting_interval
+GRADED_INTERVAL = "betting_fpc"
 #: Fewer subset items right (or wrong) than this (0/1 results) and the stratified HT interval is
 #: widened to contain Wilson's at Kish's size (issue 24; the "n p >= 5" rule of the normal
 #: approximation).
@@ -301,6 +304,7 @@ def score_models(
                     small_n,
                     level,
                     z,
+                    uniform=uniform,
                 )
             )
             continue
@@ -383,8 +387,24 @@ def score_models(
     return out + pending
 
 
-def _design_batch(name, value, y, selection, n_population, unweighted01, small_n, level, z):
+def _design_batch(
+    name, value, y, selection, n_population, unweighted01, small_n, level, z, uniform=False
+):
     k = selection.size
+    if uniform and not unweighted01:
+        # graded scores on a uniform random subset (issue 35): the 0/1 intervals do not apply;
+        # the finite-population betting interval holds for any [0, 1] scores at every n
+        lo, hi = betting_interval(y, n_population, confidence=level)
+        se = np.sqrt(fpc(k, n_population) * y.var(axis=1, ddof=1) / k) if k > 1 else 0 * value
+        rows01 = np.all((y == 0) | (y == 1), axis=1)
+        if rows01.any():  # a 0/1 row among graded ones keeps its own small-n interval
+            succ = np.round(y[rows01].sum(axis=1))
+            lo01, hi01 = proportion_interval(
+                succ, k, method=small_n, n_population=n_population, confidence=level
+            )
+            lo, hi = lo.copy(), hi.copy()
+            lo[rows01], hi[rows01] = lo01, hi01
+        return make_batch(name, value, lo, hi, se, GRADED_INTERVAL, "design", level)
     if unweighted01:
         succ = np.round(y.sum(axis=1))
         lo, hi = proportion_interval(
@@ -428,6 +448,7 @@ __all__ = [
     "BASES",
     "CALIBRATION_INFLATION",
     "DEFAULT_SMALL_N",
+    "GRADED_INTERVAL",
     "MIN_MODEL_ASSISTED_N",
     "MIN_REFERENCE_MODELS",
     "PROBABILITY_DESIGNS",
