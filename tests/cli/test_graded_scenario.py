@@ -126,3 +126,50 @@ def test_a_corpus_metric_is_refused_naming_it(cli: CLI, tmp_path: Path):
     assert run.code != 0
     out = run.stdout + run.stderr
     assert "'bleu' has no per-item score" in out and "corpus" in out
+
+
+def test_k_samples_are_stored_as_samples_not_items_and_give_pass_at_k(
+    cli: CLI, graded: dict[str, Any], tmp_path: Path
+):
+    from app.core.estimation.bounded import pass_at_k
+
+    rng = np.random.default_rng(8)
+    k = 4
+    draws = rng.random((N_ITEMS, k)) < np.linspace(0.1, 0.9, N_ITEMS)[:, None]
+    means = draws.mean(axis=1)
+    path = tmp_path / "k4.csv"
+    path.write_text(
+        "item_id,correct,samples\n" + "".join(f"q{i:02d},{m:g},{k}\n" for i, m in enumerate(means))
+    )
+    pushed = cli("push", "-b", "graded40", "--model", "org/k4", str(path))
+    assert pushed.code == 0, pushed
+    board = cli("leaderboard", "-b", "graded40", "--models", "org/k4,org/graded-00", "-f", "json")
+    assert board.code == 0, board
+    (row,) = [r for r in board.json()["rows"] if r["model"] == "org/k4"]
+    assert row["n_items"] == N_ITEMS  # 40 items of 4 samples, not 160 items
+    assert row["accuracy"] == pytest.approx(means.mean(), abs=1e-6)
+
+    made = cli(
+        "subset", "create", "-b", "graded40", "--method", "random", "-n", "20", "--seed", "2"
+    )
+    sid = made.stdout.strip()
+    items = cli("subset", "get", sid, "-f", "json").json()["items"]
+    pos = [i["position"] for i in items]
+    sub = tmp_path / "k4_subset.csv"
+    sub.write_text(
+        "item_id,correct,samples\n" + "".join(f"q{p:02d},{means[p]:g},{k}\n" for p in pos)
+    )
+    run = cli("score", sid, "--model", "org/k4-new", str(sub), "--json")
+    assert run.code == 0, run
+    rep = run.json()["repeated_samples"]
+    assert rep["k"] == k and rep["n"] == 20  # clustered by item: 20 clusters, not 80
+    assert rep["within_term"] > 0 and rep["var_items"] >= 0
+    c = draws[pos].sum(axis=1)
+    got = {e["k"]: e for e in rep["pass_at_k"]}
+    assert sorted(got) == [1, 2, 4]
+    for kk, e in got.items():
+        per_item = pass_at_k(k, c, kk)
+        assert e["value"] == pytest.approx(per_item.mean(), abs=1e-6)
+        assert e["se"] == pytest.approx(per_item.std(ddof=1) / np.sqrt(20), abs=1e-6)
+        assert e["ci_low"] <= e["value"] <= e["ci_high"]
+    assert got[1]["value"] == pytest.approx(means[pos].mean(), abs=1e-6)

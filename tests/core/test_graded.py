@@ -219,3 +219,54 @@ def test_graded_leaderboard_identical_and_shifted_models():
     assert p.p_value[0] == 1.0 and not p.significant[0]  # identical
     assert p.p_value[1] == 0.0 and p.significant[1]
     assert board.rows.model[0] == 2 and board.rows.tier[0] == 1 and board.n_tiers == 2
+
+
+# --- subset intervals chosen by the data --------------------------------------------------------
+
+
+def _sel(method, idx, w):
+    from app.core.results import Selection
+
+    return Selection(
+        method=method, indices=idx, weights=w, estimator="mean", estimate_on="correct",
+        signal="correct", n_requested=idx.size, n_candidates=idx.size, seed=0,
+    )  # fmt: skip
+
+
+def test_score_models_picks_betting_for_graded_rows_and_keeps_01_intervals():
+    from app.core.scoring.score_models import score_models
+
+    rng = np.random.default_rng(14)
+    big_n, n = 200, 25
+    idx = np.sort(rng.choice(big_n, n, replace=False))
+    sel = _sel("random", idx, np.full(n, 1 / n))
+    graded = np.round(rng.uniform(0, 1, (2, n)) * 4) / 4
+    binary = (rng.random((2, n)) < 0.6).astype(float)
+    (g,) = score_models(sel, graded, big_n, estimators=("mean",))
+    (b,) = score_models(sel, binary, big_n, estimators=("mean",))
+    lo, hi = betting_interval(graded, big_n)
+    assert g.interval == "betting_fpc"
+    np.testing.assert_allclose(g.ci_low, lo)
+    np.testing.assert_allclose(g.ci_high, hi)
+    assert b.interval == "jeffreys_fpc"  # 0/1 data: today's interval
+    (mixed,) = score_models(sel, np.vstack([graded[:1], binary[:1]]), big_n, estimators=("mean",))
+    assert mixed.ci_low[0] == pytest.approx(lo[0]) and mixed.ci_low[1] == pytest.approx(b.ci_low[0])
+
+
+def test_stratified_graded_interval_contains_the_t_interval_and_the_rescaled_betting_one():
+    from app.core.scoring.score_models import score_models
+
+    rng = np.random.default_rng(15)
+    big_n = 200
+    strata = np.repeat(np.arange(4), [80, 60, 40, 20])
+    idx = np.concatenate(
+        [rng.choice(np.flatnonzero(strata == h), 8, replace=False) for h in range(4)]
+    )
+    w = np.bincount(strata)[strata[idx]] / (big_n * 8)
+    sel = _sel("subtask_stratified", idx, w)
+    y = np.round(rng.uniform(0, 1, (3, idx.size)) * 4) / 4
+    (g,) = score_models(sel, y, big_n, estimators=("mean",))
+    (b,) = score_models(sel, (y > 0.5).astype(float), big_n, estimators=("mean",))
+    assert g.interval == "stratified_ht_betting" and b.interval == "stratified_ht"
+    assert np.all(g.ci_low <= g.value) and np.all(g.value <= g.ci_high)
+    assert np.all(g.ci_high - g.ci_low >= 2 * 1.9 * g.se)  # at least the t-interval's width

@@ -107,10 +107,11 @@ def betting_interval(
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
-def _betting_rows(x: np.ndarray, big_n: float, alpha: float, orders: np.ndarray, grid: int):
+def _kept(x: np.ndarray, big_n: float, alpha: float, orders: np.ndarray, mus: np.ndarray):
+    """Which candidate means ``mus`` (shape (m, G), one grid per row) the capital keeps."""
     m, n = x.shape
     permutations = orders.shape[0]
-    mus = np.linspace(0.0, 1.0, grid)
+    grid = mus.shape[1]
     log_cap = np.full((m, permutations, grid), -np.inf)
     t = np.arange(1, n + 1, dtype=np.float64)
     for p in range(permutations):  # a handful of orders; each is vectorised over rows and grid
@@ -121,9 +122,9 @@ def _betting_rows(x: np.ndarray, big_n: float, alpha: float, orders: np.ndarray,
         var_hat = (0.25 + np.concatenate([np.zeros((m, 1)), sq[:, :-1]], 1)) / t
         lam = np.sqrt(2.0 * np.log(2.0 / alpha) / (n * var_hat))  # (m, n)
         if np.isinf(big_n):
-            mu_t = np.broadcast_to(mus[None, :, None], (m, grid, n))
+            mu_t = np.broadcast_to(mus[:, :, None], (m, grid, n))
         else:
-            mu_t = (big_n * mus[None, :, None] - before[:, None, :]) / (big_n - t + 1.0)
+            mu_t = (big_n * mus[:, :, None] - before[:, None, :]) / (big_n - t + 1.0)
         possible = np.all((mu_t >= -1e-12) & (mu_t <= 1 + 1e-12), axis=2)
         mu_c = np.clip(mu_t, 1e-12, 1 - 1e-12)
         dev = xs[:, None, :] - mu_c
@@ -133,15 +134,37 @@ def _betting_rows(x: np.ndarray, big_n: float, alpha: float, orders: np.ndarray,
         dn = np.log1p(-lam_dn * dev).sum(axis=2)
         hedged = np.logaddexp(up, dn) + np.log(0.5)
         log_cap[:, p, :] = np.where(possible, hedged, np.inf)
-    mean_cap = _sc.logsumexp(log_cap, axis=1) - np.log(permutations)  # (m, grid)
-    keep = mean_cap < np.log(1.0 / alpha)
-    step = 1.0 / (grid - 1)
+    mean_cap = _sc.logsumexp(log_cap, axis=1) - np.log(permutations)  # (m, G)
+    return mean_cap < np.log(1.0 / alpha)
+
+
+def _hull(keep: np.ndarray, mus: np.ndarray, step, fallback: np.ndarray):
+    """First and last kept candidate of each row, moved out by ``step`` (``fallback`` if none)."""
+    g = keep.shape[1]
     any_kept = keep.any(axis=1)
-    first = np.argmax(keep, axis=1)
-    last = grid - 1 - np.argmax(keep[:, ::-1], axis=1)
+    rows = np.arange(keep.shape[0])
+    first = mus[rows, np.argmax(keep, axis=1)]
+    last = mus[rows, g - 1 - np.argmax(keep[:, ::-1], axis=1)]
+    lo = np.where(any_kept, np.maximum(0.0, first - step), fallback)
+    hi = np.where(any_kept, np.minimum(1.0, last + step), fallback)
+    return lo, hi
+
+
+def _betting_rows(x: np.ndarray, big_n: float, alpha: float, orders: np.ndarray, grid: int):
+    """Two passes: a coarse grid of ``grid // 8`` candidates on [0, 1], then ``grid // 4`` over
+    the coarse hull widened by one coarse step (the kept set is an interval in practice; an
+    island narrower than a coarse step beyond the hull would be missed)."""
+    m = x.shape[0]
     mean = x.mean(axis=1)
-    lo = np.where(any_kept, np.maximum(0.0, mus[first] - step), mean)
-    hi = np.where(any_kept, np.minimum(1.0, mus[last] + step), mean)
+    coarse = max(11, grid // 8)
+    mus = np.broadcast_to(np.linspace(0.0, 1.0, coarse), (m, coarse))
+    c_step = 1.0 / (coarse - 1)
+    lo, hi = _hull(_kept(x, big_n, alpha, orders, mus), mus, c_step, mean)
+    lo, hi = np.minimum(lo, mean), np.maximum(hi, mean)
+    fine = max(11, grid // 4)
+    mus = lo[:, None] + (hi - lo)[:, None] * np.linspace(0.0, 1.0, fine)[None, :]
+    f_step = (hi - lo) / (fine - 1)
+    lo, hi = _hull(_kept(x, big_n, alpha, orders, mus), mus, f_step, mean)
     return np.minimum(lo, mean), np.maximum(hi, mean)
 
 

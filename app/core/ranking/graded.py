@@ -28,7 +28,7 @@ from app.core.ranking.pair_table import LeaderboardPairs
 __all__ = ["GRADED_TEST", "GradedPairTable", "graded_leaderboard"]
 
 GRADED_TEST = "paired_t"
-_BLOCK_CELLS = 2**22  # rows x models per working block
+_BLOCK_CELLS = 2**20  # rows x models per working block (three float32 temporaries of it)
 _DEGENERATE_SE = 1e-6  # an SE below this (float32 rounding of a zero) is zero
 
 
@@ -68,13 +68,11 @@ class GradedPairTable:
     """
 
     def __init__(self, scores: np.ndarray, alpha: float, correction: str, level: float) -> None:
-        y = np.asarray(scores, dtype=np.float64)
-        m, n = y.shape
-        self._y32 = np.ascontiguousarray(scores, dtype=np.float32)
-        self._mean = y.mean(axis=1)
-        centred = y - self._mean[:, None]
-        self._centred = centred.astype(np.float32)
-        self._var = (centred**2).mean(axis=1)
+        y32 = np.ascontiguousarray(scores, dtype=np.float32)  # no copy of float32 input
+        m, n = y32.shape
+        self._mean = y32.mean(axis=1, dtype=np.float64)
+        self._centred = y32 - self._mean.astype(np.float32)[:, None]  # the one m x n copy
+        self._var = np.square(self._centred).sum(axis=1, dtype=np.float64) / n
         self._var32 = self._var.astype(np.float32)
         self._mean32 = self._mean.astype(np.float32)
         self._n, self._m, self._df = n, m, max(n - 1, 1)
@@ -91,6 +89,16 @@ class GradedPairTable:
         with np.errstate(invalid="ignore"):
             self.n_significant = int(sum(np.count_nonzero(np.abs(t) >= self._cut) for t in self._t))
 
+    @property
+    def means(self) -> np.ndarray:
+        """Each model's mean score (float64)."""
+        return self._mean
+
+    @property
+    def variances(self) -> np.ndarray:
+        """Each model's score variance over the items (ddof 0, float64)."""
+        return self._var
+
     def _t32(self, a: slice, b: slice) -> np.ndarray:
         """t statistics of rows ``a`` against rows ``b``, float32 and in place (the Gram block
         is the only large temporary); ``±inf`` where every item moves the same way."""
@@ -103,7 +111,7 @@ class GradedPairTable:
         np.maximum(s2, 0.0, out=s2)
         s2 *= np.float32(1.0 / (n - 1) if n > 1 else 0.0)  # Var(d) (ddof 1) / n = SE²
         np.sqrt(s2, out=s2)
-        diff = self._mean32[a, None] - self._mean32[None, b]
+        diff = np.subtract(self._mean32[a, None], self._mean32[None, b])
         degenerate = s2 <= _DEGENERATE_SE
         with np.errstate(divide="ignore", invalid="ignore"):
             np.divide(diff, s2, out=s2)
@@ -132,13 +140,27 @@ class GradedPairTable:
         if self.correction == "none":
             return t_alpha
         t_sure = _t_of_p(a / k, self._df)
-        sure, parts = 0, []
+        sure = between = 0
         with np.errstate(invalid="ignore"):  # NaN: not a pair
             for t in self._t:
                 at = np.abs(t)
                 sure += int(np.count_nonzero(at >= t_sure))
-                parts.append(at[(at >= t_alpha) & (at < t_sure)])
-        ts = -np.sort(-np.concatenate(parts))  # decreasing |t|: increasing p
+                between += int(np.count_nonzero((at >= t_alpha) & (at < t_sure)))
+        t_low = t_alpha
+        if self.correction == "holm" and between:
+            # Holm's step at rank sure + j is alpha / (K - sure - j + 1) <= alpha / (K - sure -
+            # between + 1): a larger p-value is never rejected, so only the |t| above that
+            # step are kept and sorted (few: the pairs with p > alpha keep the steps small)
+            t_low = max(t_alpha, _t_of_p(a / (k - sure - between + 1), self._df))
+        parts = []
+        with np.errstate(invalid="ignore"):
+            for t in self._t:
+                at = np.abs(t)
+                parts.append(at[(at >= t_low) & (at < t_sure)])
+        ts = np.concatenate(parts)
+        del parts
+        ts.sort()
+        ts = ts[::-1]  # decreasing |t|: increasing p (a view)
         if self.correction == "holm":
             i = 0
             while i < ts.size:  # step down in chunks until the first acceptance
@@ -216,7 +238,9 @@ class GradedPairTable:
             stored[sel] = self._t[k][lo[sel] - r0, hi[sel] - r0]
         t32 = np.where(a < b, stored, -stored).astype(np.float32)
         p = _p_of_t(t32, self._df)
-        ya, yb = self._y32[a], self._y32[b]
+        ya, yb = self._centred[a], self._centred[b]  # the scores, less each model's mean
+        ya = ya + self._mean32[a, None]
+        yb = yb + self._mean32[b, None]
         with np.errstate(invalid="ignore"):
             p_better = np.where(np.isfinite(t32), _sc.stdtr(self._df, t32), (t32 > 0) * 1.0)
         p_better = np.where(t32 == 0, 0.5, p_better)
@@ -256,17 +280,17 @@ def graded_leaderboard(scores, *, alpha: float = 0.05, correction: str = "holm")
         ``design="full"``, population ``"items"``; pairs by the paired t-test
         (:class:`GradedPairTable`), accuracies with the Student-t interval of the mean.
     """
-    y = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(scores)
     if y.ndim != 2 or y.shape[0] < 2 or y.shape[1] < 2:
         raise ValueError("scores: expected at least two models on at least two items")
     if not np.all(np.isfinite(y)) or y.min() < 0 or y.max() > 1:
         raise ValueError("scores: expected values in [0, 1] on every item")
     alpha = check_alpha(alpha)
     m, n = y.shape
-    table = GradedPairTable(scores, alpha, correction, 1.0 - alpha)
-    acc = y.mean(axis=1)
+    table = GradedPairTable(y, alpha, correction, 1.0 - alpha)
+    acc = table.means
     q = float(_st.t.ppf(1.0 - alpha / 2.0, n - 1))
-    half = q * y.std(axis=1, ddof=1) / np.sqrt(n)
+    half = q * np.sqrt(table.variances * n / (n - 1) / n)
     board = assemble_board(
         acc, np.maximum(0.0, acc - half), np.minimum(1.0, acc + half),
         np.full(m, n, dtype=np.int64), table, masked=False, alpha=alpha, correction=correction,

@@ -54,6 +54,7 @@ class PackedResults(NamedTuple):
     samples_per_item: int | None = None
     within_variance: bytes | None = None
     config_fingerprint: str | None = None
+    sample_counts: bytes | None = None
 
 
 def pack(parsed: ParsedResults, positions: np.ndarray, n_items: int) -> PackedResults:
@@ -78,6 +79,11 @@ def pack(parsed: ParsedResults, positions: np.ndarray, n_items: int) -> PackedRe
         var = np.zeros(n_items, dtype="<f4")
         var[positions] = parsed.within_variance
         within = var.tobytes()
+    counts = None
+    if k is not None and parsed.sample_counts is not None:
+        per_item = np.zeros(n_items, dtype="<i4")
+        per_item[positions] = parsed.sample_counts
+        counts = per_item.tobytes()
     fingerprint = config_fingerprint(parsed.eval_config)
     h = hashlib.sha256(b"b" if binary else b"f")
     for part in (correct, coverage, confidence):
@@ -89,6 +95,8 @@ def pack(parsed: ParsedResults, positions: np.ndarray, n_items: int) -> PackedRe
         h.update(within or b"")
     if fingerprint is not None:
         h.update(b"C" + fingerprint.encode())
+    if counts is not None:  # only uploads whose samples vary per item (older hashes unchanged)
+        h.update(b"S" + counts)
     accuracy = float(parsed.correct.mean(dtype=np.float64))
     return PackedResults(
         binary,
@@ -101,6 +109,7 @@ def pack(parsed: ParsedResults, positions: np.ndarray, n_items: int) -> PackedRe
         k,
         within,
         fingerprint,
+        counts,
     )
 
 
@@ -150,6 +159,7 @@ def fill_row(row: ModelResult, packed, parsed) -> None:
     row.metric = parsed.metric.replace("\x00", "")[:64] if parsed.metric else None
     row.samples_per_item = packed.samples_per_item
     row.within_variance = packed.within_variance
+    row.sample_counts = packed.sample_counts
     row.config_fingerprint = packed.config_fingerprint
     row.eval_config = dict(parsed.eval_config) if packed.config_fingerprint else None
 

@@ -238,6 +238,14 @@ def merge(parsed: Sequence[ParsedResults]) -> ParsedResults:
     within = None
     if all(p.within_variance is not None for p in parsed):
         within = np.concatenate([p.within_variance for p in parsed])
+    counts = None  # per-item samples when some file's vary (a file without them: its K each)
+    if any(p.sample_counts is not None for p in parsed):
+        counts = np.concatenate(
+            [
+                p.sample_counts if p.sample_counts is not None else np.full(p.n_items, p.k)
+                for p in parsed
+            ]
+        ).astype(np.int32)
     return ParsedResults(
         item_ids=ids,
         correct=correct,
@@ -247,6 +255,7 @@ def merge(parsed: Sequence[ParsedResults]) -> ParsedResults:
         filter=filters.pop() if len(filters) == 1 else None,
         samples=parsed[0].samples,
         within_variance=within,
+        sample_counts=counts,
     )
 
 
