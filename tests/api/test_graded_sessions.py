@@ -89,3 +89,33 @@ def test_pages_of_a_graded_benchmark_answer(client: TestClient, graded) -> None:
     )
     assert r.status_code == 200, r.text[:500]
     assert "sign-flip" in r.text and names[-1] in r.text
+
+
+def test_per_item_sample_counts_are_stored_and_drive_pass_at_k(db_session: Session) -> None:
+    from dataclasses import replace
+
+    from sqlalchemy import select
+
+    from app.core.estimation.bounded import pass_at_k
+    from app.db.models.model_result import ModelResult
+    from app.services.selection.repeats import pass_at_k_block
+
+    ids = [f"i{i}" for i in range(6)]
+    version, _ = create_version(db_session, f"k-{uuid.uuid4().hex[:8]}", ids, ["t"] * 6)
+    counts = np.array([4, 3, 4, 4, 2, 4], dtype=np.int32)
+    correct = np.array([2, 1, 4, 0, 1, 3]) / counts
+    base = parse_columnar(correct.tolist(), samples=4)
+    parsed = replace(base, sample_counts=counts)
+    store_results(db_session, version.id, ModelCreate(name="k-model"), parsed)
+    db_session.flush()
+    row = db_session.scalars(
+        select(ModelResult).where(ModelResult.benchmark_version_id == version.id)
+    ).one()
+    assert row.samples_per_item == 4 and row.n_items == 6  # 6 items, not 21 samples
+    np.testing.assert_array_equal(np.frombuffer(row.sample_counts, "<i4"), counts)
+    block = pass_at_k_block(correct, counts.astype(float))
+    assert [e.k for e in block] == [1, 2]  # up to the fewest samples of an item
+    c = np.round(correct * counts)
+    for e in block:
+        assert e.value == pytest.approx(pass_at_k(counts, c, e.k).mean())
+    assert pass_at_k_block(np.array([0.3, 0.5]), np.array([4.0, 4.0])) == []  # not 0/1 samples
