@@ -395,7 +395,8 @@ def _design_batch(
         # graded scores on a uniform random subset (issue 35): the 0/1 intervals do not apply;
         # the finite-population betting interval holds for any [0, 1] scores at every n
         lo, hi = betting_interval(y, n_population, confidence=level)
-        se = np.sqrt(fpc(k, n_population) * y.var(axis=1, ddof=1) / k) if k > 1 else 0 * value
+        # the design SE (1 - n/N) s² / n, as the stratified path gave graded rows before
+        se = np.sqrt((1.0 - k / n_population) * y.var(axis=1, ddof=1) / k) if k > 1 else 0 * value
         rows01 = np.all((y == 0) | (y == 1), axis=1)
         if rows01.any():  # a 0/1 row among graded ones keeps its own small-n interval
             succ = np.round(y[rows01].sum(axis=1))
@@ -451,7 +452,7 @@ def _design_batch(
         g = np.flatnonzero(graded_rows)
         blo, bhi = betting_interval(y[g], n_population, confidence=level)
         ybar = y[g].mean(axis=1)
-        srs = np.sqrt(fpc(k, n_population) * y[g].var(axis=1, ddof=1) / k)
+        srs = np.sqrt((1.0 - k / n_population) * y[g].var(axis=1, ddof=1) / k)
         deff = np.where(srs > 0, se[g] / np.where(srs > 0, srs, 1.0), 1.0)
         wlo = np.maximum(0.0, value[g] - (ybar - blo) * deff)
         whi = np.minimum(1.0, value[g] + (bhi - ybar) * deff)
