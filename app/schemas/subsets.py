@@ -437,6 +437,19 @@ class SignificancePublic(BaseModel):
     )
 
 
+class SubsetCost(BaseModel):
+    """Expected cost of evaluating a subset in one unit, predicted from the stored models."""
+
+    unit: Literal["input_tokens", "output_tokens", "seconds", "usd"]
+    expected: float = Field(description="Expected total cost of the subset")
+    sd: float = Field(description="Its spread (standard deviation; see source)")
+    source: str = Field(
+        description="predicted from stored models: per item the median over the models that "
+        "report it (an item none reports counts as the median item); the spread is over "
+        "random subsets of this size"
+    )
+
+
 class PlanPublic(BaseModel):
     gap: float
     method: str
@@ -453,4 +466,9 @@ class PlanPublic(BaseModel):
         default=None,
         description="The other question: shared items a paired test needs to detect gap at "
         "alpha with the given power (null when it cannot be computed)",
+    )
+    cost: list[SubsetCost] = Field(
+        default_factory=list,
+        description="Expected cost of a subset of the recommended size, per unit the stored "
+        "models report (empty without stored costs or without a size)",
     )

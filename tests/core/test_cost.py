@@ -24,6 +24,7 @@ from app.core.sequential.cost import (
     item_cost_summary,
     model_cost_scale,
     predicted_subset_cost,
+    random_subset_cost,
     worst_batch_cost,
 )
 from app.core.sequential.cost_simulation import simulate_cost_policy
@@ -224,3 +225,14 @@ def test_predicted_subset_cost():
     np.testing.assert_allclose(mean, [4.0, 6.0])
     mean, sd = predicted_subset_cost(c[0], [1])
     assert mean[0] == 2.0 and sd[0] == 0.0
+
+
+def test_random_subset_cost_matches_brute_force():
+    c = np.array([1.0, 2.0, 4.0, 8.0, 3.0])
+    for n in range(6):
+        totals = [sum(c[list(s)]) for s in itertools.combinations(range(5), n)]
+        mean, sd = random_subset_cost(c, n)
+        assert mean == pytest.approx(np.mean(totals))
+        assert sd == pytest.approx(np.std(totals), abs=1e-12)
+    with pytest.raises(ValueError, match="size"):
+        random_subset_cost(c, 6)

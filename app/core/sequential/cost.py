@@ -38,7 +38,7 @@ import numpy as np
 from app.core.sequential.active import DEFAULT_GAMMA, design_probabilities
 
 #: Floor of the cost-aware designs when a session does not name one (measured: bench/bench_cost.py).
-COST_GAMMA = 0.3
+COST_GAMMA = 0.4
 #: Cost units the service knows, each with the field of :class:`app.ingest.types.ItemCosts`.
 COST_UNITS = ("output_tokens", "input_tokens", "tokens", "seconds", "usd")
 
@@ -215,6 +215,32 @@ def predicted_subset_cost(item_costs, subsets) -> tuple[np.ndarray, np.ndarray]:
     return totals.mean(axis=0), sd
 
 
+def random_subset_cost(item_costs, size: int) -> tuple[float, float]:
+    """Mean and standard deviation of the total cost of a uniform random ``size``-subset.
+
+    Parameters
+    ----------
+    item_costs : array_like, shape (N,)
+        Cost of each item (finite, non-negative).
+    size : int
+        Items in the subset, ``0 <= size <= N``.
+
+    Returns
+    -------
+    mean, sd : float
+        ``n c_bar`` and ``sqrt(n s^2 (N - n) / N)``, ``s^2`` the population variance of the
+        costs times ``N / (N - 1)`` (sampling without replacement: 0 at ``n = N``).
+    """
+    c = np.asarray(item_costs, dtype=np.float64)
+    if c.ndim != 1 or not np.all(np.isfinite(c)) or c.min(initial=0.0) < 0:
+        raise ValueError("item_costs: expected finite non-negative costs, shape (N,)")
+    n, big_n = int(size), c.size
+    if not 0 <= n <= big_n:
+        raise ValueError(f"size: expected 0 <= size <= {big_n}")
+    s2 = c.var(ddof=1) if big_n > 1 else 0.0
+    return float(n * c.mean()), float(np.sqrt(n * s2 * (big_n - n) / big_n))
+
+
 __all__ = [
     "COST_GAMMA",
     "COST_UNITS",
@@ -226,5 +252,6 @@ __all__ = [
     "item_cost_summary",
     "model_cost_scale",
     "predicted_subset_cost",
+    "random_subset_cost",
     "worst_batch_cost",
 ]
