@@ -12,16 +12,17 @@ import uuid
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.sequential.active import DrawRecord
-from app.db.models import EvaluationSession
+from app.db.models import EvaluationSession, JobStatus
 from app.ingest import parse_columnar
 from app.schemas.results import ModelCreate
 from app.services.catalog.benchmarks import create_version
 from app.services.catalog.results import store_results
 from app.services.evaluation.sessions import unpack_state
 from tests.api._subset_data import gpqa
+from worker.runner import execute_job
 
 N = 60
 ITEM_COST = np.round(10 * (1 + 9 * np.arange(N) / (N - 1)))
@@ -42,6 +43,16 @@ def costly(db_session: Session):
         store_results(db_session, version.id, ModelCreate(name=name), parsed)
     db_session.commit()
     return version.id, names, correct, ids
+
+
+@pytest.fixture
+def factory(db_session: Session) -> sessionmaker[Session]:
+    """Sessions inside the test's transaction (the worker's job runs in-process)."""
+    return sessionmaker(
+        bind=db_session.connection(),
+        join_transaction_mode="create_savepoint",
+        expire_on_commit=False,
+    )
 
 
 def _post(client, sid, body, truth, ids, tokens=None):
@@ -103,6 +114,8 @@ def test_budget_stops_within_one_batch_and_labels_its_source(
     median = np.median(np.round(ITEM_COST[None, :] * (0.8 + 0.05 * np.arange(8))[:, None]), 0)
     expect = own[served[:5]].sum() + median[served[5:]].sum()
     assert bud["spent"] == pytest.approx(expect, rel=1e-6)
+    page = client.get(f"/ui/sessions/{sid}")
+    assert page.status_code == 200 and "Cost (tokens)" in page.text and "used up" in page.text
 
 
 def test_cost_aware_draws_favour_cheap_items_and_replay(
@@ -157,3 +170,27 @@ def test_plan_carries_the_expected_cost_of_its_size(client: TestClient, costly) 
     assert cost["unit"] == "output_tokens" and cost["expected"] == pytest.approx(n * med.mean())
     assert cost["sd"] == pytest.approx(totals.std(), rel=0.03)
     assert cost["source"].startswith("predicted from stored models (json cost arrays)")
+
+
+def test_subset_export_carries_its_expected_cost(
+    client: TestClient, costly, factory: sessionmaker[Session]
+) -> None:
+    vid, _, _, _ = costly
+    r = client.post(
+        f"/v1/benchmarks/{vid}/subsets", json={"method": "random", "size": 12, "seed": 3}
+    )
+    assert r.status_code == 202, r.text
+    assert execute_job(factory, uuid.UUID(r.json()["id"])) is JobStatus.succeeded
+    again = client.post(
+        f"/v1/benchmarks/{vid}/subsets", json={"method": "random", "size": 12, "seed": 3}
+    )
+    sid = again.headers["location"].rsplit("/", 1)[-1]
+    body = client.get(f"/v1/subsets/{sid}").json()
+    pos = np.array([it["position"] for it in body["items"]])
+    per_model = np.round(ITEM_COST[None, :] * (0.8 + 0.05 * np.arange(8))[:, None])
+    totals = per_model[:, pos].sum(axis=1)  # the 8 models with costs
+    (cost,) = body["cost"]
+    assert cost["unit"] == "output_tokens"
+    assert cost["expected"] == pytest.approx(totals.mean())
+    assert cost["sd"] == pytest.approx(totals.std(ddof=1))
+    assert cost["source"].startswith("predicted from 8 stored models")

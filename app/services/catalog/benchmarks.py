@@ -15,7 +15,7 @@ import numpy as np
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.core.sequential.cost import item_cost_summary
+from app.core.sequential.cost import item_cost_summary, predicted_subset_cost
 from app.db.base import utcnow
 from app.db.models.access import Project
 from app.db.models.benchmark import Benchmark, BenchmarkVersion
@@ -36,6 +36,7 @@ from app.schemas.benchmarks import (
     ModelSummary,
     SubtaskCount,
 )
+from app.schemas.subsets import SubsetCost
 from app.services.access import projects
 from app.services.access.access import Visibility, check_role
 from app.services.access.keys import Principal
@@ -362,6 +363,34 @@ def predicted_item_costs(session: Session, version: BenchmarkVersion):
     for j, unit in enumerate(COST_FIELDS):
         if costs.shape[0] and np.isfinite(costs[:, j, :]).any():
             out.append((unit, item_cost_summary(costs[:, j, :]).filled(), sources))
+    return out
+
+
+def subset_costs(
+    session: Session, version: BenchmarkVersion, positions: np.ndarray
+) -> list[SubsetCost]:
+    """Expected cost of the items ``positions`` per stored unit (mean and sd over the models)."""
+    _, costs, sources = stored_costs(session, version.id, version.n_items)
+    out = []
+    for j, unit in enumerate(COST_FIELDS):
+        per_model = costs[:, j, :]
+        reports = np.isfinite(per_model).any(axis=1)
+        if not reports.any():
+            continue
+        per_model = per_model[reports]
+        median = item_cost_summary(per_model).filled()
+        filled = np.where(np.isfinite(per_model), per_model, median[None, :])
+        mean, sd = predicted_subset_cost(filled, positions)
+        out.append(
+            SubsetCost(
+                unit=unit,  # type: ignore[arg-type]
+                expected=float(mean[0]),
+                sd=float(sd[0]),
+                source=f"predicted from {int(reports.sum())} stored models ("
+                + ", ".join(sources)
+                + "): mean over the models of the subset's total; sd over the models",
+            )
+        )
     return out
 
 
