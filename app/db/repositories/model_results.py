@@ -18,6 +18,7 @@ _VECTORS = (
     ModelResult.confidence,
     ModelResult.coverage,
     ModelResult.within_variance,
+    ModelResult.item_costs,
 )
 
 
