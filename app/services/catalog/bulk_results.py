@@ -11,6 +11,7 @@ the transaction, so a conflict anywhere in the batch leaves nothing written.
 from __future__ import annotations
 
 import io
+import re
 import uuid
 import zipfile
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ from app.db.repositories.model_results import LanguageModelRepository
 from app.errors import Conflict, InvalidInput
 from app.ingest import IngestError, ParsedResults
 from app.ingest.types import finalize_values
+from app.schemas.benchmarks import MODEL_NAME_PATTERN
 from app.schemas.results import MatrixWritten, ModelCreate
 from app.services.catalog.benchmarks import item_index
 from app.services.catalog.results import (
@@ -42,6 +44,7 @@ from app.services.catalog.uploads import UploadPart, resolve_media_type
 from app.services.platform import idempotency
 
 _IN_CHUNK = 1_000  # names / ids per IN (...) list
+_NAME = re.compile(MODEL_NAME_PATTERN)
 
 
 def _chunks(values: Sequence, size: int = _IN_CHUNK):
@@ -187,11 +190,15 @@ def parse_matrix_upload(data: bytes) -> list[tuple[ModelCreate, ParsedResults]]:
             message=f"{m} strings",
         )
     names_list = [str(x) for x in names.tolist()]
-    if any(not x or len(x) > 300 or "\x00" in x for x in names_list):
+    # the rule of every other upload (MODEL_NAME_PATTERN: no unsafe character, no "." or ".."
+    # part; issue 39)
+    bad = [i for i, x in enumerate(names_list) if not 1 <= len(x) <= 300 or not _NAME.match(x)]
+    if bad:
         raise InvalidInput(
-            "models: names must be 1-300 characters without NUL",
+            f"models[{bad[0]}]: names are 1-300 characters, no control or bidirectional "
+            "characters, no '.' or '..' part",
             field="models",
-            message="1-300 characters",
+            message=f"row {bad[0]}: not a valid model name",
         )
     item_ids = arrays.get("item_ids")
     if item_ids is not None and (item_ids.shape != (n,) or item_ids.dtype.kind not in "USiu"):
