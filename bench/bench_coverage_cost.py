@@ -8,6 +8,7 @@ import sys
 import time
 
 import numpy as np
+
 from app.core.reliability.protocol import run_protocol
 from app.core.scoring.coverage import coverage_study
 
