@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from app.schemas.benchmarks import MODEL_NAME_PATTERN
 
@@ -62,7 +62,7 @@ class SessionCreate(BaseModel):
     batch_size: int = Field(default=10, ge=1, le=10_000)
     max_items: int | None = Field(default=None, ge=1, description="Default: every item")
     seed: int | None = Field(default=None, ge=0, le=MAX_SEED, description="Drawn when omitted")
-    store_results: bool = Field(
+    store_results: StrictBool = Field(
         default=False,
         description="When the session closes, store the model's results on the items seen as a "
         "partial-coverage result set (skipped if the model already has other results)",

@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from app.schemas.benchmarks import version_id_field
 from app.schemas.items import ItemFlag
@@ -74,7 +74,7 @@ class TinyBenchmarksParams(_Params):
     holdout_fraction: float = Field(
         default=0.2, gt=0, lt=1, description="Source models held out to calibrate gp-IRT's beta"
     )
-    calibrate_gp_irt: bool = Field(
+    calibrate_gp_irt: StrictBool = Field(
         default=True, description="Calibrate gp-IRT on held-out sources (False: irt and p_irt only)"
     )
     ability_prior: float = Field(default=1.0, gt=0, le=100)

@@ -23,13 +23,28 @@ from app.db.base import Base, Timestamps, UTCDateTime, UUIDPrimaryKey
 
 
 class LanguageModel(UUIDPrimaryKey, Timestamps, Base):
-    """An evaluated model (``models`` table): a unique name plus grouping metadata."""
+    """An evaluated model (``models`` table): a unique name, shared by every project. What a
+    project says about it (size, family, tags) is that project's own: :class:`ModelMetadata`."""
 
     __tablename__ = "models"
 
     name: Mapped[str] = mapped_column(String(300), unique=True)
+
+
+class ModelMetadata(Timestamps, Base):
+    """One project's metadata of a model (issue 39): an upload to a project's benchmark sets
+    the size, family and tags that project sees, and nothing any other project sees."""
+
+    __tablename__ = "model_metadata"
+
+    project_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True
+    )
+    model_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("models.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
     params_b: Mapped[float | None] = mapped_column(Float, nullable=True)
-    family: Mapped[str | None] = mapped_column(String(200), nullable=True, index=True)
+    family: Mapped[str | None] = mapped_column(String(200), nullable=True)
     tags: Mapped[list[str]] = mapped_column(JSON, default=list)
 
 

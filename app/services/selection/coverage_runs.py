@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from app.core.scoring.coverage import coverage_study
 from app.core.selectors import SELECTORS
+from app.core.selectors.dpp import guaranteed_size
 from app.db.models import Job
 from app.db.repositories.jobs import JobRepository
 from app.errors import InvalidInput
@@ -124,6 +125,15 @@ def request_run(
             f"sizes: {too_big[0]} is not below the benchmark's {version.n_items} items",
             field="sizes",
         )
+    if "dpp" in clean["methods"]:  # its trimming drops items: refuse what would fail
+        cap = guaranteed_size(version.n_items)
+        over = [s for s in clean["sizes"] if s > cap]
+        if over:
+            raise InvalidInput(
+                f"sizes: {over[0]} is above the {cap} items the DPP always draws from "
+                f"{version.n_items} (its 1%/99% trimming drops the rest)",
+                field="sizes",
+            )
     correct, _ = _population(session, version.id)
     if correct.shape[0] < MIN_MODELS:
         raise InvalidInput(
