@@ -21,6 +21,12 @@ authenticated request each, so it cannot starve other callers by the volume of i
 (bench/bench_fair_load.py). Only a credential that was itself refused is held; other keys, of
 the same project too, are not affected until their own requests are refused. Per process.
 
+Bodies first (issue 39): a request's body is read to its end under a deadline
+(app/api/slow_requests.py) *before* the request takes an in-flight place or a key's place; a
+client trickling its body holds a coroutine and its bytes, nothing other requests wait for, and
+is answered 408 and disconnected when its deadline passes. ``/healthz`` reports how many places
+are taken (``saturated`` when all are).
+
 In-flight places per credential (``MAX_REQUESTS_IN_FLIGHT_PER_KEY``): at most that many requests
 of one credential are in the app at once in a process; more wait for a place on the event loop
 (no thread, no connection) up to ``KEY_WAIT_SECONDS`` and are then refused with 429
@@ -42,6 +48,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.errors import EXEMPT_STATE, HELD_STATE, HeldRefusal, problem_response
+from app.api.slow_requests import BodyBuffers, BodyDeadline, BodyRefused, read_body, send_refusal
 
 ALWAYS_ADMITTED = frozenset({"/healthz", "/readyz"})
 RETRY_AFTER_SECONDS = 1
@@ -90,8 +97,11 @@ class AdmissionLimit:
         hold_refused: bool = True,
         hold_delay: float = 0.0,
         per_key: int = 0,
+        body_deadline: BodyDeadline | None = None,
     ) -> None:
         self.app = app
+        self.body_deadline = body_deadline  # None: the body is read by the app, in its place
+        self.bodies = BodyBuffers()
         self.max_in_flight = max_in_flight  # 0: no limit
         self.hold_refused = hold_refused
         self.hold_delay = hold_delay  # seconds a held refusal waits (at most) before it is sent
@@ -106,9 +116,38 @@ class AdmissionLimit:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("path") in ALWAYS_ADMITTED:
+            if "app" in scope:  # /healthz reports the places taken
+                scope["app"].state.admission = self
             await self.app(scope, receive, send)
             return
         digest = credential_digest(scope) if self.hold_refused or self.per_key else None
+        if self.body_deadline is None or self._holds(
+            digest
+        ):  # a held refusal is answered without the body
+            await self._dispatch(digest, scope, receive, send)
+            return
+        try:
+            replay = await read_body(scope, receive, self.body_deadline, self.bodies)
+        except BodyRefused as refused:
+            await send_refusal(refused, scope, receive, send)
+            return
+        try:
+            await self._dispatch(digest, scope, replay, send)
+        finally:
+            replay.release()  # type: ignore[attr-defined]  # refused before the app read it
+
+    def _holds(self, digest: bytes | None) -> bool:
+        """Will this credential's request be answered from a held refusal?"""
+        found = self.held.get(digest) if digest is not None and self.hold_refused else None
+        if found is None:
+            return False
+        until, probe_since, _ = found
+        now = clock()
+        return now < until or (probe_since is not None and now - probe_since < MAX_PROBE_SECONDS)
+
+    async def _dispatch(
+        self, digest: bytes | None, scope: Scope, receive: Receive, send: Send
+    ) -> None:
         if digest is None:
             await self._admit(scope, receive, send)
             return
@@ -239,3 +278,14 @@ class AdmissionLimit:
             await self.app(scope, receive, send)
         finally:
             self.in_flight -= 1
+
+    def saturation(self) -> dict[str, int | bool]:
+        """What ``/healthz`` reports: places taken, bodies being read, refusals so far."""
+        return {
+            "saturated": bool(self.max_in_flight) and self.in_flight >= self.max_in_flight,
+            "in_flight": self.in_flight,
+            "max_in_flight": self.max_in_flight,
+            "bodies_reading": self.bodies.reading,
+            "bodies_timed_out": self.bodies.timed_out,
+            "shed": self.shed,
+        }

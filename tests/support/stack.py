@@ -120,9 +120,15 @@ class Stack:
 
 @contextlib.contextmanager
 def running_stack(
-    database_url: str, broker_url: str, queue: str, key_prefix: str, **settings: str
+    database_url: str,
+    broker_url: str,
+    queue: str,
+    key_prefix: str,
+    workers: int = 1,
+    **settings: str,
 ) -> Iterator[Stack]:
-    """uvicorn (auth on) + one Celery worker on ``database_url`` / ``broker_url``."""
+    """uvicorn (auth on, ``workers`` API processes) + one Celery worker on ``database_url`` /
+    ``broker_url``."""
     env = service_env(
         DATABASE_URL=database_url,
         BROKER_URL=broker_url,
@@ -136,6 +142,6 @@ def running_stack(
     admin_key = create_key(database_url, ["admin"], name="admin")
     with (
         celery_worker(env, f"hardening-{queue}") as worker,
-        api_server(env) as api,
+        api_server(env, workers=workers) as api,
     ):
         yield Stack(api, worker, database_url, admin_key, env)
