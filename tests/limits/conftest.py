@@ -18,7 +18,7 @@ TRANSPORT_SETTINGS = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def two_process_stack() -> Iterator[Stack]:
     name = f"benchslice_test_{_RUN_ID}_transport"
     with (
