@@ -11,7 +11,8 @@ so a client pool holding idle connections would get 503s from an idle server.
 Held refusals (``HOLD_REFUSED_KEYS``, on by default): when a request is refused with a 429 that
 holds its caller (its key's or project's rate bucket is short, it has its expensive-work places
 taken, its key attempts are spent: ``TooManyRequests.holds_caller``), the process remembers the
-presented credential (a BLAKE2b digest of the ``Authorization`` header, never the key) until that
+presented credential (a BLAKE2b digest of the key's id after a cheap parse of ``Authorization``,
+never the secret; :func:`credential_digest`) until that
 refusal's ``Retry-After`` has passed, and answers the same credential's requests in that time with
 the same 429 at once: no thread, no database, no Redis, no key verification. When the time has
 passed, one request of the credential is checked for real and its other requests keep the
@@ -42,6 +43,7 @@ import hashlib
 import math
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from prometheus_client import Counter
 from starlette.requests import Request
@@ -81,12 +83,43 @@ class _Gate:
     users: int = 0
 
 
-def credential_digest(scope: Scope) -> bytes | None:
-    """A digest of the request's ``Authorization`` header (None without one)."""
+class Credential(NamedTuple):
+    """Digests of a request's credential: ``key`` names the API key (its id, the public prefix
+    of ``bsk_<prefix>_<secret>``), ``token`` the exact secret presented."""
+
+    key: bytes
+    token: bytes
+
+
+def _digest(tag: bytes, value: bytes) -> bytes:
+    return hashlib.blake2b(tag + value, digest_size=16).digest()
+
+
+def credential_digest(scope: Scope) -> Credential | None:
+    """The request's credential after a cheap parse of ``Authorization`` (None without one).
+
+    The scheme is case-insensitive and spaces around the token do not count, so ``bearer  K``,
+    ``BEARER K `` and ``Bearer K`` are one credential; a well-formed key is named by its id (the
+    prefix), so every secret of a key (the new and the old one during a rotation's grace) shares
+    the key's places and refusals."""
     for name, value in scope.get("headers", ()):
         if name == b"authorization":
-            return hashlib.blake2b(value, digest_size=16).digest()
+            scheme, _, rest = value.strip().partition(b" ")
+            token = rest.strip() if scheme.lower() == b"bearer" else value.strip()
+            parts = token.split(b"_", 2)
+            if len(parts) == 3 and parts[0] == b"bsk" and parts[1]:
+                key = _digest(b"key:", parts[1])
+            else:
+                key = _digest(b"raw:", token)
+            return Credential(key, _digest(b"token:", token))
     return None
+
+
+def _hold_slot(credential: Credential, refusal: HeldRefusal) -> bytes:
+    """Where a refusal is held: a refusal of the key's own limits (its rate, its places) holds
+    the key, whatever secret; a failed-attempt refusal holds only the secret that was presented
+    (a wrong secret sent on a known prefix must not hold the key's right secret)."""
+    return credential.token if refusal.limit == "auth-attempts" else credential.key
 
 
 class AdmissionLimit:
@@ -121,9 +154,7 @@ class AdmissionLimit:
             await self.app(scope, receive, send)
             return
         digest = credential_digest(scope) if self.hold_refused or self.per_key else None
-        if self.body_deadline is None or self._holds(
-            digest
-        ):  # a held refusal is answered without the body
+        if self.body_deadline is None or self._holds(digest):  # answered without the body
             await self._dispatch(digest, scope, receive, send)
             return
         try:
@@ -136,9 +167,17 @@ class AdmissionLimit:
         finally:
             replay.release()  # type: ignore[attr-defined]  # refused before the app read it
 
-    def _holds(self, digest: bytes | None) -> bool:
+    def _held(self, credential: Credential) -> tuple[bytes, tuple] | None:
+        for slot in credential:
+            found = self.held.get(slot)
+            if found is not None:
+                return slot, found
+        return None
+
+    def _holds(self, digest: Credential | None) -> bool:
         """Will this credential's request be answered from a held refusal?"""
-        found = self.held.get(digest) if digest is not None and self.hold_refused else None
+        entry = self._held(digest) if digest is not None and self.hold_refused else None
+        found = None if entry is None else entry[1]
         if found is None:
             return False
         until, probe_since, _ = found
@@ -146,7 +185,7 @@ class AdmissionLimit:
         return now < until or (probe_since is not None and now - probe_since < MAX_PROBE_SECONDS)
 
     async def _dispatch(
-        self, digest: bytes | None, scope: Scope, receive: Receive, send: Send
+        self, digest: Credential | None, scope: Scope, receive: Receive, send: Send
     ) -> None:
         if digest is None:
             await self._admit(scope, receive, send)
@@ -154,9 +193,9 @@ class AdmissionLimit:
         if not self.hold_refused:
             await self._admit_per_key(digest, scope, receive, send)
             return
-        found = self.held.get(digest)
-        if found is not None:
-            until, probe_since, refusal = found
+        entry = self._held(digest)
+        if entry is not None:
+            slot, (until, probe_since, refusal) = entry
             now = clock()
             if now < until or (probe_since is not None and now - probe_since < MAX_PROBE_SECONDS):
                 await self._repeat(refusal, until - now, scope, receive, send)
@@ -164,27 +203,27 @@ class AdmissionLimit:
             # Retry-After has passed: this request is checked for real, the credential's others
             # keep the refusal until it is answered (the clients of one key that all waited the
             # same Retry-After do not all arrive at once)
-            self.held[digest] = (until, now, refusal)
+            self.held[slot] = (until, now, refusal)
         try:
             await self._admit_per_key(digest, scope, receive, send)
         finally:
             refusal = scope.get("state", {}).get(HELD_STATE)
             if isinstance(refusal, HeldRefusal):
-                self._remember(digest, refusal)
-            elif found is not None:
-                self.held.pop(digest, None)
+                self._remember(_hold_slot(digest, refusal), refusal)
+            elif entry is not None:
+                self.held.pop(entry[0], None)
 
     async def _admit_per_key(
-        self, digest: bytes, scope: Scope, receive: Receive, send: Send
+        self, credential: Credential, scope: Scope, receive: Receive, send: Send
     ) -> None:
         """At most ``per_key`` requests of one credential in the app at once; more wait (on
         the event loop: no thread, no connection) up to ``KEY_WAIT_SECONDS``, then 429."""
-        if not self.per_key or digest in self.exempt:
+        if not self.per_key or credential.token in self.exempt:
             await self._admit(scope, receive, send)
             return
-        gate = self.gates.get(digest)
+        gate = self.gates.get(credential.key)
         if gate is None:
-            gate = self.gates[digest] = _Gate(asyncio.Semaphore(self.per_key))
+            gate = self.gates[credential.key] = _Gate(asyncio.Semaphore(self.per_key))
         gate.users += 1
         try:
             try:
@@ -209,11 +248,11 @@ class AdmissionLimit:
             finally:
                 gate.slots.release()
                 if scope.get("state", {}).get(EXEMPT_STATE):
-                    self._note_exempt(digest)
+                    self._note_exempt(credential.token)  # this secret only
         finally:
             gate.users -= 1
             if gate.users == 0:
-                self.gates.pop(digest, None)
+                self.gates.pop(credential.key, None)
 
     def _note_exempt(self, digest: bytes) -> None:
         if len(self.exempt) >= MAX_HELD:
