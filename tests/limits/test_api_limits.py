@@ -292,3 +292,17 @@ def test_a_held_refusal_is_sent_when_the_hold_ends_at_most_the_delay_later(
         waited = time.perf_counter() - started
         assert r.status_code == 429 and "repeated" in r.json()["detail"]
         assert 0.25 <= waited < 5  # held for the delay (the hold itself lasts ~100 s)
+
+
+def test_metrics_need_an_instance_admin_key(
+    limited_client: TestClient, db_session: Session
+) -> None:
+    """Issue 39: /metrics counts every tenant's refusals and caches: a read key (or a project
+    admin) is 403, an instance admin reads it."""
+    assert limited_client.get("/metrics").status_code == 401
+    assert limited_client.get("/metrics", headers=_key(db_session, "read")).status_code == 403
+    assert limited_client.get("/metrics", headers=_key(db_session, "admin")).status_code == 403
+    _, token = create_key(db_session, "metrics-admin", [], instance_admin=True)
+    db_session.flush()
+    r = limited_client.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 200 and "benchslice_" in r.text
