@@ -92,6 +92,7 @@ def get_principal(
         credentials.credentials if credentials else None,
         before_hashing=lambda prefix: RATES.check_auth_attempt(prefix, address),
         after_failure=lambda prefix: RATES.auth_failed(prefix, address),
+        for_write=request.method in WRITE_METHODS,
     )
 
 

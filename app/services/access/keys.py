@@ -188,6 +188,7 @@ def find_key(session: Session, prefix_or_id: str) -> ApiKey:
 
 def revoke_key(session: Session, prefix_or_id: str) -> ApiKey:
     row = find_key(session, prefix_or_id)
+    ApiKeyRepository(session).lock_for_change(row.id)  # after the key's in-flight writes
     row.revoked = True
     session.flush()
     return row
@@ -201,6 +202,7 @@ def rotate_key(
     if grace < timedelta(0):
         raise InvalidInput("the grace period cannot be negative", field="grace")
     row = find_key(session, prefix_or_id)
+    ApiKeyRepository(session).lock_for_change(row.id)  # after the key's in-flight writes
     if row.revoked:
         raise InvalidInput(f"key {row.prefix!r} is revoked", field="key")
     token = _token(row.prefix)
@@ -293,6 +295,8 @@ def authenticate(
     token: str | None,
     before_hashing: Callable[[str], None] | None = None,
     after_failure: Callable[[str], None] | None = None,
+    *,
+    for_write: bool = False,
 ) -> Principal:
     """The principal for a bearer token; ``Unauthorized`` when missing, unknown, revoked,
     expired, or a rotated-out secret past its grace period.
@@ -300,14 +304,18 @@ def authenticate(
     A token not verified before costs one argon2 verification whatever its prefix (unknown and
     revoked prefixes are verified against a dummy hash). ``before_hashing(prefix)`` runs first
     and may refuse, ``after_failure(prefix)`` after a wrong or unknown key (the API's failure
-    limiter: per prefix and client address)."""
+    limiter: per prefix and client address).
+
+    ``for_write``: the key's row stays share-locked until the request's transaction ends, so a
+    revocation (or rotation) waits for the key's in-flight writes and none lands after it
+    returned (issue 39: a revoked key's in-flight write used to complete after the revoke)."""
     if not token:
         raise Unauthorized("missing API key (Authorization: Bearer <key>)", headers=BEARER)
     parts = token.split("_", 2)
     if len(parts) != 3 or parts[0] != KEY_PREFIX:
         raise Unauthorized("invalid API key", headers=BEARER)
     prefix = parts[1]
-    row = ApiKeyRepository(session).get_by_prefix(prefix)
+    row = ApiKeyRepository(session).get_by_prefix(prefix, share_lock=for_write)
     now = utcnow()
     if row is not None and not row.revoked and not _cached(row, token, now):
         if _known_wrong(row, token):  # the same wrong secret again: no argon2, no attempt
