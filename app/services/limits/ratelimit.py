@@ -330,9 +330,21 @@ class RateLimits:
         caller is exempt or limits are off."""
         if self.limiter is None or caller is None or caller.exempt or cost <= 0:
             return None
-        decision = self.limiter.take(caller.units, cost)
+        return self.charge_units(caller, caller.charged_units(), cost, what)
+
+    def charge_units(
+        self, caller: Caller, units: Sequence[str], cost: float, what: str
+    ) -> Decision | None:
+        """Take ``cost`` from these of ``caller``'s buckets (429 when one is short). A project
+        bucket's refusal does not hold the key (its requests to other projects go on)."""
+        if self.limiter is None or caller.exempt or cost <= 0 or not units:
+            return None
+        decision = self.limiter.take(units, cost)
         if not decision.allowed:
-            raise refusal(decision, cost, what, dict(caller.labels).get(decision.unit, ""))
+            error = refusal(decision, cost, what, dict(caller.labels).get(decision.unit, ""))
+            if unit_kind(decision.unit) == PROJECT:
+                error.holds_caller = False
+            raise error
         return decision
 
 
