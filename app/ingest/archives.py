@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import math
 import zipfile
+import zlib
 from typing import Any
 
 import numpy as np
@@ -69,7 +70,7 @@ def load_npz(
     """
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+    except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError) as exc:
         raise ArchiveRefused(f"not an .npz matrix: {exc}") from None
     with archive:
         members = archive.infolist()
@@ -91,7 +92,16 @@ def load_npz(
                     arrays[name] = _read_array(
                         stream, member, name, shape, fortran, dtype, max_values
                     )
-            except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError) as exc:
+            except ArchiveRefused:
+                raise
+            except (  # what zipfile and zlib raise on a corrupt member
+                zipfile.BadZipFile,
+                zlib.error,
+                EOFError,
+                OSError,
+                ValueError,
+                NotImplementedError,
+            ) as exc:
                 raise ArchiveRefused(f"{name}: unreadable ({exc})", field=name) from None
     return arrays
 
@@ -132,23 +142,60 @@ def _read_array(
 
 
 def parquet_table(data: bytes, *, max_bytes: int = MAX_DECOMPRESSED_BYTES) -> Any:
-    """A parquet file's table, measured from its footer first (rows, uncompressed bytes)."""
+    """A parquet file's table, measured before it is decoded.
+
+    From the footer: rows, leaf values (``num_values`` of every column chunk) and the pages'
+    uncompressed size. Dictionary or run-length encoding can still make a few pages decode to
+    much more (a million copies of one long string), so top-level string and binary columns are
+    read as dictionaries (memory: the dictionary and the indices) and their decoded size is
+    summed from the dictionary's value lengths before anything expands them. Nested string
+    lists are bounded by their leaf values only."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     try:
         parquet = pq.ParquetFile(io.BytesIO(data))
-    except (pa.ArrowException, OSError) as exc:
+        meta = parquet.metadata
+        groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
+        inflated = sum(g.total_byte_size for g in groups)
+        leaves = sum(g.column(j).num_values for g in groups for j in range(g.num_columns))
+        schema = parquet.schema_arrow
+    except (pa.ArrowException, OSError, ValueError) as exc:  # UnicodeDecodeError in a footer
         raise ArchiveRefused(f"unreadable parquet file: {exc}") from None
-    meta = parquet.metadata
-    inflated = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
     if meta.num_rows > MAX_PARQUET_ROWS:
         raise ArchiveRefused(f"{meta.num_rows:,} rows; the limit is {MAX_PARQUET_ROWS:,}")
+    if leaves > MAX_ARRAY_VALUES:
+        raise ArchiveRefused(f"{leaves:,} values; the limit is {MAX_ARRAY_VALUES:,}")
     if inflated > max_bytes:
         raise ArchiveRefused(
             f"the parquet file inflates to {inflated:,} bytes; the limit is {max_bytes:,}"
         )
+    textual = [
+        f.name
+        for f in schema
+        if pa.types.is_string(f.type)
+        or pa.types.is_large_string(f.type)
+        or pa.types.is_binary(f.type)
+        or pa.types.is_large_binary(f.type)
+    ]
     try:
-        return parquet.read()
-    except (pa.ArrowException, OSError) as exc:
+        reader = pq.ParquetFile(io.BytesIO(data), read_dictionary=textual or None)
+        table = reader.read(use_threads=False)
+        decoded = 0
+        for name in table.column_names:
+            column = table.column(name)
+            for chunk in column.chunks:
+                if pa.types.is_dictionary(chunk.type):
+                    lengths = pc.binary_length(chunk.dictionary).fill_null(0)
+                    taken = pc.take(lengths, chunk.indices.fill_null(0))
+                    decoded += int(pc.sum(taken).as_py() or 0)
+                else:
+                    decoded += chunk.nbytes
+    except (pa.ArrowException, OSError, ValueError) as exc:
         raise ArchiveRefused(f"unreadable parquet file: {exc}") from None
+    if decoded > max_bytes:
+        raise ArchiveRefused(
+            f"the parquet file decodes to {decoded:,} bytes; the limit is {max_bytes:,}"
+        )
+    return table

@@ -164,9 +164,12 @@ def read_parquet_records(data: bytes) -> list[tuple[int, Any]]:
     """Rows of a details parquet file as ``(row_number, dict)`` (1-based, like lines)."""
     try:  # measured from its footer before it is inflated
         table = parquet_table(data)
+        rows = table.to_pylist()
     except ArchiveRefused as exc:
         raise IngestError.single(str(exc)) from None
-    return list(enumerate(table.to_pylist(), start=1))
+    except UnicodeDecodeError as exc:  # a string column that is not UTF-8
+        raise IngestError.single(f"unreadable parquet file: {exc}") from None
+    return list(enumerate(rows, start=1))
 
 
 def parse_lm_eval_samples(
