@@ -18,7 +18,9 @@ N_ITEMS = 40
 N_MODELS = 12
 
 
-def create_key(database_url: str, scopes: Sequence[str], name: str = "test") -> str:
+def create_key(
+    database_url: str, scopes: Sequence[str], name: str = "test", *, instance_admin: bool = False
+) -> str:
     """A new API key stored (hashed) in ``database_url``; returns the plaintext once."""
     from sqlalchemy import create_engine
     from sqlalchemy.orm import Session
@@ -28,7 +30,7 @@ def create_key(database_url: str, scopes: Sequence[str], name: str = "test") -> 
     engine = create_engine(database_url)
     try:
         with Session(engine) as session, session.begin():
-            _, token = _create(session, name, list(scopes))
+            _, token = _create(session, name, list(scopes), instance_admin=instance_admin)
     finally:
         engine.dispose()
     return token
