@@ -42,7 +42,16 @@ class Page(BaseModel, Generic[T]):
 
 
 class HealthPublic(BaseModel):
-    status: Literal["ok"] = "ok"
+    """The process is alive (always 200); ``saturated`` when every admission place is taken
+    (new requests get 503 at once), with the counts behind it."""
+
+    status: Literal["ok", "saturated"] = "ok"
+    saturated: bool = False
+    in_flight: int = Field(0, description="requests holding an admission place now")
+    max_in_flight: int = Field(0, description="MAX_REQUESTS_IN_FLIGHT (0: no limit)")
+    bodies_reading: int = Field(0, description="requests whose body is still arriving")
+    bodies_timed_out: int = Field(0, description="bodies closed by their deadline so far")
+    shed: int = Field(0, description="requests answered 503 for want of a place so far")
 
 
 class CheckPublic(BaseModel):

@@ -97,6 +97,7 @@ class ResultsCreate(BaseModel):
     samples: int | None = Field(
         default=None,
         ge=1,
+        le=1_000_000,
         description="K: each value is the mean of K samples (repeats) per item, in [0, 1]",
     )
     within_variance: list[float] | None = Field(

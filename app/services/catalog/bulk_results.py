@@ -10,14 +10,13 @@ the transaction, so a conflict anywhere in the batch leaves nothing written.
 
 from __future__ import annotations
 
-import io
 import re
 import uuid
-import zipfile
 from collections.abc import Sequence
 from datetime import timedelta
 
 import numpy as np
+from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer
@@ -26,6 +25,7 @@ from app.db.models.model_result import LanguageModel, ModelResult
 from app.db.repositories.model_results import LanguageModelRepository
 from app.errors import Conflict, InvalidInput
 from app.ingest import IngestError, ParsedResults
+from app.ingest.archives import ArchiveRefused, load_npz
 from app.ingest.types import finalize_values
 from app.schemas.benchmarks import MODEL_NAME_PATTERN
 from app.schemas.results import MatrixWritten, ModelCreate
@@ -161,13 +161,10 @@ def parse_matrix_upload(data: bytes) -> list[tuple[ModelCreate, ParsedResults]]:
     booleans (False: no result), ``confidence`` (m, N) and ``params_b`` (m,) model sizes in
     billions (NaN: unknown). 422 naming the array at fault.
     """
-    try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-            arrays = {k: np.asarray(npz[k]) for k in npz.files}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-        raise InvalidInput(
-            f"not an .npz matrix: {exc}", field="body", message="expected an .npz file"
-        ) from None
+    try:  # measured from its headers before anything is inflated (app/ingest/archives.py)
+        arrays = load_npz(data)
+    except ArchiveRefused as exc:
+        raise InvalidInput(str(exc), field=exc.field, message="a bounded .npz matrix") from None
     correct = arrays.get("correct")
     if correct is None or correct.ndim != 2 or correct.dtype.kind not in "biuf":
         raise InvalidInput(
@@ -266,8 +263,22 @@ def parse_matrix_upload(data: bytes) -> list[tuple[ModelCreate, ParsedResults]]:
         parsed = ParsedResults(
             item_ids=row_ids, correct=c8, confidence=cf32, source_format="columnar"
         )
-        batch.append((ModelCreate(name=name, params_b=sizes[i]), parsed))
+        batch.append((_model_ref(name, sizes[i], i), parsed))
     return batch
+
+
+def _model_ref(name: str, params_b: float | None, row: int) -> ModelCreate:
+    """The row's model as the JSON routes validate it: 422 naming the array, never a 500."""
+    try:
+        return ModelCreate(name=name, params_b=params_b)
+    except ValidationError as exc:
+        issue = exc.errors()[0]
+        field = "params_b" if issue["loc"] and issue["loc"][0] == "params_b" else "models"
+        raise InvalidInput(
+            f"{field} (row {row}, model {name!r}): {issue['msg']}",
+            field=field,
+            message=issue["msg"],
+        ) from None
 
 
 def _ids(ids: np.ndarray | None, keep, n: int) -> np.ndarray:
