@@ -174,8 +174,10 @@ def replay_upload(
 UPLOAD_BODY = request_body(
     "One model's per-item results. JSON keyed by item id or columnar (see schema); an "
     "lm-evaluation-harness `--log_samples` JSONL or Open LLM Leaderboard details file "
-    "(JSONL/parquet) with `?model=`; CSV `item_id,correct[,confidence]` with `?model=`; or any "
-    "of these as multipart `file` parts (several sample logs are concatenated).",
+    "(JSONL/parquet) with `?model=`; CSV `item_id,correct[,confidence]` with `?model=`; an "
+    "Inspect AI log (`.eval` or `--log-format json`; the model is the log's `eval.model`, items "
+    "`{task}/{sample id}`, `?metric=` names the scorer); or any of these as multipart `file` "
+    "parts (several sample logs are concatenated).",
     {
         "application/json": {"schema": inline_schema(ResultsCreate)},
         "application/x-ndjson": {"schema": {"type": "string"}},

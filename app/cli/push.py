@@ -76,7 +76,7 @@ def _ensure_benchmark(
         return found, False
     if not _plain_name(name):
         raise fail(f"--create needs a plain benchmark name, not {name!r}")
-    if source.kind == "samples":
+    if source.kind in ("samples", "inspect"):
         return client.create_benchmark_from_samples(name, source.files, project=project), True
     return client.create_benchmark(name, create_items(), project=project), True
 
@@ -221,7 +221,8 @@ def push(
         ...,
         exists=True,
         help="lm-eval output dir or samples_*.jsonl, leaderboard details (.jsonl/.parquet), "
-        "CSV item_id,correct[,confidence], results .json, or an .npz matrix",
+        "CSV item_id,correct[,confidence], results .json, an .npz matrix, Inspect AI logs "
+        "(.eval / JSON, or their log dir), or a .zip of any of these",
         show_default=False,
     ),
     benchmark: str = typer.Option(
@@ -231,13 +232,21 @@ def push(
         None,
         "--model",
         "-m",
-        help="Model name (not for .npz/.json; read from lm-eval's results_*.json when omitted)",
+        help="Model name (not for .npz/.json; read from lm-eval's results_*.json or the Inspect "
+        "log's eval.model when omitted)",
     ),
     create: bool = typer.Option(
         False, "--create", help="Create the benchmark from PATH's items when it does not exist"
     ),
     metric: str | None = typer.Option(
-        None, "--metric", help="lm-eval metric giving correctness, e.g. acc_norm"
+        None,
+        "--metric",
+        help="lm-eval metric giving correctness, e.g. acc_norm (for Inspect logs: the scorer)",
+    ),
+    format_: str = typer.Option(
+        "auto",
+        "--format",
+        help="auto | lm-eval | inspect | csv | json | npz (auto: by content and extension)",
     ),
     filter_: str | None = typer.Option(
         None, "--filter", help="lm-eval filter, e.g. strict-match (when the file has several)"
@@ -281,7 +290,7 @@ def push(
     """
     if item_key not in ("doc_hash", "doc_id"):
         raise typer.BadParameter("expected doc_hash or doc_id", param_hint="--item-key")
-    source = find_source(path)
+    source = find_source(path, format_)
     include, excluded = split_list(models), split_list(exclude)
     if (include or excluded) and source.kind != "npz":
         raise typer.BadParameter("only for .npz matrices", param_hint="--models/--exclude")
@@ -292,12 +301,17 @@ def push(
             )
         else:
             name = model or source.model_hint
-            if name is None and source.kind != "json":
+            if name is None and source.kind not in ("json", "inspect"):
                 raise fail("which model are these results for? pass --model")
             items = {"csv": lambda: _csv_items(path), "json": lambda: _json_items(path)}
             interactive = not no_input and sys.stdin.isatty()
             if source.kind == "samples":  # settle the metric before creating anything
                 metric, filter_ = _settle_choices(source, metric, filter_, task, interactive)
+            if source.kind == "inspect":  # settle the scorer before creating anything
+                metric = _settle_scorer(source, metric, interactive)
+                opts_format: str | None = "inspect"
+            else:
+                opts_format = None if format_ in ("auto", "npz") else format_
             bench, created = _ensure_benchmark(
                 client, benchmark, create, source, items.get(source.kind), project
             )
@@ -308,6 +322,7 @@ def push(
                 "item_key": item_key,
                 "params_b": params_b,
                 "replace": replace,
+                "format": opts_format,
             }
             if source.kind == "samples":
                 reply = with_choices(
@@ -323,6 +338,31 @@ def push(
                 )
             replies = [reply]
         _report(bench, created, source, replies, as_json)
+
+
+def _settle_scorer(source: Source, metric: str | None, interactive: bool) -> str | None:
+    """The scorer of Inspect logs scored by several (asked on a terminal, else exit 2 listing
+    them), read here so a failed `push --create` leaves no benchmark behind."""
+    from app.ingest.logs.inspect import parse_inspect_log
+    from app.ingest.types import AmbiguousChoiceError, IngestError
+
+    for f in source.files:
+        while True:
+            try:
+                parse_inspect_log(f.read_bytes(), metric=metric, filename=f.name)
+                break
+            except AmbiguousChoiceError as exc:
+                choices = exc.choices["metric"]
+                if not interactive:
+                    raise fail(
+                        f"{f.name} is scored by several scorers; pass --metric with one of: "
+                        + ", ".join(choices)
+                        + " (nothing was created or uploaded)"
+                    ) from None
+                metric = ask_choice("metric", choices)
+            except (IngestError, OSError):
+                break  # the server words the error
+    return metric
 
 
 def _settle_choices(

@@ -87,7 +87,7 @@ def parse_inspect_log(
     Raises ``IngestError`` naming the member (``summaries.json[3]``) and field at fault; an
     ``AmbiguousChoiceError`` on ``metric`` when several scorers scored the samples.
     """
-    if is_zip(data):
+    if data[:2] == b"PK":  # a zip (an empty one starts with its end record, PK\x05\x06)
         spec, status, records = _read_eval(data)
     else:
         spec, status, records = _read_json(data)
@@ -254,13 +254,19 @@ def _scorers_seen(spec: Mapping[str, Any], records: Iterable[_Record]) -> list[s
 
 
 def _choose_scorer(seen: list[str], metric: str | None) -> str:
+    """The scorer named by ``metric``; a comma-separated ``metric`` lets an upload of several
+    logs name each log's scorer (``match,closeness``): each log must carry exactly one of them."""
     if metric is not None:
-        if metric not in seen:
+        asked = [m.strip() for m in metric.split(",") if m.strip()]
+        found = [m for m in asked if m in seen]
+        if len(found) != 1:
+            what = "no scorer" if not found else "several of the scorers"
             raise IngestError.single(
-                f"no scorer {metric!r} in the log; its scorers: {', '.join(seen) or '(none)'}",
+                f"{what} {', '.join(map(repr, found or asked))} in the log; its scorers: "
+                f"{', '.join(seen) or '(none)'}",
                 field="metric",
             )
-        return metric
+        return found[0]
     if not seen:
         raise IngestError.single("no sample carries a score", field="scores")
     if len(seen) > 1:

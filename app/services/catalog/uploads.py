@@ -27,6 +27,8 @@ from app.ingest import (
     parse_lm_eval_config,
     parse_lm_eval_samples,
 )
+from app.ingest.logs.inspect import is_inspect_eval, is_inspect_json, parse_inspect_log
+from app.ingest.types import ItemCosts
 from app.schemas.results import ModelCreate, ResultsCreate
 
 JSON_TYPES = frozenset({"application/json"})
@@ -53,6 +55,9 @@ _EXTENSIONS = {
     ".csv": "text/csv",
     ".parquet": "application/vnd.apache.parquet",
 }
+# ``?format=``: which parser reads the upload; ``auto`` tells Inspect logs by their content and
+# the rest by media type / file extension, as before.
+FORMATS = ("auto", "inspect", "lm-eval", "csv", "json")
 
 
 class UnsupportedMediaType(DomainError):
@@ -105,6 +110,35 @@ class ParseOptions:
     task: str | None = None
     item_key: str = "doc_hash"
     subject_field: str | None = None
+    format: str = "auto"
+
+
+def log_format(part: UploadPart, fmt: str = "auto") -> str | None:
+    """``"inspect"`` when the part is (or is forced to be read as) an Inspect log, else None."""
+    if fmt == "inspect":
+        return "inspect"
+    if fmt != "auto":
+        return None
+    name = (part.filename or "").lower()
+    if is_inspect_eval(part.data) or (name.endswith(".eval") and part.data[:2] == b"PK"):
+        return "inspect"
+    if is_inspect_json(part.data):
+        return "inspect"
+    return None
+
+
+def _forced_type(part: UploadPart, fmt: str) -> str | None:
+    """The media type ``?format=`` imposes (``None``: go by the part's own type)."""
+    if fmt == "csv":
+        return "text/csv"
+    if fmt == "json":
+        return "application/json"
+    if fmt == "lm-eval":
+        return "application/vnd.apache.parquet" if part.data[:4] == b"PAR1" else NDJSON_DEFAULT
+    return None
+
+
+NDJSON_DEFAULT = "application/x-ndjson"
 
 
 def media_type(header: str | None) -> str:
@@ -176,9 +210,11 @@ def parse_samples_part(part: UploadPart, mt: str, opts: ParseOptions) -> ParsedR
 
 
 def _parse_part(part: UploadPart, opts: ParseOptions) -> tuple[ParsedResults, ModelCreate | None]:
-    mt = resolve_media_type(part, RESULT_TYPES - {MULTIPART})
     if not part.data.strip():
         raise InvalidInput("empty upload", field=(), message="no content")
+    if log_format(part, opts.format) == "inspect":
+        return parse_inspect_log(part.data, metric=opts.metric, filename=part.filename), None
+    mt = _forced_type(part, opts.format) or resolve_media_type(part, RESULT_TYPES - {MULTIPART})
     if mt in JSON_TYPES:
         return _json_results(part.data)
     if mt in CSV_TYPES:
@@ -237,6 +273,16 @@ def merge(parsed: Sequence[ParsedResults]) -> ParsedResults:
     within = None
     if all(p.within_variance is not None for p in parsed):
         within = np.concatenate([p.within_variance for p in parsed])
+    counts = None
+    if any(p.sample_counts is not None for p in parsed):
+        counts = np.concatenate(
+            [
+                p.sample_counts
+                if p.sample_counts is not None
+                else np.full(p.n_items, p.k, dtype=np.int32)
+                for p in parsed
+            ]
+        )
     return ParsedResults(
         item_ids=ids,
         correct=correct,
@@ -246,7 +292,55 @@ def merge(parsed: Sequence[ParsedResults]) -> ParsedResults:
         filter=filters.pop() if len(filters) == 1 else None,
         samples=parsed[0].samples,
         within_variance=within,
+        sample_counts=counts,
+        costs=merge_costs(parsed),
+        model=parsed[0].model,
+        task=parsed[0].task if len({p.task for p in parsed}) == 1 else None,
     )
+
+
+def merge_costs(parsed: Sequence[ParsedResults]) -> ItemCosts | None:
+    """The files' per-item costs end to end (NaN where a file reports none)."""
+    if all(p.costs is None for p in parsed):
+        return None
+    fields = {}
+    for name in ("input_tokens", "output_tokens", "seconds", "usd"):
+        columns = [getattr(p.costs, name) if p.costs is not None else None for p in parsed]
+        if all(c is None for c in columns):
+            fields[name] = None
+            continue
+        fields[name] = np.concatenate(
+            [
+                c if c is not None else np.full(p.n_items, np.nan)
+                for c, p in zip(columns, parsed, strict=True)
+            ]
+        )
+    sources = dict.fromkeys(p.costs.source for p in parsed if p.costs is not None)
+    return ItemCosts(**fields, source="; ".join(sources))
+
+
+def _log_model(results: Sequence[ParsedResults], single: bool) -> ModelCreate | None:
+    """The one model the logs name (Inspect ``eval.model``); several models are refused."""
+    named = [(k, p.model) for k, p in enumerate(results, start=1) if p.model]
+    models = dict.fromkeys(m for _, m in named)
+    if len(models) > 1:
+        k, other = next((k, m) for k, m in named if m != named[0][1])
+        raise InvalidInput(
+            f"the logs are of several models ({', '.join(models)}): upload one model's logs",
+            field=("file", k, "eval.model") if not single else ("eval", "model"),
+            message=f"model {other!r} differs from {named[0][1]!r} (file {named[0][0]})",
+        )
+    if not models:
+        return None
+    name = next(iter(models))
+    try:
+        return ModelCreate(name=name)
+    except ValidationError as exc:
+        raise InvalidInput(
+            f"the log's model name {name!r} is not a valid model name",
+            field=("eval", "model"),
+            message=exc.errors()[0]["msg"],
+        ) from None
 
 
 def with_config(
@@ -281,7 +375,7 @@ def parse_results_upload(
     configs: list[tuple[int, dict]] = []
     body_model: ModelCreate | None = None
     for k, part in enumerate(parts, start=1):
-        obj = lm_eval_results_json(part)
+        obj = None if log_format(part, opts.format) else lm_eval_results_json(part)
         if obj is not None:
             configs.append((k, obj))
             continue
@@ -297,7 +391,9 @@ def parse_results_upload(
             field="file",
             message="add the samples_*.jsonl files",
         )
-    ref = body_model or model
+    ref = body_model or model or _log_model(results, len(parts) == 1)
+    if model is not None:
+        _log_model(results, len(parts) == 1)  # several models in the logs: refused even so
     if ref is None:
         raise InvalidInput(
             "which model are these results for?",
@@ -314,6 +410,15 @@ def parse_sample_logs(parts: Sequence[UploadPart], opts: ParseOptions) -> list[P
         raise InvalidInput("empty upload", field=(), message="no file")
     out = []
     for k, part in enumerate(parts, start=1):
+        if log_format(part, opts.format) == "inspect":
+            try:
+                try:
+                    out.append(parse_inspect_log(part.data, metric=opts.metric))
+                except AmbiguousChoiceError as amb:
+                    out.append(parse_inspect_log(part.data, metric=amb.choices["metric"][0]))
+            except IngestError as exc:
+                raise ingest_error(exc, file=k if len(parts) > 1 else None) from None
+            continue
         mt = resolve_media_type(part, SAMPLE_TYPES - {MULTIPART})
         try:
             try:
