@@ -51,10 +51,15 @@ _MAX_REPORTED = 50
 
 @dataclass(frozen=True)
 class _Record:
-    """One sample (one epoch of one item) as the log states it."""
+    """One sample (one epoch of one item) as the log states it, with its checked key."""
 
     where: str  # member (and index) for error messages, e.g. "summaries.json[3]"
     raw: Mapping[str, Any]
+    key: tuple[str, int]  # (sample id as a string, epoch)
+
+
+def _record(where: str, raw: Any) -> _Record:
+    return _Record(where, raw, _key(where, raw))
 
 
 def is_inspect_json(data: bytes) -> bool:
@@ -125,7 +130,7 @@ def _read_eval(data: bytes) -> tuple[Mapping[str, Any], str, list[_Record]]:
         rows = _json(archive.read(SUMMARIES), SUMMARIES)
         if not isinstance(rows, list):
             raise IngestError.single("expected a JSON array of sample summaries", field=SUMMARIES)
-        records = [_Record(f"{SUMMARIES}[{i}]", r) for i, r in enumerate(rows)]
+        records = [_record(f"{SUMMARIES}[{i}]", r) for i, r in enumerate(rows)]
         _no_duplicates(records)
         return spec, status, records
     journal = sorted((int(m.group(1)), n) for n in names if (m := JOURNAL.match(n)))
@@ -136,14 +141,14 @@ def _read_eval(data: bytes) -> tuple[Mapping[str, Any], str, list[_Record]]:
             if not isinstance(rows, list):
                 raise IngestError.single("expected a JSON array of sample summaries", field=name)
             for i, r in enumerate(rows):
-                rec = _Record(f"{name}[{i}]", r)
-                latest[_key(rec)] = rec  # a retried sample's later row wins, as in Inspect
+                rec = _record(f"{name}[{i}]", r)
+                latest[rec.key] = rec  # a retried sample's later row wins, as in Inspect
         return spec, status, list(latest.values())
     samples = [n for n in names if SAMPLE.match(n)]
     records = []
     for name in samples:
         rec = _json(archive.read(name), name)
-        records.append(_Record(name, rec))
+        records.append(_record(name, rec))
     _no_duplicates(records)
     return spec, status, records
 
@@ -160,7 +165,7 @@ def _read_json(data: bytes) -> tuple[Mapping[str, Any], str, list[_Record]]:
         )
     if not isinstance(samples, list):
         raise IngestError.single("expected a JSON array", field="samples")
-    records = [_Record(f"samples[{i}]", r) for i, r in enumerate(samples)]
+    records = [_record(f"samples[{i}]", r) for i, r in enumerate(samples)]
     _no_duplicates(records)
     return spec, str(log.get("status") or "started"), records
 
@@ -175,19 +180,18 @@ def _spec(raw: Any, where: str) -> Mapping[str, Any]:
     return raw
 
 
-def _key(rec: _Record) -> tuple[str, int]:
-    raw = rec.raw
+def _key(where: str, raw: Any) -> tuple[str, int]:
     if not isinstance(raw, dict):
-        raise IngestError.single("expected a sample object", field=rec.where)
+        raise IngestError.single("expected a sample object", field=where)
     sid = raw.get("id")
     if isinstance(sid, bool) or not isinstance(sid, str | int) or str(sid) == "":
         raise IngestError.single(
-            f"sample id must be a string or integer, got {sid!r}", field=f"{rec.where}.id"
+            f"sample id must be a string or integer, got {sid!r}", field=f"{where}.id"
         )
     epoch = raw.get("epoch", 1)
     if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
         raise IngestError.single(
-            f"epoch must be an integer >= 1, got {epoch!r}", field=f"{rec.where}.epoch"
+            f"epoch must be an integer >= 1, got {epoch!r}", field=f"{where}.epoch"
         )
     return str(sid), epoch
 
@@ -195,7 +199,7 @@ def _key(rec: _Record) -> tuple[str, int]:
 def _no_duplicates(records: Sequence[_Record]) -> None:
     seen: dict[tuple[str, int], str] = {}
     for rec in records:
-        key = _key(rec)
+        key = rec.key
         if key in seen:
             raise IngestError.single(
                 f"sample id {key[0]!r} epoch {key[1]} appears twice (first at {seen[key]})",
@@ -325,8 +329,9 @@ def _results(
     task, model = spec["task"].strip(), spec["model"].strip()
     if not records:
         raise IngestError.single("the log holds no samples", field="samples")
-    keys = [_key(r) for r in records]
-    scorer = _choose_scorer(_scorers_seen(spec, records), metric)
+    keys = [r.key for r in records]
+    seen_scorers = _scorers_seen(spec, records)
+    scorer = _choose_scorer(seen_scorers, metric)
     declared = _obj(spec, "config").get("epochs")
     k = max(e for _, e in keys)
     if isinstance(declared, int) and not isinstance(declared, bool) and declared > 0:
@@ -407,7 +412,7 @@ def _results(
         correct=correct,
         source_format="inspect",
         metric=scorer,
-        metrics_seen=tuple(_scorers_seen(spec, records)),
+        metrics_seen=tuple(seen_scorers),
         task=task,
         subjects=np.full(ids.size, task),
         notes=tuple(notes),

@@ -120,7 +120,8 @@ def log_format(part: UploadPart, fmt: str = "auto") -> str | None:
     if fmt != "auto":
         return None
     name = (part.filename or "").lower()
-    if is_inspect_eval(part.data) or (name.endswith(".eval") and part.data[:2] == b"PK"):
+    # the name first: telling a zip by its members costs a read of its central directory
+    if (name.endswith(".eval") and part.data[:2] == b"PK") or is_inspect_eval(part.data):
         return "inspect"
     if is_inspect_json(part.data):
         return "inspect"
