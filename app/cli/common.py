@@ -275,7 +275,7 @@ class Source:
         return [*self.files, self.config_file] if self.config_file else list(self.files)
 
 
-SOURCE_FORMATS = ("auto", "lm-eval", "inspect", "csv", "json", "npz")
+SOURCE_FORMATS = ("auto", "lm-eval", "inspect", "every-eval-ever", "csv", "json", "npz")
 _INSPECT_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}T[\d\-+:]+_(.+)_[A-Za-z0-9]+$")
 
 
@@ -290,6 +290,19 @@ def _is_inspect_log(path: Path) -> bool:
     try:
         with path.open("rb") as f:
             return is_inspect_json(f.read(4096))
+    except OSError:
+        return False
+
+
+def _is_eee(path: Path) -> bool:
+    """Every Eval Ever instance-level JSONL (told by its first line)."""
+    from app.ingest.logs.eee import is_eee_instances
+
+    if path.suffix.lower() not in (".jsonl", ".ndjson"):
+        return False
+    try:
+        with path.open("rb") as f:
+            return is_eee_instances(f.read(65536))
     except OSError:
         return False
 
@@ -359,6 +372,10 @@ def find_source(path: Path, fmt: str = "auto") -> Source:
             logs = _inspect_logs(path)
             if logs:
                 return Source("inspect", logs)
+        if fmt in ("auto", "every-eval-ever"):
+            found = sorted(p for p in path.rglob("*.jsonl") if p.is_file() and _is_eee(p))
+            if found:
+                return Source("every-eval-ever", found)
         raise fail(
             f"no sample files in {path} (looked for {', '.join(SAMPLE_GLOBS)} and Inspect "
             "*.eval / JSON logs; run lm_eval with --log_samples)"
@@ -368,6 +385,8 @@ def find_source(path: Path, fmt: str = "auto") -> Source:
         return find_source(_unzipped(path), fmt)
     if fmt == "inspect" or (fmt == "auto" and (_is_inspect_log(path) or suffix == ".zip")):
         return Source("inspect", [path])
+    if fmt == "every-eval-ever" or (fmt == "auto" and _is_eee(path)):
+        return Source("every-eval-ever", [path])
     if fmt == "lm-eval" or (fmt == "auto" and suffix in (".jsonl", ".ndjson", ".parquet")):
         return Source("samples", [path], _model_from_results(path.parent), _results_of_run([path]))
     if fmt in ("csv", "json", "npz"):

@@ -76,7 +76,7 @@ def _ensure_benchmark(
         return found, False
     if not _plain_name(name):
         raise fail(f"--create needs a plain benchmark name, not {name!r}")
-    if source.kind in ("samples", "inspect"):
+    if source.kind in ("samples", "inspect", "every-eval-ever"):
         return client.create_benchmark_from_samples(name, source.files, project=project), True
     return client.create_benchmark(name, create_items(), project=project), True
 
@@ -246,7 +246,8 @@ def push(
     format_: str = typer.Option(
         "auto",
         "--format",
-        help="auto | lm-eval | inspect | csv | json | npz (auto: by content and extension)",
+        help="auto | lm-eval | inspect | every-eval-ever | csv | json | npz (auto: by content "
+        "and extension)",
     ),
     filter_: str | None = typer.Option(
         None, "--filter", help="lm-eval filter, e.g. strict-match (when the file has several)"
@@ -301,7 +302,7 @@ def push(
             )
         else:
             name = model or source.model_hint
-            if name is None and source.kind not in ("json", "inspect"):
+            if name is None and source.kind not in ("json", "inspect", "every-eval-ever"):
                 raise fail("which model are these results for? pass --model")
             items = {"csv": lambda: _csv_items(path), "json": lambda: _json_items(path)}
             interactive = not no_input and sys.stdin.isatty()
@@ -310,6 +311,8 @@ def push(
             if source.kind == "inspect":  # settle the scorer before creating anything
                 metric = _settle_scorer(source, metric, interactive)
                 opts_format: str | None = "inspect"
+            elif source.kind == "every-eval-ever":
+                opts_format = "every-eval-ever"
             else:
                 opts_format = None if format_ in ("auto", "npz") else format_
             bench, created = _ensure_benchmark(

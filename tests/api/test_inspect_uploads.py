@@ -641,3 +641,29 @@ def test_hostile_log_is_one_4xx_naming_member_and_field_and_stores_nothing(
         _count(db_session, BenchmarkVersion),
     )
     assert after == before
+
+
+EEE = Path(__file__).resolve().parents[1] / "fixtures" / "eee"
+
+
+def test_every_eval_ever_sidecar_through_the_api(client: TestClient) -> None:
+    expected = json.loads((EEE / "expected.json").read_text())
+    (name,) = [n for n in expected if "/graded/" in n]
+    sidecar = EEE / name
+    bench = _create(client, "eee-graded", sidecar)
+    assert bench["n_items"] == 8
+    url = f"/v1/benchmarks/{bench['id']}/results"
+    ambiguous = client.post(url, files=_files((sidecar.name, sidecar.read_bytes())))
+    assert ambiguous.status_code == 422
+    assert "partial:mean, closeness:mean" in ambiguous.json()["errors"][0]["message"]
+    r = client.post(
+        url, params={"metric": "closeness:mean"}, files=_files((sidecar.name, sidecar.read_bytes()))
+    )
+    assert r.status_code == 201, r.text
+    assert r.json()["model"]["name"] == "mockllm/mockllm"
+    rows = [x for x in expected[name] if x["evaluation_result_id"] == "closeness:mean"]
+    m = _matrix(client, bench["id"])
+    want = {f"graded/{x['sample_id']}": x["score"] for x in rows}
+    np.testing.assert_allclose(
+        m["correct"][0], [want[i] for i in m["item_ids"].tolist()], rtol=1e-6
+    )

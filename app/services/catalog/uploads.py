@@ -27,6 +27,7 @@ from app.ingest import (
     parse_lm_eval_config,
     parse_lm_eval_samples,
 )
+from app.ingest.logs.eee import is_eee_instances, parse_eee_instances
 from app.ingest.logs.inspect import is_inspect_eval, is_inspect_json, parse_inspect_log
 from app.ingest.types import ItemCosts
 from app.schemas.results import ModelCreate, ResultsCreate
@@ -57,7 +58,7 @@ _EXTENSIONS = {
 }
 # ``?format=``: which parser reads the upload; ``auto`` tells Inspect logs by their content and
 # the rest by media type / file extension, as before.
-FORMATS = ("auto", "inspect", "lm-eval", "csv", "json")
+FORMATS = ("auto", "inspect", "every-eval-ever", "lm-eval", "csv", "json")
 
 
 class UnsupportedMediaType(DomainError):
@@ -114,11 +115,14 @@ class ParseOptions:
 
 
 def log_format(part: UploadPart, fmt: str = "auto") -> str | None:
-    """``"inspect"`` when the part is (or is forced to be read as) an Inspect log, else None."""
-    if fmt == "inspect":
-        return "inspect"
+    """``"inspect"`` / ``"every-eval-ever"`` when the part is (or is forced to be read as) an
+    Inspect log or Every Eval Ever instances, else None (the media type decides)."""
+    if fmt in ("inspect", "every-eval-ever"):
+        return fmt
     if fmt != "auto":
         return None
+    if is_eee_instances(part.data):
+        return "every-eval-ever"
     name = (part.filename or "").lower()
     # the name first: telling a zip by its members costs a read of its central directory
     if (name.endswith(".eval") and part.data[:2] == b"PK") or is_inspect_eval(part.data):
@@ -213,8 +217,11 @@ def parse_samples_part(part: UploadPart, mt: str, opts: ParseOptions) -> ParsedR
 def _parse_part(part: UploadPart, opts: ParseOptions) -> tuple[ParsedResults, ModelCreate | None]:
     if not part.data.strip():
         raise InvalidInput("empty upload", field=(), message="no content")
-    if log_format(part, opts.format) == "inspect":
+    fmt = log_format(part, opts.format)
+    if fmt == "inspect":
         return parse_inspect_log(part.data, metric=opts.metric, filename=part.filename), None
+    if fmt == "every-eval-ever":
+        return parse_eee_instances(part.data, metric=opts.metric, filename=part.filename), None
     mt = _forced_type(part, opts.format) or resolve_media_type(part, RESULT_TYPES - {MULTIPART})
     if mt in JSON_TYPES:
         return _json_results(part.data)
@@ -411,6 +418,15 @@ def parse_sample_logs(parts: Sequence[UploadPart], opts: ParseOptions) -> list[P
         raise InvalidInput("empty upload", field=(), message="no file")
     out = []
     for k, part in enumerate(parts, start=1):
+        if log_format(part, opts.format) == "every-eval-ever":
+            try:
+                try:
+                    out.append(parse_eee_instances(part.data, metric=opts.metric))
+                except AmbiguousChoiceError as amb:
+                    out.append(parse_eee_instances(part.data, metric=amb.choices["metric"][0]))
+            except IngestError as exc:
+                raise ingest_error(exc, file=k if len(parts) > 1 else None) from None
+            continue
         if log_format(part, opts.format) == "inspect":
             try:
                 try:
