@@ -231,6 +231,18 @@ def _without(*names: str) -> bytes:
 
 SUMMARIES = "summaries.json"
 HEADER = "header.json"
+
+
+def _zip_of_logs(*paths: Path) -> bytes:
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for p in paths or (ARITH,):
+            z.write(p, f"logs/{p.name}")
+    return out.getvalue()
+
+
 # (case id, upload parts, query, expected status, text the problem must name)
 CASES: list[tuple[str, Callable[[], list[tuple[str, bytes]]], dict, int, str]] = [
     ("truncated-half", lambda: [("a.eval", _truncated(0.5))], {}, 422, "file"),
@@ -667,3 +679,16 @@ def test_every_eval_ever_sidecar_through_the_api(client: TestClient) -> None:
     np.testing.assert_allclose(
         m["correct"][0], [want[i] for i in m["item_ids"].tolist()], rtol=1e-6
     )
+
+
+def test_a_zip_of_logs_uploads_like_its_files(client: TestClient) -> None:
+    graded = LOGS / "eval" / "graded_gamma.eval"
+    arith = LOGS / "eval" / "arith_gamma.eval"
+    bench = _create(client, "zip-two", arith, graded)
+    r = client.post(
+        f"/v1/benchmarks/{bench['id']}/results",
+        params={"metric": "match,partial"},
+        files=[("file", ("logs.zip", _zip_of_logs(arith, graded), "application/zip"))],
+    )
+    assert r.status_code == 201, r.text
+    assert r.json()["n_items"] == 16 and r.json()["model"]["name"] == "mockllm/gamma"

@@ -27,6 +27,7 @@ from app.ingest import (
     parse_lm_eval_config,
     parse_lm_eval_samples,
 )
+from app.ingest.logs.archive import BoundedZip, is_zip
 from app.ingest.logs.eee import is_eee_instances, parse_eee_instances
 from app.ingest.logs.inspect import is_inspect_eval, is_inspect_json, parse_inspect_log
 from app.ingest.types import ItemCosts
@@ -370,6 +371,37 @@ def with_config(
     except IngestError as exc:
         raise ingest_error(exc, file=k) from None
     return replace(merged, eval_config=cfg or None)
+
+
+def expand_archives(parts: Sequence[UploadPart]) -> list[UploadPart]:
+    """A ``.zip`` part that is not an Inspect log, replaced by its files (bounded inflation, in
+    name order; folders and macOS metadata left out), so a zipped output folder uploads like
+    its files."""
+    out: list[UploadPart] = []
+    for k, part in enumerate(parts, start=1):
+        zipped = (part.filename or "").lower().endswith(".zip") or part.media_type in (
+            "application/zip",
+            "application/x-zip-compressed",
+        )
+        if not (zipped and is_zip(part.data)) or is_inspect_eval(part.data):
+            out.append(part)
+            continue
+        try:
+            archive = BoundedZip(part.data)
+            names = sorted(
+                n
+                for n in archive.names()
+                if not n.endswith("/")
+                and "__MACOSX" not in n
+                and not n.rsplit("/", 1)[-1].startswith(".")
+            )
+            members = [UploadPart("", archive.read(n), n) for n in names]
+        except IngestError as exc:
+            raise ingest_error(exc, file=k if len(parts) > 1 else None) from None
+        if not members:
+            raise InvalidInput("the zip holds no file", field="file", message="empty archive")
+        out.extend(members)
+    return out
 
 
 def parse_results_upload(
