@@ -153,3 +153,12 @@ def test_evaluate_runs_inspect_eval_until_it_decides(
     assert final["state"] == "decided" and final["decision"] == "better", final
     assert 8 <= final["items_used"] < 40 and final["items_used"] % 8 == 0
     assert final["difference"]["lower"] > 0
+
+
+def test_push_every_eval_ever_folder(cli: CLI) -> None:
+    folder = HERE.parent / "eee" / "converted" / "arith"
+    run = cli("push", "--create", "-b", "eee-arith", str(folder), "--json")
+    assert run.code == 0, run
+    (result,) = run.json()["results"]
+    assert result["model"]["name"] == "mockllm/mockllm" and result["n_items"] == 8
+    assert result["metric"] == "match:accuracy"
