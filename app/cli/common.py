@@ -270,12 +270,19 @@ class Source:
     # it gives the server the evaluation configuration (drift guard)
     config_file: Path | None = None
 
+    def named(self) -> list[Any]:
+        """The files to send; a HELM run's as ``(<run folder>/<file>, bytes)`` so several runs'
+        ``per_instance_stats.json`` / ``run_spec.json`` pairs stay told apart."""
+        if self.kind != "helm":
+            return list(self.files)
+        return [(f"{f.parent.name}/{f.name}", f.read_bytes()) for f in self.files]
+
     @property
     def upload_files(self) -> list[Path]:
         return [*self.files, self.config_file] if self.config_file else list(self.files)
 
 
-SOURCE_FORMATS = ("auto", "lm-eval", "inspect", "every-eval-ever", "csv", "json", "npz")
+SOURCE_FORMATS = ("auto", "lm-eval", "inspect", "every-eval-ever", "helm", "csv", "json", "npz")
 _INSPECT_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}T[\d\-+:]+_(.+)_[A-Za-z0-9]+$")
 
 
@@ -376,6 +383,18 @@ def find_source(path: Path, fmt: str = "auto") -> Source:
             found = sorted(p for p in path.rglob("*.jsonl") if p.is_file() and _is_eee(p))
             if found:
                 return Source("every-eval-ever", found)
+        if fmt in ("auto", "helm"):
+            # HELM: benchmark_output/runs/<suite>/<run>/ holds per_instance_stats.json and
+            # run_spec.json; both are sent, named <run>/<file> so the server pairs them
+            runs = sorted(p.parent for p in path.rglob("per_instance_stats.json") if p.is_file())
+            if runs:
+                files = [
+                    run / name
+                    for run in runs
+                    for name in ("per_instance_stats.json", "run_spec.json")
+                    if (run / name).is_file()
+                ]
+                return Source("helm", files)
         raise fail(
             f"no sample files in {path} (looked for {', '.join(SAMPLE_GLOBS)} and Inspect "
             "*.eval / JSON logs; run lm_eval with --log_samples)"

@@ -76,8 +76,9 @@ def _ensure_benchmark(
         return found, False
     if not _plain_name(name):
         raise fail(f"--create needs a plain benchmark name, not {name!r}")
-    if source.kind in ("samples", "inspect", "every-eval-ever"):
-        return client.create_benchmark_from_samples(name, source.files, project=project), True
+    if source.kind in ("samples", "inspect", "every-eval-ever", "helm"):
+        files = source.named()
+        return client.create_benchmark_from_samples(name, files, project=project), True
     return client.create_benchmark(name, create_items(), project=project), True
 
 
@@ -246,8 +247,8 @@ def push(
     format_: str = typer.Option(
         "auto",
         "--format",
-        help="auto | lm-eval | inspect | every-eval-ever | csv | json | npz (auto: by content "
-        "and extension)",
+        help="auto | lm-eval | inspect | every-eval-ever | helm | csv | json | npz (auto: by "
+        "content and extension)",
     ),
     filter_: str | None = typer.Option(
         None, "--filter", help="lm-eval filter, e.g. strict-match (when the file has several)"
@@ -302,17 +303,17 @@ def push(
             )
         else:
             name = model or source.model_hint
-            if name is None and source.kind not in ("json", "inspect", "every-eval-ever"):
+            if name is None and source.kind not in ("json", "inspect", "every-eval-ever", "helm"):
                 raise fail("which model are these results for? pass --model")
             items = {"csv": lambda: _csv_items(path), "json": lambda: _json_items(path)}
             interactive = not no_input and sys.stdin.isatty()
             if source.kind == "samples":  # settle the metric before creating anything
                 metric, filter_ = _settle_choices(source, metric, filter_, task, interactive)
-            if source.kind == "inspect":  # settle the scorer before creating anything
+            if source.kind in ("inspect", "helm"):  # settle the scorer/stat before creating
                 metric = _settle_scorer(source, metric, interactive)
-                opts_format: str | None = "inspect"
-            elif source.kind == "every-eval-ever":
-                opts_format = "every-eval-ever"
+                opts_format: str | None = source.kind
+            elif source.kind in ("every-eval-ever", "helm"):
+                opts_format = source.kind
             else:
                 opts_format = None if format_ in ("auto", "npz") else format_
             bench, created = _ensure_benchmark(
@@ -337,7 +338,7 @@ def push(
                 )
             else:
                 reply = client.upload_results_file(
-                    bench.id, source.files, model=name if source.kind != "json" else model, **opts
+                    bench.id, source.named(), model=name if source.kind != "json" else model, **opts
                 )
             replies = [reply]
         _report(bench, created, source, replies, as_json)
@@ -346,19 +347,31 @@ def push(
 def _settle_scorer(source: Source, metric: str | None, interactive: bool) -> str | None:
     """The scorer of Inspect logs scored by several (asked on a terminal, else exit 2 listing
     them), read here so a failed `push --create` leaves no benchmark behind."""
+    from app.ingest.logs.helm import parse_helm_run
     from app.ingest.logs.inspect import parse_inspect_log
     from app.ingest.types import AmbiguousChoiceError, IngestError
 
+    def parse(f: Path) -> None:
+        if source.kind == "helm":
+            spec = f.parent / "run_spec.json"
+            parse_helm_run(
+                f.read_bytes(), spec.read_bytes() if spec.is_file() else None, metric=metric
+            )
+        else:
+            parse_inspect_log(f.read_bytes(), metric=metric, filename=f.name)
+
     for f in source.files:
+        if source.kind == "helm" and f.name != "per_instance_stats.json":
+            continue
         while True:
             try:
-                parse_inspect_log(f.read_bytes(), metric=metric, filename=f.name)
+                parse(f)
                 break
             except AmbiguousChoiceError as exc:
                 choices = exc.choices["metric"]
                 if not interactive:
                     raise fail(
-                        f"{f.name} is scored by several scorers; pass --metric with one of: "
+                        f"{f.name} is scored several ways; pass --metric with one of: "
                         + ", ".join(choices)
                         + " (nothing was created or uploaded)"
                     ) from None

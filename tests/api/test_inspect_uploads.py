@@ -692,3 +692,27 @@ def test_a_zip_of_logs_uploads_like_its_files(client: TestClient) -> None:
     )
     assert r.status_code == 201, r.text
     assert r.json()["n_items"] == 16 and r.json()["model"]["name"] == "mockllm/gamma"
+
+
+HELM_RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "helm" / "runs"
+
+
+def test_helm_run_through_the_api(client: TestClient) -> None:
+    run = HELM_RUNS / "simple1:model=simple_model1"
+    files = [
+        ("file", (f"{run.name}/{n}", (run / n).read_bytes(), "application/json"))
+        for n in ("per_instance_stats.json", "run_spec.json")
+    ]
+    r = client.post("/v1/benchmarks/from-samples", params={"name": "helm-simple1"}, files=files)
+    assert r.status_code == 201, r.text
+    bench = r.json()
+    assert bench["n_items"] == 10
+    url = f"/v1/benchmarks/{bench['id']}/results"
+    ambiguous = client.post(url, files=files)
+    assert ambiguous.status_code == 422 and "max_prob" in ambiguous.json()["errors"][0]["message"]
+    r = client.post(url, params={"metric": "max_prob"}, files=files)
+    assert r.status_code == 201, r.text
+    assert r.json()["model"]["name"] == "simple/model1"
+    want = json.loads((HELM_RUNS.parent / "expected.json").read_text())[run.name]["entries"]
+    mean = float(np.mean([e["means"]["max_prob"] for e in want]))  # 10 items x 3 trials
+    assert r.json()["accuracy"] == pytest.approx(mean, abs=1e-6)

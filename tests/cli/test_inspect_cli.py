@@ -162,3 +162,23 @@ def test_push_every_eval_ever_folder(cli: CLI) -> None:
     (result,) = run.json()["results"]
     assert result["model"]["name"] == "mockllm/mockllm" and result["n_items"] == 8
     assert result["metric"] == "match:accuracy"
+
+
+def test_push_helm_runs_folder_asks_for_the_stat(cli: CLI) -> None:
+    folder = HERE.parent / "helm" / "runs"
+    ambiguous = cli("push", "--create", "-b", "helm-runs", str(folder))
+    assert ambiguous.code == 2 and "max_prob" in ambiguous.stderr, ambiguous
+    assert "batch_size" not in ambiguous.stderr and "num_prompt_tokens" not in ambiguous.stderr
+    run = cli(
+        "push",
+        "--create",
+        "-b",
+        "helm-runs",
+        "--metric",
+        "exact_match,max_prob",
+        str(folder),
+        "--json",
+    )
+    assert run.code == 0, run
+    (result,) = run.json()["results"]
+    assert result["model"]["name"] == "simple/model1" and result["n_items"] == 20

@@ -116,11 +116,11 @@ def upload_results(
     ] = None,
     item_key: Annotated[Literal["doc_hash", "doc_id"], Query()] = "doc_hash",
     format: Annotated[
-        Literal["auto", "inspect", "every-eval-ever", "lm-eval", "csv", "json"],
+        Literal["auto", "inspect", "every-eval-ever", "helm", "lm-eval", "csv", "json"],
         Query(
-            description="Parser of the upload: auto tells Inspect AI logs (.eval / JSON) and "
-            "Every Eval Ever instance JSONL by their content, the rest by media type or file "
-            "extension"
+            description="Parser of the upload: auto tells Inspect AI logs (.eval / JSON), "
+            "Every Eval Ever instance JSONL and HELM runs (per_instance_stats.json + "
+            "run_spec.json) by their content, the rest by media type or file extension"
         ),
     ] = "auto",
     replace: Annotated[bool, Query(description="Overwrite different existing results")] = False,

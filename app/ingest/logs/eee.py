@@ -73,10 +73,10 @@ def _results_seen(data: bytes) -> list[str]:
 def _choose_result(seen: list[str], metric: str | None) -> str | None:
     if metric is not None:
         asked = [m.strip() for m in metric.split(",") if m.strip()]
-        found = [m for m in asked if m in seen]
-        if len(found) != 1:
+        found = [m for m in asked if m in seen]  # the first listed one the file has
+        if not found:
             raise IngestError.single(
-                f"no single evaluation_result_id of {', '.join(map(repr, asked))} in the file; "
+                f"no evaluation_result_id of {', '.join(map(repr, asked))} in the file; "
                 f"its results: {', '.join(seen) or '(none)'}",
                 field="metric",
             )

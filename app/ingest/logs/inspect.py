@@ -259,14 +259,14 @@ def _scorers_seen(spec: Mapping[str, Any], records: Iterable[_Record]) -> list[s
 
 def _choose_scorer(seen: list[str], metric: str | None) -> str:
     """The scorer named by ``metric``; a comma-separated ``metric`` lets an upload of several
-    logs name each log's scorer (``match,closeness``): each log must carry exactly one of them."""
+    logs name each log's scorer (``match,closeness``): each log takes the first listed scorer
+    it carries."""
     if metric is not None:
         asked = [m.strip() for m in metric.split(",") if m.strip()]
         found = [m for m in asked if m in seen]
-        if len(found) != 1:
-            what = "no scorer" if not found else "several of the scorers"
+        if not found:
             raise IngestError.single(
-                f"{what} {', '.join(map(repr, found or asked))} in the log; its scorers: "
+                f"no scorer {', '.join(map(repr, asked))} in the log; its scorers: "
                 f"{', '.join(seen) or '(none)'}",
                 field="metric",
             )

@@ -29,6 +29,7 @@ from app.ingest import (
 )
 from app.ingest.logs.archive import BoundedZip, is_zip
 from app.ingest.logs.eee import is_eee_instances, parse_eee_instances
+from app.ingest.logs.helm import is_helm_run_spec, is_helm_stats, parse_helm_run
 from app.ingest.logs.inspect import is_inspect_eval, is_inspect_json, parse_inspect_log
 from app.ingest.types import ItemCosts
 from app.schemas.results import ModelCreate, ResultsCreate
@@ -59,7 +60,7 @@ _EXTENSIONS = {
 }
 # ``?format=``: which parser reads the upload; ``auto`` tells Inspect logs by their content and
 # the rest by media type / file extension, as before.
-FORMATS = ("auto", "inspect", "every-eval-ever", "lm-eval", "csv", "json")
+FORMATS = ("auto", "inspect", "every-eval-ever", "helm", "lm-eval", "csv", "json")
 
 
 class UnsupportedMediaType(DomainError):
@@ -404,6 +405,27 @@ def expand_archives(parts: Sequence[UploadPart]) -> list[UploadPart]:
     return out
 
 
+def helm_runs(parts: Sequence[UploadPart], fmt: str = "auto") -> dict[int, int | None]:
+    """HELM runs in the upload: 1-based index of each ``per_instance_stats.json`` part -> index
+    of its ``run_spec.json`` (the one in the same folder, or the only one), or None."""
+    if fmt not in ("auto", "helm"):
+        return {}
+    stats = [k for k, p in enumerate(parts, start=1) if is_helm_stats(p.data)]
+    specs = [k for k, p in enumerate(parts, start=1) if is_helm_run_spec(p.data)]
+
+    def folder(k: int) -> str:
+        name = parts[k - 1].filename or ""
+        return name.rsplit("/", 1)[0] if "/" in name else ""
+
+    pairs: dict[int, int | None] = {}
+    for k in stats:
+        same = [j for j in specs if folder(j) == folder(k)]
+        pairs[k] = (
+            same[0] if len(same) == 1 else (specs[0] if len(specs) == len(stats) == 1 else None)
+        )
+    return pairs
+
+
 def parse_results_upload(
     parts: Sequence[UploadPart], opts: ParseOptions, *, model: ModelCreate | None
 ) -> tuple[ParsedResults, ModelCreate]:
@@ -414,7 +436,18 @@ def parse_results_upload(
     results: list[ParsedResults] = []
     configs: list[tuple[int, dict]] = []
     body_model: ModelCreate | None = None
+    helm = helm_runs(parts, opts.format)
+    specs = {j for j in helm.values() if j is not None}
     for k, part in enumerate(parts, start=1):
+        if k in specs:
+            continue  # read with its run's per_instance_stats.json
+        if k in helm:
+            spec = parts[helm[k] - 1].data if helm[k] is not None else None
+            try:
+                results.append(parse_helm_run(part.data, spec, metric=opts.metric))
+            except IngestError as exc:
+                raise ingest_error(exc, file=k if len(parts) > 1 else None) from None
+            continue
         obj = None if log_format(part, opts.format) else lm_eval_results_json(part)
         if obj is not None:
             configs.append((k, obj))
@@ -449,7 +482,21 @@ def parse_sample_logs(parts: Sequence[UploadPart], opts: ParseOptions) -> list[P
     if not parts:
         raise InvalidInput("empty upload", field=(), message="no file")
     out = []
+    helm = helm_runs(parts, opts.format)
+    specs = {j for j in helm.values() if j is not None}
     for k, part in enumerate(parts, start=1):
+        if k in specs:
+            continue
+        if k in helm:
+            spec = parts[helm[k] - 1].data if helm[k] is not None else None
+            try:
+                try:
+                    out.append(parse_helm_run(part.data, spec, metric=opts.metric))
+                except AmbiguousChoiceError as amb:
+                    out.append(parse_helm_run(part.data, spec, metric=amb.choices["metric"][0]))
+            except IngestError as exc:
+                raise ingest_error(exc, file=k if len(parts) > 1 else None) from None
+            continue
         if log_format(part, opts.format) == "every-eval-ever":
             try:
                 try:
