@@ -310,7 +310,7 @@ def push(
             if source.kind == "samples":  # settle the metric before creating anything
                 metric, filter_ = _settle_choices(source, metric, filter_, task, interactive)
             if source.kind in ("inspect", "helm"):  # settle the scorer/stat before creating
-                metric = _settle_scorer(source, metric, interactive)
+                metric = _settle_scorer(source, metric, interactive, create)
                 opts_format: str | None = source.kind
             elif source.kind in ("every-eval-ever", "helm"):
                 opts_format = source.kind
@@ -344,21 +344,29 @@ def push(
         _report(bench, created, source, replies, as_json)
 
 
-def _settle_scorer(source: Source, metric: str | None, interactive: bool) -> str | None:
-    """The scorer of Inspect logs scored by several (asked on a terminal, else exit 2 listing
-    them), read here so a failed `push --create` leaves no benchmark behind."""
+def _settle_scorer(
+    source: Source, metric: str | None, interactive: bool, create: bool = False
+) -> str | None:
+    """The scorer of Inspect logs (the stat of HELM runs) scored several ways (asked on a
+    terminal, else exit 2 listing them), read here so a failed `push --create` leaves no
+    benchmark behind: with ``create`` a log the parser refuses, or logs of several models, fail
+    here too, before anything is created."""
     from app.ingest.logs.helm import parse_helm_run
     from app.ingest.logs.inspect import parse_inspect_log
     from app.ingest.types import AmbiguousChoiceError, IngestError
 
+    models: dict[str, str] = {}
+
     def parse(f: Path) -> None:
         if source.kind == "helm":
             spec = f.parent / "run_spec.json"
-            parse_helm_run(
+            parsed = parse_helm_run(
                 f.read_bytes(), spec.read_bytes() if spec.is_file() else None, metric=metric
             )
         else:
-            parse_inspect_log(f.read_bytes(), metric=metric, filename=f.name)
+            parsed = parse_inspect_log(f.read_bytes(), metric=metric, filename=f.name)
+        if parsed.model:
+            models.setdefault(parsed.model, f.name)
 
     for f in source.files:
         if source.kind == "helm" and f.name != "per_instance_stats.json":
@@ -376,8 +384,15 @@ def _settle_scorer(source: Source, metric: str | None, interactive: bool) -> str
                         + " (nothing was created or uploaded)"
                     ) from None
                 metric = ask_choice("metric", choices)
-            except (IngestError, OSError):
+            except (IngestError, OSError) as exc:
+                if create:
+                    raise fail(f"{f.name}: {exc} (nothing was created or uploaded)") from None
                 break  # the server words the error
+    if create and len(models) > 1:
+        raise fail(
+            f"the logs are of several models ({', '.join(models)}): push one model's logs "
+            "(nothing was created or uploaded)"
+        )
     return metric
 
 

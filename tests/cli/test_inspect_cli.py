@@ -88,6 +88,16 @@ def test_format_override_and_mixed_models(cli: CLI, tmp_path: Path) -> None:
         shutil.copy(LOGS / "eval" / f"arith_{model}.eval", mixed / f"arith_{model}.eval")
     bad = cli("push", "-b", "insp-fmt", str(mixed))
     assert bad.code != 0 and "several models" in bad.stderr, bad
+    # with --create the logs are read first: nothing is created
+    fresh = cli("push", "--create", "-b", "insp-mixed", str(mixed))
+    assert fresh.code != 0 and "nothing was created" in fresh.stderr, fresh
+    broken = tmp_path / "broken.eval"
+    broken.write_bytes((LOGS / "eval" / "arith_alpha.eval").read_bytes()[:4000])
+    refused = cli("push", "--create", "-b", "insp-broken", str(broken))
+    assert refused.code != 0 and "nothing was created" in refused.stderr, refused
+    for name in ("insp-mixed", "insp-broken"):
+        shown = cli("benchmarks", "show", name)
+        assert shown.code != 0, shown  # never created
 
 
 def _gate_run(inspect_bin: Path, extra: str) -> str:
