@@ -166,3 +166,17 @@ def test_lying_headers_are_stopped_by_the_streaming_cap():
 def test_nan_free_costs():
     parsed = parse_inspect_log((LOGS / "json" / "arith3_alpha.json").read_bytes())
     assert all(math.isfinite(x) for x in parsed.costs.usd)
+
+
+def test_fast_path_opens_no_sample_member() -> None:
+    """Every samples/… member replaced by bytes that are not zstd: had the fast path opened
+    one, the parse would fail."""
+    path = LOGS / "eval" / "arith3_gamma.eval"
+    src = BoundedZip(path.read_bytes())
+    members = [
+        (n, b"poison", 93, 0, 64) if n.startswith("samples/") else zstd_member(n, src.read(n))
+        for n in src.names()
+    ]
+    assert sum(m[1] == b"poison" for m in members) == 24
+    poisoned = parse_inspect_log(zip_bytes(members))
+    np.testing.assert_array_equal(poisoned.correct, parse_inspect_log(path.read_bytes()).correct)
