@@ -27,6 +27,8 @@ import numpy as np
 from app.core.sequential.active import DrawRecord
 from app.core.sequential.fluid import ItemBank
 from app.core.sequential.policies import (
+    POLICY_BET,
+    POLICY_C,
     UNIFORM_POLICIES,
     PolicyState,
     point_estimate,
@@ -44,25 +46,41 @@ def batch_uniforms(seed: int, step: int, k: int) -> np.ndarray:
     return np.random.default_rng([int(seed), int(step)]).random((1, int(k)))
 
 
-def _draw(st: PolicyState, bank: ItemBank | None, seed: int, step: int, k: int):
-    if st.policy in UNIFORM_POLICIES:  # the seeded permutation, as every uniform session had
+def _draw(st: PolicyState, bank: ItemBank | None, seed: int, step: int, k: int, costs=None):
+    if st.policy in UNIFORM_POLICIES and costs is None:  # the seeded permutation, as always
         t = int(st.cs.t[0])
         perm = np.random.default_rng(int(seed)).permutation(st.cs.n_items)
         return policy_record(st, bank, perm[None, t : t + k])
-    return policy_draw(st, bank, k, batch_uniforms(seed, step, k))
+    return policy_draw(st, bank, k, batch_uniforms(seed, step, k), costs=costs)
 
 
 def start(
-    policy: str, n_items: int, *, bank: ItemBank | None, alpha: float, seed: int, k: int
+    policy: str,
+    n_items: int,
+    *,
+    bank: ItemBank | None,
+    alpha: float,
+    seed: int,
+    k: int,
+    costs=None,
+    gamma: float | None = None,
 ) -> tuple[dict, np.ndarray]:
     """Engine state of a new session and its first batch (item positions in draw order).
 
     ``random`` and ``assisted`` serve the seeded permutation ``default_rng(seed).permutation(N)``
     in order (uniform draws without replacement); the others draw batch ``j`` with the uniforms
-    of ``default_rng([seed, j])``.
+    of ``default_rng([seed, j])``. ``costs`` (predicted per-item costs, stored with the session)
+    makes every policy draw cost-aware with the floor ``gamma``
+    (:func:`app.core.sequential.policies.allocation_scores`), uniforms as the others; the
+    IRT policies then bet as ``assisted`` does (the variant measured in bench/bench_cost.py).
     """
-    st = policy_init(policy, n_items, bank=bank, alpha=alpha)
-    rec = _draw(st, bank, seed, 0, k)
+    kw: dict = {}
+    if costs is not None:
+        kw["gamma"] = gamma
+        if policy != "random":
+            kw.update(bet=POLICY_BET["assisted"], c=POLICY_C["assisted"])
+    st = policy_init(policy, n_items, bank=bank, alpha=alpha, **kw)
+    rec = _draw(st, bank, seed, 0, k, costs)
     parts = {"policy": st.to_dict(), "draws": rec.to_dict(), "inputs": {"theta": st.theta.copy()}}
     return parts, rec.items[0]
 
@@ -106,14 +124,15 @@ def feed(parts: dict, bank: ItemBank | None, x: np.ndarray, prev: np.ndarray) ->
 
 
 def draw_next(
-    parts: dict, bank: ItemBank | None, *, seed: int, step: int, k: int
+    parts: dict, bank: ItemBank | None, *, seed: int, step: int, k: int, costs=None
 ) -> tuple[dict, np.ndarray]:
     """Draw batch ``step`` (``k`` items) after every served item has its value.
 
-    Returns the new parts and the batch's item positions in draw order.
+    Returns the new parts and the batch's item positions in draw order. ``costs``: as in
+    :func:`start` (the same stored costs at every batch).
     """
     st = PolicyState.from_dict(parts["policy"])
-    rec = _draw(st, bank, seed, step, k)
+    rec = _draw(st, bank, seed, step, k, costs)
     draws = DrawRecord.concatenate([DrawRecord.from_dict(parts["draws"]), rec])
     thetas = np.concatenate([_thetas(parts, st), st.theta], axis=0)
     return {**parts, "draws": draws.to_dict(), "inputs": {"theta": thetas}}, rec.items[0]
