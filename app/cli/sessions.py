@@ -75,6 +75,16 @@ def _stderr_fd() -> int | None:
         return None
 
 
+def sample_ids(items: Any) -> str:
+    """The batch as ``inspect eval --sample-id`` wants it: comma-separated sample ids (an
+    item ``{task}/{id}`` of a benchmark made from Inspect logs is sample ``id`` of ``task``)."""
+    out = []
+    for it in items:
+        prefix = f"{it.subtask}/"
+        out.append(it.item_id[len(prefix) :] if it.item_id.startswith(prefix) else it.item_id)
+    return ",".join(out)
+
+
 def _run_batch(
     client: Client,
     s: SessionPublic,
@@ -89,8 +99,10 @@ def _run_batch(
     output = workdir / f"output-{number:03d}"
     samples.write_text(json.dumps(s.samples))
     output.mkdir(exist_ok=True)
-    cmd = command.replace("{samples}", shlex.quote(str(samples))).replace(
-        "{output}", shlex.quote(str(output))
+    cmd = (
+        command.replace("{samples}", shlex.quote(str(samples)))
+        .replace("{sample_ids}", shlex.quote(sample_ids(s.next_items)))
+        .replace("{output}", shlex.quote(str(output)))
     )
     sys.stdout.flush()
     done = subprocess.run(cmd, shell=True, check=False, stdout=_stderr_fd())  # the user's command
@@ -151,7 +163,8 @@ def evaluate(
         None,
         "--run",
         help="Command evaluating one batch: {samples} is replaced by the samples file "
-        "(lm_eval --samples), {output} by the directory to write sample logs to",
+        "(lm_eval --samples), {sample_ids} by the batch's comma-separated sample ids "
+        "(inspect eval --sample-id), {output} by the directory to write sample logs to",
     ),
     answers: Path | None = typer.Option(
         None, "--answers", exists=True, dir_okay=False, help=".npz matrix to answer from"
@@ -178,6 +191,8 @@ def evaluate(
     Example:
 
         benchslice evaluate --benchmark gpqa --model org/new-7b --baseline org/old-7b --run 'lm_eval --model hf --model_args pretrained=org/new-7b --tasks gpqa_main --samples {samples} --log_samples --output_path {output}'
+
+        benchslice evaluate --benchmark arith --model org/new-7b --baseline org/old-7b --run 'inspect eval arith.py --model hf/org/new-7b --sample-id {sample_ids} --log-dir {output}'
     """
     given = {
         "--benchmark": benchmark,

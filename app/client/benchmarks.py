@@ -217,11 +217,15 @@ class BenchmarkOperations(Transport):
         replace: bool = False,
         idempotency_key: str | bool = True,
         verify_replay: bool = True,
+        format: str | None = None,
     ) -> UploadReply:
         """Upload one model's results from files: lm-eval ``samples_*.jsonl`` (several = one per
         task), Open LLM Leaderboard details (``.jsonl``/``.parquet``), CSV
-        ``item_id,correct[,confidence]`` or a results ``.json``."""
+        ``item_id,correct[,confidence]``, a results ``.json``, or Inspect AI logs (``.eval`` /
+        JSON; the model is the log's unless ``model`` is given, ``metric`` names the scorer).
+        ``format`` forces the parser (``inspect``, ``lm-eval``, ``csv``, ``json``)."""
         params = {
+            "format": format,
             "model": model,
             "params_b": params_b,
             "family": family,

@@ -115,6 +115,14 @@ def upload_results(
         str | None, Query(description="lm-eval task name (picks the Open LLM Leaderboard metric)")
     ] = None,
     item_key: Annotated[Literal["doc_hash", "doc_id"], Query()] = "doc_hash",
+    format: Annotated[
+        Literal["auto", "inspect", "every-eval-ever", "helm", "lm-eval", "csv", "json"],
+        Query(
+            description="Parser of the upload: auto tells Inspect AI logs (.eval / JSON), "
+            "Every Eval Ever instance JSONL and HELM runs (per_instance_stats.json + "
+            "run_spec.json) by their content, the rest by media type or file extension"
+        ),
+    ] = "auto",
     replace: Annotated[bool, Query(description="Overwrite different existing results")] = False,
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> Response | ResultsWritten:
@@ -134,7 +142,7 @@ def upload_results(
     )
     parsed, ref = parse_results_upload(
         upload,
-        ParseOptions(metric=metric, filter=filter, task=task, item_key=item_key),
+        ParseOptions(metric=metric, filter=filter, task=task, item_key=item_key, format=format),
         model=query_model,
     )
     row, outcome = service.store_results(

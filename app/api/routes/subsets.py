@@ -126,6 +126,13 @@ def create_subset(
                                     "items": {"type": "integer"},
                                 },
                             },
+                            {
+                                "type": "object",
+                                "additionalProperties": {
+                                    "type": "array",
+                                    "items": {"type": "string"},
+                                },
+                            },
                         ]
                     }
                 },
@@ -133,7 +140,7 @@ def create_subset(
             },
             "description": "format=json: the subset; ids: JSON list of item ids; csv: "
             "item_id,doc_id,position,subtask,weight; lm-eval: {task: [doc_id…]} sorted, for "
-            "`lm_eval --samples`",
+            "`lm_eval --samples`; inspect: {task: [sample_id…]}, for `inspect eval --sample-id`",
         },
         **NOT_FOUND,
         **AUTH,
@@ -144,7 +151,7 @@ async def get_subset(
     subset_id: str,
     session: SessionDep,
     _: ReadableSubset,
-    format: Annotated[Literal["json", "ids", "csv", "lm-eval"], Query()] = "json",
+    format: Annotated[Literal["json", "ids", "csv", "lm-eval", "inspect"], Query()] = "json",
 ) -> Response:
     """A subset: items (external ids, subtasks, positions, lm-eval doc ids), weights, estimator,
     provenance (method, params, seed, source models, signal used). Items are sorted by position;

@@ -60,7 +60,7 @@ ID_LENGTH = 64  # sha256 hex
 MIN_ID_PREFIX = 6  # shortest prefix resolved (the CLI and the pages show 12)
 PREFIX_CANDIDATES = 10  # candidates listed for an ambiguous prefix
 _HEX = re.compile(r"[0-9a-f]+")
-ExportFormat = Literal["json", "ids", "csv", "lm-eval"]
+ExportFormat = Literal["json", "ids", "csv", "lm-eval", "inspect"]
 _SUBSET_ADAPTER: TypeAdapter[Any] = TypeAdapter(SubsetCreate)
 
 
@@ -508,6 +508,7 @@ MEDIA_TYPES: dict[str, str] = {
     "ids": "application/json",
     "csv": "text/csv; charset=utf-8",
     "lm-eval": "application/json",
+    "inspect": "application/json",
 }
 
 
@@ -519,7 +520,9 @@ def render(public: SubsetPublic, fmt: ExportFormat) -> bytes:
     * ``csv``: ``item_id,doc_id,position,subtask,weight``;
     * ``lm-eval``: ``{task: [doc_id, ...]}`` with doc ids sorted, the JSON accepted by
       ``lm_eval --samples`` (task = the item's subtask, which is the lm-eval task name for
-      benchmarks created from sample logs).
+      benchmarks created from sample logs);
+    * ``inspect``: ``{task: [sample_id, ...]}``, the ids for ``inspect eval --sample-id`` per
+      task (an item ``{task}/{id}`` of a benchmark made from Inspect logs is sample ``id``).
     """
     if fmt == "json":
         return public.model_dump_json().encode()
@@ -534,6 +537,13 @@ def render(public: SubsetPublic, fmt: ExportFormat) -> bytes:
             item_id, subtask = safe_text(it.item_id), safe_text(it.subtask)
             writer.writerow([item_id, it.doc_id, it.position, subtask, repr(it.weight)])
         return buf.getvalue().encode()
+    if fmt == "inspect":
+        samples: dict[str, list[str]] = {}
+        for it in public.items:
+            prefix = f"{it.subtask}/"
+            sid = it.item_id[len(prefix) :] if it.item_id.startswith(prefix) else it.item_id
+            samples.setdefault(it.subtask, []).append(sid)
+        return json.dumps(dict(sorted(samples.items()))).encode()
     tasks: dict[str, list[int]] = {}
     for it in public.items:
         tasks.setdefault(it.subtask, []).append(it.doc_id)
