@@ -277,6 +277,11 @@ class EstimatePublic(BaseModel):
     )
 
 
+def _absent(value: object) -> bool:
+    """Graded-only fields are left out of a 0/1 answer (its JSON stays as before issue 35)."""
+    return value is None
+
+
 class BaselineComparison(BaseModel):
     baseline: str
     baseline_full_accuracy: float
@@ -286,13 +291,37 @@ class BaselineComparison(BaseModel):
     n_shared: int
     n_new_only: int
     n_baseline_only: int
-    mcnemar_p: float = Field(description="Two-sided exact McNemar p-value on the shared items")
+    mcnemar_p: float | None = Field(
+        description="Two-sided exact McNemar p-value on the shared items (null for graded "
+        "scores: see test and p_value)"
+    )
     size_needed: int | None = Field(
         description="Random-subset size at which a pair with this gap and discordance would be "
         "ordered correctly with the threshold probability (None: gap 0 on the subset)"
     )
     large_enough: bool
     threshold: float
+    test: Literal["mcnemar_exact", "sign_flip_exact", "sign_flip_monte_carlo"] = Field(
+        default="mcnemar_exact",
+        exclude_if=lambda v: v == "mcnemar_exact",  # a 0/1 comparison's JSON is unchanged
+        description="The paired test on the shared items: exact McNemar for 0/1 results, the "
+        "paired sign-flip permutation test for graded scores (chosen automatically)",
+    )
+    p_value: float | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="Graded scores: two-sided p-value of that test (0/1: see mcnemar_p)",
+    )
+    ci_low: float | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="Graded scores, uniform random subset: lower end of the 95 % betting "
+        "interval (finite-population, any [0, 1] scores) for the full-benchmark difference",
+    )
+    ci_high: float | None = Field(default=None, exclude_if=_absent, description="Its upper end")
+    note: str | None = Field(
+        default=None, exclude_if=_absent, description="How a graded comparison was made"
+    )
 
 
 class PopulationShift(BaseModel):
@@ -344,6 +373,30 @@ class PairedOutcomePublic(BaseModel):
     )
 
 
+class GradedPairPublic(BaseModel):
+    """The pair on every item when a model's scores are graded (in [0, 1], not 0/1): the
+    paired sign-flip permutation test of the mean difference (McNemar needs 0/1)."""
+
+    n_items: int = Field(description="Items both models are scored on (every item)")
+    mean_difference: float = Field(description="Mean of d_i = score_a - score_b")
+    n_nonzero: int = Field(description="Items where the scores differ")
+    test: Literal["sign_flip_exact", "sign_flip_monte_carlo"] = Field(
+        description="Paired sign-flip permutation test: exact enumeration of every sign vector "
+        "(up to 26 differing items), else Monte Carlo"
+    )
+    p_value: float = Field(description="Two-sided p-value of the test (statistic |sum d_i|)")
+    p_value_mc_error: float = Field(
+        description="Standard error of a Monte Carlo p-value, sqrt(p (1 - p) / R) (0 when exact)"
+    )
+    n_resamples: int | None = Field(description="Monte Carlo sign vectors (null when exact)")
+    seed: int | None = Field(description="Seed of the Monte Carlo sign vectors")
+    p_same_order_mc_error: float = Field(
+        description="Monte Carlo standard error of p_same_order, sqrt(p (1 - p) / draws)"
+    )
+    draws: int = Field(description="Random subsets simulated for p_same_order and the MDAD")
+    draws_seed: int = Field(description="Seed of those subsets")
+
+
 class NextStep(BaseModel):
     """What to do after a verdict (its third answer)."""
 
@@ -381,15 +434,22 @@ class VerdictPublic(BaseModel):
         description="Smallest subset size at which P(same order) reaches the threshold for "
         "this pair (its own discordance; `plan` answers for a typical pair at a gap)"
     )
-    basis: Literal["exact", "exact_stratified", "robust_curve"] = Field(
+    basis: Literal["exact", "exact_stratified", "robust_curve", "simulated"] = Field(
         default="exact",
-        description="How p_same_order, mdad_at_size and size_needed were computed",
+        description="How p_same_order, mdad_at_size and size_needed were computed (simulated: "
+        "graded scores, random subsets drawn with a stored seed; see graded)",
     )
     basis_note: str = Field(
         default="", description="The basis in words (e.g. 'exact, over all 87,990 model pairs')"
     )
     paired: PairedOutcomePublic | None = Field(
         default=None, description="Paired outcome on all the benchmark's items"
+    )
+    graded: GradedPairPublic | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,  # a 0/1 verdict's JSON is unchanged
+        description="Graded scores (not 0/1): the sign-flip test on all items and the Monte "
+        "Carlo errors (paired is then null)",
     )
     full_benchmark_differs: bool | None = Field(
         default=None,
@@ -467,7 +527,10 @@ class PlanPublic(BaseModel):
         "probability is at most gap (the pair is ordered as on the full benchmark)",
     )
     size: int | None = Field(description="Smallest size whose MDAD <= gap (None: none evaluated)")
-    basis: Literal["exact", "robust_curve"]
+    basis: Literal["exact", "robust_curve", "simulated"] = Field(
+        description="exact: hypergeometric (0/1); simulated: graded scores, random subsets "
+        "drawn with the seed in evidence; robust_curve: an analysis' curves"
+    )
     evidence: dict[str, Any] = Field(description="Sizes evaluated and MDAD at each; analysis id")
     significance: SignificancePublic | None = Field(
         default=None,

@@ -55,7 +55,9 @@ class ModelResult(UUIDPrimaryKey, Timestamps, Base):
     bytes. ``confidence``: float32 bytes or NULL. ``coverage``: packbits mask of the items with a
     result, NULL when every item has one (uncovered items hold 0 in the vectors).
     ``samples_per_item``: ``K`` when each value is the mean of ``K > 1`` samples (NULL: one);
-    ``within_variance``: float32 bytes of the per-item sample variance of those samples, or NULL.
+    ``within_variance``: float32 bytes of the per-item sample variance of those samples, or NULL;
+    ``sample_counts``: int32 bytes of each item's number of samples when they vary (NULL: ``K``
+    for every item; issue 35).
     ``eval_config``: the evaluation configuration the upload carried (readable fields),
     ``config_fingerprint`` the sha256 of its canonical JSON; both NULL when it carried none.
     ``item_costs``: float32 bytes of a (4, n_items) matrix of what each item cost the model
@@ -87,6 +89,7 @@ class ModelResult(UUIDPrimaryKey, Timestamps, Base):
     metric: Mapped[str | None] = mapped_column(String(64), nullable=True)
     samples_per_item: Mapped[int | None] = mapped_column(Integer, nullable=True)
     within_variance: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    sample_counts: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     config_fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True)
     eval_config: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     item_costs: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
@@ -127,6 +130,7 @@ class ModelResultArchive(UUIDPrimaryKey, Base):
     metric: Mapped[str | None] = mapped_column(String(64), nullable=True)
     samples_per_item: Mapped[int | None] = mapped_column(Integer, nullable=True)
     within_variance: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    sample_counts: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     config_fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True)
     eval_config: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     item_costs: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
@@ -146,6 +150,7 @@ ARCHIVED_COLUMNS = (
     "metric",
     "samples_per_item",
     "within_variance",
+    "sample_counts",
     "config_fingerprint",
     "eval_config",
     "item_costs",

@@ -24,6 +24,7 @@ _VECTORS = (
     ModelResult.coverage,
     ModelResult.within_variance,
     ModelResult.item_costs,
+    ModelResult.sample_counts,
 )
 
 

@@ -102,7 +102,12 @@ def store_many(
         for row in session.scalars(
             select(ModelResult)
             .where(ModelResult.benchmark_version_id == version.id, ModelResult.model_id.in_(chunk))
-            .options(*(defer(c) for c in (*vectors, ModelResult.within_variance)))
+            .options(
+                *(
+                    defer(c)
+                    for c in (*vectors, ModelResult.within_variance, ModelResult.sample_counts)
+                )
+            )
         )
     }
     out: list[tuple[ModelResult, WriteStatus]] = []

@@ -61,6 +61,7 @@ class PackedResults(NamedTuple):
     config_fingerprint: str | None = None
     item_costs: bytes | None = None
     cost_source: str | None = None
+    sample_counts: bytes | None = None
 
 
 def pack(parsed: ParsedResults, positions: np.ndarray, n_items: int) -> PackedResults:
@@ -85,6 +86,11 @@ def pack(parsed: ParsedResults, positions: np.ndarray, n_items: int) -> PackedRe
         var = np.zeros(n_items, dtype="<f4")
         var[positions] = parsed.within_variance
         within = var.tobytes()
+    counts = None
+    if k is not None and parsed.sample_counts is not None:
+        per_item = np.zeros(n_items, dtype="<i4")
+        per_item[positions] = parsed.sample_counts
+        counts = per_item.tobytes()
     fingerprint = config_fingerprint(parsed.eval_config)
     h = hashlib.sha256(b"b" if binary else b"f")
     for part in (correct, coverage, confidence):
@@ -103,6 +109,8 @@ def pack(parsed: ParsedResults, positions: np.ndarray, n_items: int) -> PackedRe
         full_costs[:, positions] = costs
         item_costs = full_costs.tobytes()
         h.update(b"$" + len(item_costs).to_bytes(8, "little") + item_costs)
+    if counts is not None:  # only uploads whose samples vary per item (older hashes unchanged)
+        h.update(b"S" + counts)
     accuracy = float(parsed.correct.mean(dtype=np.float64))
     return PackedResults(
         binary,
@@ -117,6 +125,7 @@ def pack(parsed: ParsedResults, positions: np.ndarray, n_items: int) -> PackedRe
         fingerprint,
         item_costs,
         parsed.costs.source[:64] if item_costs is not None else None,  # type: ignore[union-attr]
+        counts,
     )
 
 
@@ -194,6 +203,7 @@ def fill_row(row: ModelResult, packed, parsed) -> None:
     row.metric = parsed.metric.replace("\x00", "")[:64] if parsed.metric else None
     row.samples_per_item = packed.samples_per_item
     row.within_variance = packed.within_variance
+    row.sample_counts = packed.sample_counts
     row.config_fingerprint = packed.config_fingerprint
     row.eval_config = dict(parsed.eval_config) if packed.config_fingerprint else None
     row.item_costs = packed.item_costs

@@ -8,7 +8,7 @@ values, so every project sees exactly what it saw before, then drops the shared 
 downgrade puts back, per model, the copy updated last (the shared row cannot hold several).
 
 Revision ID: 39b1e7c4d2a6
-Revises: c27c9e4b2a18
+Revises: 37c0a1b2d3e4
 Create Date: 2026-12-04 22:00:00
 
 """
@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "39b1e7c4d2a6"
-down_revision: str | Sequence[str] | None = "c27c9e4b2a18"
+down_revision: str | Sequence[str] | None = "37c0a1b2d3e4"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
