@@ -39,6 +39,7 @@ class SessionOperations(Transport):
         max_items: int | None = None,
         seed: int | None = None,
         store_results: bool = False,
+        estimand: Literal["benchmark", "generalized"] | None = None,
     ) -> SessionStart:
         """``POST /v1/benchmarks/{benchmark}/sessions`` (``benchmark``: version id, name or
         ``name@vN``). Seeded requests carry a content-derived Idempotency-Key."""
@@ -52,6 +53,7 @@ class SessionOperations(Transport):
         extra = {
             "policy": policy,  # omitted: the service's default (assisted when it can fit IRT)
             "baseline": baseline,
+            "estimand": estimand,  # omitted: generalized with a baseline, else benchmark
             "margin": margin,
             "precision": precision,
             "max_items": max_items,

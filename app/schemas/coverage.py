@@ -7,6 +7,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from app.schemas.common import Estimand, estimand_field
+
 
 class CoverageRunCreate(BaseModel):
     methods: list[str] | None = Field(
@@ -31,6 +33,9 @@ class CoverageCell(BaseModel):
     estimator: str
     interval: str | None
     basis: str
+    estimand: Estimand = estimand_field(
+        "benchmark", " (the truth each interval is checked against is the full-benchmark mean)"
+    )
     n: int
     cases: int = Field(description="(target, repeat) cases")
     coverage: float | None = Field(description="share of 95 % intervals containing the truth")

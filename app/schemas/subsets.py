@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.schemas.benchmarks import version_id_field
+from app.schemas.common import Estimand, estimand_field
 from app.schemas.items import ItemFlag
 from app.schemas.quality import RepeatedSamplesPublic, Warning
 
@@ -251,6 +252,9 @@ class EstimatePublic(BaseModel):
         "consistent difference estimator with model predictions",
     )
     confidence: float = 0.95
+    estimand: Estimand = estimand_field(
+        "benchmark", " (the full-benchmark accuracy a subset estimates, finite-population)"
+    )
     available: bool = True
     note: str | None = Field(
         default=None, description="Why an estimate is unavailable, or a warning about it"
@@ -273,6 +277,9 @@ class BaselineComparison(BaseModel):
     )
     large_enough: bool
     threshold: float
+    estimand: Estimand = estimand_field(
+        "benchmark", " (mean_diff and p_better are about the full-benchmark difference)"
+    )
 
 
 class PopulationShift(BaseModel):
@@ -391,6 +398,14 @@ class VerdictPublic(BaseModel):
         default_factory=list,
         description="config_mismatch per evaluation-configuration field where the pair differs",
     )
+    estimand: Estimand = estimand_field(
+        "generalized",
+        " (the full-benchmark answer: McNemar's test treats the items as a sample, as a "
+        "generalized session and a leaderboard do); p_same_order and ci are about a random "
+        "subset reproducing the order of these N items (subset_estimand)",
+    )
+    subset_estimand: Estimand = estimand_field("benchmark", " (p_same_order, ci, size_needed)")
+    estimand_text: str = Field(default="", description="The estimands in one sentence, with N")
 
 
 class SubsetVerdictPublic(BaseModel):
@@ -410,6 +425,9 @@ class SubsetVerdictPublic(BaseModel):
         "analysis that has not been run)"
     )
     fresh_draw_unavailable: str | None = None
+    estimand: Estimand = estimand_field(
+        "benchmark", " (whether this subset orders the pair as the full benchmark)"
+    )
     warnings: list[Warning] = Field(
         default_factory=list,
         description="few_source_models (the subset); config_mismatch where the pair's configurations differ",
@@ -435,6 +453,9 @@ class SignificancePublic(BaseModel):
         description="pair: the pair's observed discordance; benchmark_typical: the median "
         "omega2 over all model pairs with full results"
     )
+    estimand: Estimand = estimand_field(
+        "benchmark", " (the test is finite-population corrected: a difference on these N items)"
+    )
 
 
 class PlanPublic(BaseModel):
@@ -447,6 +468,9 @@ class PlanPublic(BaseModel):
         "probability is at most gap (the pair is ordered as on the full benchmark)",
     )
     size: int | None = Field(description="Smallest size whose MDAD <= gap (None: none evaluated)")
+    estimand: Estimand = estimand_field(
+        "benchmark", " (a subset ordering a pair as these N items do)"
+    )
     basis: Literal["exact", "robust_curve"]
     evidence: dict[str, Any] = Field(description="Sizes evaluated and MDAD at each; analysis id")
     significance: SignificancePublic | None = Field(

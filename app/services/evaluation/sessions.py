@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from app.core.sequential.confidence_sequences import decide, decision_names, precision_met
+from app.core.sequential.population import GENERALIZED, estimand_sentence
 from app.db.base import utcnow
 from app.db.models import BenchmarkVersion, EvaluationSession, Job
 from app.db.repositories.sessions import EvaluationSessionRepository
@@ -135,9 +136,9 @@ def open_batch(row: EvaluationSession) -> np.ndarray:
     return _order(row)[row.items_used : row.items_used + row.open_size]
 
 
-def _interval(value, lo, hi, basis: str) -> Interval:
+def _interval(value, lo, hi, basis: str, estimand: str = "benchmark") -> Interval:
     v = None if value is None else float(value)
-    return Interval(value=v, lower=float(lo), upper=float(hi), basis=basis)  # type: ignore[arg-type]
+    return Interval(value=v, lower=float(lo), upper=float(hi), basis=basis, estimand=estimand)  # type: ignore[arg-type]
 
 
 def _estimates(
@@ -146,6 +147,10 @@ def _estimates(
     """Current accuracy and difference intervals from the engine state."""
     base = _baseline(row)
     bank = _bank(session, row) if row.policy != "random" else None
+    if session_policies.is_generalized(parts):  # issue 38: items like these, paired with B
+        est, dif = session_policies.population_intervals(parts)
+        gen = None if dif is None else _interval(*dif, "design", GENERALIZED)
+        return _interval(*est, "design", GENERALIZED), gen
     if legacy_engines.is_legacy(parts):
         est, dif, basis = legacy_engines.intervals(
             row.policy, parts, base=base, bank=bank, alpha=row.alpha
@@ -199,6 +204,7 @@ def to_public(
     else:
         est, diff = _estimates(session, row, unpack_state(row.engine_state))
     base = _baseline(row)
+    state = lifecycle.state_of(row, idle_hours)
     return SessionPublic(
         id=row.id,
         version_id=version.id,
@@ -208,6 +214,8 @@ def to_public(
         baseline=row.baseline_name,
         goal=row.goal,  # type: ignore[arg-type]
         policy=row.policy,  # type: ignore[arg-type]
+        estimand=row.estimand,  # type: ignore[arg-type]
+        estimand_text=estimand_sentence(row.estimand, row.n_items),
         alpha=row.alpha,
         margin=row.margin,
         precision=row.precision,
@@ -215,7 +223,8 @@ def to_public(
         max_items=row.max_items,
         seed=int(row.seed),
         n_items=row.n_items,
-        state=lifecycle.state_of(row, idle_hours),  # type: ignore[arg-type]
+        state=state,  # type: ignore[arg-type]
+        conclusion=lifecycle.conclusion(row, state),
         decision=row.decision,  # type: ignore[arg-type]
         step=len(row.history or []),
         items_used=row.items_used,
@@ -284,6 +293,24 @@ def _check(body: SessionCreate, n_items: int) -> int:
     return max_items
 
 
+def _estimand(body: SessionCreate) -> str:
+    """Default: ``generalized`` with a baseline and a uniform order (omitted or ``random``
+    policy: a verdict's and a leaderboard's question, so the surfaces agree on a pair), else
+    ``benchmark`` (the IRT policies' draws depend on the items, so they answer for these N)."""
+    uniform = body.policy in (None, "random")
+    estimand = body.estimand or (
+        GENERALIZED if body.baseline is not None and uniform else "benchmark"
+    )
+    if estimand == GENERALIZED and not uniform:
+        raise InvalidInput(
+            f"policy {body.policy!r} estimates benchmark accuracy; estimand 'generalized' serves "
+            "items in a uniformly random order (policy random)",
+            field="policy",
+            message="generalized needs policy random",
+        )
+    return estimand
+
+
 def _default_policy(session: Session, version: BenchmarkVersion) -> str:
     """``assisted`` when the version has (or can have) an IRT fit, else ``random``."""
     if irt_fits.get_fit(session, version.id) is not None:
@@ -302,7 +329,9 @@ def create_session(
     base = None if body.baseline is None else _baseline_values(session, version, body.baseline)
     seed = job_service.new_seed() if body.seed is None else int(body.seed)
     k = min(body.batch_size, max_items)
-    policy = body.policy or _default_policy(session, version)
+    estimand = _estimand(body)
+    policy = body.policy or ("random" if estimand == GENERALIZED else None)
+    policy = policy or _default_policy(session, version)
     bank = None
     if policy != "random":
         fit = irt_fits.get_fit(session, version.id)
@@ -310,13 +339,23 @@ def create_session(
             job, created = irt_fits.request_fit(session, version.id)
             return None, job, created
         bank = irt_fits.item_bank(fit)
-    parts, order = session_policies.start(policy, n, bank=bank, alpha=body.alpha, seed=seed, k=k)
+    parts, order = session_policies.start(
+        policy,
+        n,
+        bank=bank,
+        alpha=body.alpha,
+        seed=seed,
+        k=k,
+        estimand=estimand,
+        paired=base is not None,
+    )
     row = EvaluationSession(
         benchmark_version_id=version.id,
         model_name=body.model,
         baseline_name=body.baseline,
         goal=body.goal,
         policy=policy,
+        estimand=estimand,
         alpha=body.alpha,
         margin=body.margin,
         precision=body.precision,
@@ -361,7 +400,9 @@ def _apply(session, row, parts, x, prev, batch):
             bank=bank,
         )
     else:
-        parts = session_policies.feed(parts, bank, x, prev)
+        base = _baseline(row)
+        base_x = None if base is None else base[batch]
+        parts = session_policies.feed(parts, bank, x, prev, base_x=base_x)
     est, diff = _estimates(session, row, parts)
     row.state, row.decision = _judge(row, est, diff)
     k = min(row.batch_size, row.max_items - row.items_used) if row.state == "open" else 0
