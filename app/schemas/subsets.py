@@ -300,6 +300,14 @@ class SubsetScorePublic(BaseModel):
     estimates: list[EstimatePublic]
     baseline: BaselineComparison | None
     population_shift: PopulationShift
+    answer: EstimatePublic | None = Field(
+        default=None,
+        description="The estimate to report: the first of estimates, except for a target the "
+        "source models do not support (population_shift flagged): then the first design-based "
+        "one (design or model-assisted; the model-based ones extrapolate), or null when the "
+        "subset has none (not drawn at random)",
+    )
+    answer_reason: str = Field(default="", description="Why answer is that estimate (or null)")
     created_at: datetime
     repeated_samples: RepeatedSamplesPublic | None = Field(
         default=None, description="When each uploaded value is the mean of K > 1 samples"

@@ -146,6 +146,16 @@ def test_outlier_model_is_flagged(client: TestClient, db_session: Session, seede
     assert r.status_code == 201, r.text
     shift = r.json()["population_shift"]
     assert shift["flagged"] is True and "outside" in shift["reasons"][0]
+    # issue 38: the answer is design-based and says why; the estimand is named
+    body = r.json()
+    assert body["answer"]["basis"] == "design" and body["answer"]["estimand"] == "benchmark"
+    assert body["answer_reason"].startswith("extrapolation (subset estimate")
+    typical = client.post(
+        f"/v1/subsets/{subset.id}/scores",
+        json={"model": "typical", "correct": seeded.correct[3, np.sort(idx)].tolist()},
+    ).json()
+    assert not typical["population_shift"]["flagged"]
+    assert typical["answer"] == typical["estimates"][0]
 
 
 def test_bad_uploads_are_422(client: TestClient, db_session: Session, seeded: Seeded) -> None:
@@ -180,7 +190,7 @@ def test_tiny_benchmarks_irt_estimates_and_shift(
     # the job stored every calibrated estimator's out-of-fold values on the 20 sources: the
     # intervals below are the cross-fitted ones (issue 24)
     assert set(stored_out_of_fold(selection, 20)) == {"irt", "p_irt", "gp_irt"}
-    y = seeded.correct[22, idx].astype(float)  # a source model: expected in range
+    y = seeded.correct[5, idx].astype(float)  # a source model: expected in range
     r = client.post(
         f"/v1/subsets/{subset.id}/scores",
         json={
@@ -211,10 +221,16 @@ def test_tiny_benchmarks_irt_estimates_and_shift(
     assert shift["checked"] == "irt_ability_and_person_fit"
     assert len(shift["details"]["theta"]) == 2 and "person_fit_lz" in shift["details"]
 
-    perfect = client.post(
+    assert body["answer"] == body["estimates"][0]  # a source model: the default estimate
+    oracle = client.post(
         f"/v1/subsets/{subset.id}/scores", json={"model": "oracle", "correct": [1] * len(idx)}
-    ).json()["population_shift"]
+    ).json()
+    perfect = oracle["population_shift"]
     assert perfect["flagged"] is True and perfect["reasons"]
+    # issue 38: every interval of this (non-random) subset is model-based: no answer, and why
+    assert oracle["answer"] is None
+    assert "not drawn at random" in oracle["answer_reason"]
+    assert "--method random" in oracle["answer_reason"]
 
 
 def test_anchor_points_confidence_estimator_needs_confidences(
