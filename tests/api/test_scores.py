@@ -275,3 +275,36 @@ def test_idempotency_key_stores_one_score(
     assert len(stored.all()) == 1
     # no key: each request is a new score
     assert client.post(url, json=payload).status_code == 201
+
+
+def test_reanchor_prompt_when_many_models_lie_beyond_the_sources(
+    client: TestClient, db_session: Session, seeded: Seeded
+) -> None:
+    """Issue 38: a subset fitted on the 20 weakest models, with 10 stronger ones stored: the
+    subset page says so and names the command that rebuilds it; fitted on a spread, it does not."""
+    from app.services.catalog.benchmarks import get_version
+    from app.services.selection.extrapolation import reanchor_prompt
+
+    acc = seeded.correct.mean(axis=1)
+    order = np.argsort(acc, kind="stable")
+    weakest = [seeded.names[i] for i in order[:20]]
+    beyond = int((acc[order[20:]] > acc[order[:20]].max()).sum())
+    assert beyond >= 5
+    req = subset_service.resolve_request(
+        db_session, seeded.version_id, "anchor_points", 15, {}, 9, weakest
+    )
+    subset, _ = subset_service.build_subset(db_session, req, None)
+    db_session.commit()
+    version = get_version(db_session, seeded.version_id)
+    text = reanchor_prompt(db_session, subset, version)
+    assert text is not None and text.startswith(f"{beyond} models with full results lie beyond")
+    assert "--method anchor_points --size 15" in text
+    page = client.get(f"/ui/subsets/{subset.id}").text
+    assert 'id="reanchor"' in page and "benchslice subset create" in page
+    spread = [seeded.names[i] for i in order[::3][:10]] + [seeded.names[i] for i in order[-3:]]
+    req = subset_service.resolve_request(
+        db_session, seeded.version_id, "anchor_points", 15, {}, 9, sorted(set(spread))
+    )
+    other, _ = subset_service.build_subset(db_session, req, None)
+    db_session.commit()
+    assert reanchor_prompt(db_session, other, version) is None

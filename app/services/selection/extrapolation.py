@@ -18,7 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+from sqlalchemy.orm import Session
+
+from app.db.models import BenchmarkVersion
+from app.db.models.subset import Subset
 from app.schemas.subsets import EstimatePublic, PopulationShift
+from app.services.catalog.matrices import full_matrix
 
 DESIGN_BASED = ("design", "model-assisted")
 
@@ -49,4 +55,42 @@ def choose_answer(
     )
 
 
-__all__ = ["DESIGN_BASED", "choose_answer"]
+#: A re-anchor prompt needs this many models beyond the sources, and this share of the sources
+#: (a rule of thumb, not a measured threshold).
+REANCHOR_MIN_MODELS, REANCHOR_MIN_SHARE = 5, 0.05
+
+
+def reanchor_prompt(session: Session, row: Subset, version: BenchmarkVersion) -> str | None:
+    """A sentence when many models with full results now lie beyond the subset's sources
+    (accuracy above the strongest source's or below the weakest's), naming the rebuild command;
+    None otherwise (and for subsets without recorded sources)."""
+    names = list(row.source_models or [])
+    if not names:
+        return None
+    fm = full_matrix(session, version.id)
+    src = [fm.rows[n] for n in names if n in fm.rows]
+    if not src:
+        return None
+    acc = np.asarray(fm.accuracy, dtype=np.float64)
+    others = np.setdiff1d(np.arange(acc.size), src)
+    lo, hi = acc[src].min(), acc[src].max()
+    above, below = int((acc[others] > hi).sum()), int((acc[others] < lo).sum())
+    beyond = above + below
+    if beyond < max(REANCHOR_MIN_MODELS, REANCHOR_MIN_SHARE * len(src)):
+        return None
+    ref = f"{version.benchmark.name}@v{version.version}"
+    return (
+        f"{beyond} models with full results lie beyond this subset's {len(src)} source models "
+        f"({above} stronger than the strongest, {below} weaker than the weakest): its "
+        "model-based estimates extrapolate for them. Rebuild it on today's models: "
+        f"benchslice subset create --benchmark {ref} --method {row.method} --size {row.size}"
+    )
+
+
+__all__ = [
+    "DESIGN_BASED",
+    "REANCHOR_MIN_MODELS",
+    "REANCHOR_MIN_SHARE",
+    "choose_answer",
+    "reanchor_prompt",
+]
