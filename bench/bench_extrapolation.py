@@ -97,6 +97,36 @@ def markdown(table, split: str) -> str:
     return "\n".join(lines)
 
 
+def summary(paths: list[Path]) -> str:
+    """One line per benchmark / split x method x n of the ``--json`` files: the answer's
+    coverage, width and withheld share, and the lowest-covering secondary estimate."""
+
+    def num(x) -> str:
+        return "n/a" if x is None or x != x else f"{x:.3f}"
+
+    lines = [
+        "| benchmark / split | method | n | answer coverage (SE) | answer width | withheld "
+        "| lowest secondary (estimator: coverage) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for path in paths:
+        cells: dict[tuple, list[dict]] = {}
+        for key, tab in json.loads(path.read_text()).items():
+            for r in tab["rows"]:
+                cells.setdefault((key, r["method"], r["n"]), []).append(r)
+        for (key, method, n), rs in cells.items():
+            ans = next(r for r in rs if r["estimator"] == "answer")
+            sec = [r for r in rs if r["estimator"] != "answer" and r["cases"] > 0]
+            low = min(sec, key=lambda r: r["coverage"]) if sec else None
+            lows = f"{low['estimator']}: {num(low['coverage'])}" if low else "-"
+            total = ans["cases"] + ans["unavailable"]
+            lines.append(
+                f"| {key} | {method} | {n} | {num(ans['coverage'])} ({num(ans['coverage_se'])}) "
+                f"| {num(ans['mean_width'])} | {ans['unavailable']} of {total} | {lows} |"
+            )
+    return "\n".join(lines)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--benchmarks", nargs="+", default=["gpqa"])
@@ -107,7 +137,11 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=3838)
     ap.add_argument("--family-seed", type=int, default=5)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--summary-of", type=Path, nargs="+", help="print the summary of --json files")
     args = ap.parse_args(argv)
+    if args.summary_of:
+        print(summary(args.summary_of))
+        return
     dump = {}
     for name in args.benchmarks:
         correct, subtasks, label = load_benchmark(name, args.family_seed)
