@@ -90,6 +90,12 @@ def show(
         f"{detail.n_items} items, {len(detail.subtasks)} subtask(s), "
         f"{detail.n_models} models; {summary}"
     )
+    for c in detail.costs:  # measured on the stored models, summarised per item
+        typer.echo(
+            f"cost per item ({c.unit}): median {c.median_per_item:,.4g} "
+            f"(5-95 %: {c.p5_per_item:,.4g} - {c.p95_per_item:,.4g}), all items "
+            f"{c.full_benchmark:,.6g}; {c.items} items, {c.models} models; {c.source}"
+        )
     if models or match:
         print_table(
             ["model", "accuracy", "coverage"],

@@ -59,6 +59,8 @@ def _line(s: SessionPublic) -> str:
     if s.difference is not None:
         d = s.difference
         text += f"  difference {pct(d.value)} [{pct(d.lower)}, {pct(d.upper)}]"
+    for b in s.budgets:  # spent (measured / predicted) of each budget
+        text += f"  {b.unit} {b.spent:,.6g}" + (f"/{b.limit:,.6g}" if b.limit else "")
     return f"{text}  ({e.basis}, {s.estimand})  {s.state}" + (
         f": {s.decision}" if s.decision != "undecided" else ""
     )
@@ -139,6 +141,18 @@ def evaluate(
     precision: float | None = typer.Option(None, "--precision", help="Target half-width"),
     batch: int = typer.Option(10, "--batch", min=1, help="Items per batch"),
     max_items: int | None = typer.Option(None, "--max-items", min=1, help="Default: all"),
+    max_cost: float | None = typer.Option(
+        None, "--max-cost", min=0, help="Budget in --cost-unit: no new batch once spent"
+    ),
+    max_tokens: float | None = typer.Option(
+        None, "--max-tokens", min=0, help="Token budget (input + output tokens)"
+    ),
+    cost_unit: str | None = typer.Option(
+        None, "--cost-unit", help="usd (default) | seconds | input_tokens | output_tokens | tokens"
+    ),
+    cost_aware: bool = typer.Option(
+        False, "--cost-aware", help="Draw by information per unit of predicted cost"
+    ),
     seed: int | None = typer.Option(None, "--seed", min=0, help="Order seed (drawn if omitted)"),
     run: str | None = typer.Option(
         None,
@@ -166,7 +180,7 @@ def evaluate(
     estimate, interval). The command's own output goes to stderr, so with `--json` stdout is
     the final session alone. A failed batch leaves the session open: `--session ID` resumes it
     from that batch (a resent batch is never applied twice). Exit 0 when decided (or precise
-    enough), 1 when `--max-items` ran out first, 2 on errors (and for an abandoned session).
+    enough), 1 when `--max-items` or a budget (`--max-cost`, `--max-tokens`) ran out first, 2 on errors (and for an abandoned session).
 
     Example:
 
@@ -181,6 +195,9 @@ def evaluate(
         "--estimand": estimand,
         "--max-items": max_items,
         "--seed": seed,
+        "--max-cost": max_cost,
+        "--max-tokens": max_tokens,
+        "--cost-unit": cost_unit,
     }
     if session_id is not None and any(v is not None for v in given.values()):
         used = next(k for k, v in given.items() if v is not None)
@@ -213,6 +230,10 @@ def evaluate(
         batch_size=batch,
         max_items=max_items,
         seed=seed,
+        max_cost=max_cost,
+        max_tokens=max_tokens,
+        cost_unit=cost_unit,
+        cost_aware=cost_aware,
     )
     with api(url, api_key) as client, tempfile.TemporaryDirectory(prefix="bs-eval-") as tmp:
         if session_id is not None:

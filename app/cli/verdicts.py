@@ -222,6 +222,11 @@ def plan(
             f"most {F.pts(p.gap)} (P(same order) >= {F.prob(p.probability)} for a typical pair "
             f"that far apart; {how})"
         )
+    for c in p.cost:  # predicted from the stored models' measured costs
+        typer.echo(
+            f"expected cost of {p.size} items ({c.unit}): {c.expected:,.6g} +/- {c.sd:,.4g} "
+            f"(sd); {c.source}"
+        )
     rows = _evidence_rows(p.evidence, p.gap)
     if rows:
         print_table(["size", "MDAD", f"at most {F.pts(p.gap)}"], rows)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, computed_field
 
@@ -127,9 +127,31 @@ class ModelSummary(BaseModel):
     coverage: float
 
 
+class CostUnitSummary(BaseModel):
+    """What one item costs in one unit, predicted from the stored models' measured costs."""
+
+    unit: Literal["input_tokens", "output_tokens", "seconds", "usd"]
+    source: str = Field(
+        description="Where the figures come from: measured on the stored models (their upload "
+        "sources), summarised per item as the median over the models that report it"
+    )
+    models: int = Field(description="Models with this cost on at least one item")
+    items: int = Field(description="Items with this cost from at least one model")
+    median_per_item: float = Field(description="Median over items of the per-item median")
+    p5_per_item: float = Field(description="5th percentile over items of the per-item median")
+    p95_per_item: float = Field(description="95th percentile over items of the per-item median")
+    full_benchmark: float = Field(
+        description="Predicted cost of all items: the sum of per-item medians (an item no model "
+        "reports counts as the median item)"
+    )
+
+
 class BenchmarkDetail(BenchmarkPublic):
     models: list[ModelSummary]
     accuracy: AccuracySummary | None = None
+    costs: list[CostUnitSummary] = Field(
+        default_factory=list, description="Per-item cost summary, one row per unit with data"
+    )
 
 
 class BenchmarkPage(BaseModel):

@@ -40,6 +40,21 @@ class ItemResult(BaseModel):
 
     correct: float
     confidence: float | None = None
+    input_tokens: float | None = Field(default=None, description="Prompt tokens of this item")
+    output_tokens: float | None = Field(default=None, description="Completion tokens")
+    seconds: float | None = Field(default=None, description="Time spent on the item, seconds")
+    usd: float | None = Field(default=None, description="Money spent on the item, US dollars")
+
+
+class ItemCostArrays(BaseModel):
+    """Per-item costs aligned with ``correct`` (``null`` = not reported for that item)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_tokens: list[float | None] | None = Field(default=None, description="Prompt tokens")
+    output_tokens: list[float | None] | None = Field(default=None, description="Completion tokens")
+    seconds: list[float | None] | None = Field(default=None, description="Seconds per item")
+    usd: list[float | None] | None = Field(default=None, description="US dollars per item")
 
 
 class ResultsCreate(BaseModel):
@@ -81,6 +96,12 @@ class ResultsCreate(BaseModel):
     within_variance: list[float] | None = Field(
         default=None, description="Per-item sample variance (ddof 1) of the K samples"
     )
+    costs: ItemCostArrays | None = Field(
+        default=None,
+        description="Per-item cost arrays aligned with 'correct' (keyed uploads put the same "
+        "fields in each item's object); validated: negative, NaN or implausible values (wrong "
+        "unit) are rejected naming the field",
+    )
 
     @model_validator(mode="after")
     def _one_layout(self) -> ResultsCreate:
@@ -90,9 +111,11 @@ class ResultsCreate(BaseModel):
             self.confidence is not None
             or self.item_ids is not None
             or self.within_variance is not None
+            or self.costs is not None
         ):
             raise ValueError(
-                "'confidence'/'item_ids'/'within_variance' arrays go with 'correct', not 'results'"
+                "'confidence'/'item_ids'/'within_variance'/'costs' arrays go with 'correct', "
+                "not 'results'"
             )
         return self
 

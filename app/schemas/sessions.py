@@ -22,6 +22,7 @@ ESTIMAND_DESCRIPTION = (
     "the mean over items like these (the N items treated as a sample, as McNemar's test in a "
     "verdict and a leaderboard treats them; no finite-population correction, never exact)"
 )
+CostUnit = Literal["usd", "seconds", "input_tokens", "output_tokens", "tokens"]
 
 
 class SessionCreate(BaseModel):
@@ -81,6 +82,32 @@ class SessionCreate(BaseModel):
         description="When the session closes, store the model's results on the items seen as a "
         "partial-coverage result set (skipped if the model already has other results)",
     )
+    max_cost: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Budget in `cost_unit`: no new batch once the cost spent reaches it (the "
+        "session then ends exhausted/undecided with what it spent, its interval still valid); "
+        "it can overshoot by at most one batch. Spent = the costs posted with each batch "
+        "(measured on this candidate), else the stored models' per-item median (predicted)",
+    )
+    max_tokens: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Token budget (input + output tokens), as max_cost",
+    )
+    cost_unit: CostUnit = Field(
+        default="usd",
+        description="Unit of max_cost and of the cost-aware draws' predicted costs (tokens = "
+        "input + output)",
+    )
+    cost_aware: bool = Field(
+        default=False,
+        description="Draw items by information per unit of predicted cost (the stored models' "
+        "per-item median; scores divided by sqrt(cost), floor 0.4): decisions cost less, the "
+        "confidence sequence stays valid (the draws are predictable). Needs stored costs",
+    )
 
 
 class SessionItem(BaseModel):
@@ -113,6 +140,28 @@ class HistoryRow(BaseModel):
     difference: Interval | None
     decision: Decision
     state: SessionState
+
+
+class BudgetState(BaseModel):
+    """Cost of a session in one unit: the budget, what was spent, what a decision may cost."""
+
+    unit: CostUnit
+    limit: float | None = Field(description="The budget (null: tracked, no budget)")
+    spent: float = Field(description="Cost of the items served and answered so far")
+    spent_source: str = Field(
+        description="measured on this candidate (costs posted with the batches), predicted from "
+        "stored models (their per-item median), or both with the item counts"
+    )
+    exhausted: bool = Field(description="spent >= limit: the session takes no new batch")
+    predicted_per_item: float | None = Field(
+        description="Expected cost of the next draw under the session's design, predicted from "
+        "stored models (null without stored costs)"
+    )
+    predicted_to_decision: float | None = Field(
+        description="Rough prediction of the further cost to a decision (items still needed if "
+        "the interval's half-width shrinks as 1/sqrt(items), times predicted_per_item), "
+        "predicted from stored models; null when closed or unknown"
+    )
 
 
 class SessionPublic(BaseModel):
@@ -158,6 +207,10 @@ class SessionPublic(BaseModel):
     )
     created_at: datetime
     updated_at: datetime
+    cost_aware: bool = Field(default=False, description="Draws weigh information per unit cost")
+    budgets: list[BudgetState] = Field(
+        default_factory=list, description="Cost budgets and spending (max_cost, max_tokens)"
+    )
 
 
 class SessionSummary(BaseModel):

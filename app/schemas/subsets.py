@@ -197,6 +197,19 @@ class SubsetProvenance(BaseModel):
     job_id: uuid.UUID | None
 
 
+class SubsetCost(BaseModel):
+    """Expected cost of evaluating a subset in one unit, predicted from the stored models."""
+
+    unit: Literal["input_tokens", "output_tokens", "seconds", "usd"]
+    expected: float = Field(description="Expected total cost of the subset")
+    sd: float = Field(description="Its spread (standard deviation; see source)")
+    source: str = Field(
+        description="predicted from stored models: per item the median over the models that "
+        "report it (an item none reports counts as the median item); the spread is over "
+        "random subsets of this size"
+    )
+
+
 class SubsetPublic(BaseModel):
     id: str = Field(description="Content hash of the request (sha256 hex)")
     version_id: uuid.UUID = version_id_field("The benchmark version the subset was drawn from")
@@ -213,6 +226,13 @@ class SubsetPublic(BaseModel):
     warnings: list[Warning] = Field(
         default_factory=list,
         description="few_source_models when the selector was fit on too few source models",
+    )
+    cost: list[SubsetCost] = Field(
+        default_factory=list,
+        description="Expected cost of evaluating this subset, per unit the stored models "
+        "report: the mean over those models of the subset's total (an item a model does not "
+        "report counts at the item's median), sd over the models; as of when this export was "
+        "rendered (cached per server process)",
     )
 
 
@@ -485,4 +505,9 @@ class PlanPublic(BaseModel):
         default=None,
         description="The other question: shared items a paired test needs to detect gap at "
         "alpha with the given power (null when it cannot be computed)",
+    )
+    cost: list[SubsetCost] = Field(
+        default_factory=list,
+        description="Expected cost of a subset of the recommended size, per unit the stored "
+        "models report (empty without stored costs or without a size)",
     )

@@ -5,7 +5,7 @@ session before this revision); ``generalized``: the mean over items like these (
 finite-population correction, never exact).
 
 Revision ID: 38e5a1c0b7d4
-Revises: c27c9e4b2a18
+Revises: 37c0a1b2d3e4 (chained after main merged issue 37's head)
 Create Date: 2026-12-04 22:00:00
 
 """
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "38e5a1c0b7d4"
-down_revision: str | Sequence[str] | None = "c27c9e4b2a18"
+down_revision: str | Sequence[str] | None = "37c0a1b2d3e4"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -181,7 +181,8 @@ def test_audit_endpoint_filters_paginates_and_is_for_admins(
     ).json()["items"]
     assert [e["target"]["model"] for e in only] == ["org/a0"]
     everything = client.get("/v1/audit", headers=teams.instance_admin).json()["items"]
-    assert {e["project"] for e in everything} == {"team-a", "team-b"}
+    # rows that earlier committing tests left on this worker's database may add other projects
+    assert {"team-a", "team-b"} <= {e["project"] for e in everything}
     bench_id = client.get("/v1/benchmarks/aud-b", headers=teams.b_write).json()["benchmark_id"]
     by_bench = client.get(
         "/v1/audit", params={"benchmark_id": bench_id}, headers=teams.instance_admin

@@ -43,6 +43,9 @@ class ModelResult(UUIDPrimaryKey, Timestamps, Base):
     ``within_variance``: float32 bytes of the per-item sample variance of those samples, or NULL.
     ``eval_config``: the evaluation configuration the upload carried (readable fields),
     ``config_fingerprint`` the sha256 of its canonical JSON; both NULL when it carried none.
+    ``item_costs``: float32 bytes of a (4, n_items) matrix of what each item cost the model
+    (input tokens, output tokens, seconds, US dollars; NaN = not reported), ``cost_source`` where
+    the figures came from; both NULL when the upload carried no cost.
     """
 
     __tablename__ = "model_results"
@@ -71,6 +74,8 @@ class ModelResult(UUIDPrimaryKey, Timestamps, Base):
     within_variance: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     config_fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True)
     eval_config: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    item_costs: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    cost_source: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
     model: Mapped[LanguageModel] = relationship(lazy="joined")
 
@@ -109,6 +114,8 @@ class ModelResultArchive(UUIDPrimaryKey, Base):
     within_variance: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     config_fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True)
     eval_config: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    item_costs: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    cost_source: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 # the columns an archive copies from (and restores to) a result row
@@ -126,4 +133,6 @@ ARCHIVED_COLUMNS = (
     "within_variance",
     "config_fingerprint",
     "eval_config",
+    "item_costs",
+    "cost_source",
 )

@@ -18,6 +18,7 @@ _VECTORS = (
     ModelResult.confidence,
     ModelResult.coverage,
     ModelResult.within_variance,
+    ModelResult.item_costs,
 )
 
 
@@ -82,6 +83,19 @@ class ModelResultRepository(Repository[ModelResult]):
             .order_by(LanguageModel.name)
         )
         return [(str(n), float(a), int(k)) for n, a, k in self.session.execute(stmt)]
+
+    def cost_rows(self, version_id: uuid.UUID) -> list[tuple[str, bytes, str | None]]:
+        """``(model name, item_costs bytes, cost_source)`` of the models with stored costs."""
+        stmt = (
+            select(LanguageModel.name, ModelResult.item_costs, ModelResult.cost_source)
+            .join(ModelResult.model)
+            .where(
+                ModelResult.benchmark_version_id == version_id,
+                ModelResult.item_costs.is_not(None),
+            )
+            .order_by(LanguageModel.name)
+        )
+        return [(str(n), bytes(c), s) for n, c, s in self.session.execute(stmt)]
 
     def count_for_version(self, version_id: uuid.UUID) -> int:
         stmt = select(func.count()).where(ModelResult.benchmark_version_id == version_id)

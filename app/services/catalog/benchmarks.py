@@ -15,6 +15,7 @@ import numpy as np
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.core.sequential.cost import item_cost_summary, predicted_subset_cost
 from app.db.base import utcnow
 from app.db.models.access import Project
 from app.db.models.benchmark import Benchmark, BenchmarkVersion
@@ -23,16 +24,19 @@ from app.db.repositories.benchmarks import BenchmarkRepository, BenchmarkVersion
 from app.db.repositories.model_results import ModelResultRepository
 from app.errors import Conflict, FieldIssue, InvalidInput, NotFound
 from app.ingest import ParsedResults
+from app.ingest.costs import COST_FIELDS
 from app.schemas.benchmarks import (
     AccuracySummary,
     BenchmarkCreate,
     BenchmarkDetail,
     BenchmarkPage,
     BenchmarkPublic,
+    CostUnitSummary,
     ItemCreate,
     ModelSummary,
     SubtaskCount,
 )
+from app.schemas.subsets import SubsetCost
 from app.services.access import projects
 from app.services.access.access import Visibility, check_role
 from app.services.access.keys import Principal
@@ -333,7 +337,89 @@ def describe(session: Session, version_id: uuid.UUID) -> BenchmarkDetail:
             for name, accuracy, n_items in rows
         ],
         accuracy=summary,
+        costs=cost_summaries(session, version),
     )
+
+
+def stored_costs(session: Session, version_id: uuid.UUID, n_items: int):
+    """``(names, costs, sources)``: the stored models' measured per-item costs.
+
+    ``costs`` has shape (M, 4, n_items), float64, the fields of
+    :data:`app.ingest.costs.COST_FIELDS`, NaN where not reported; ``sources`` the distinct
+    upload sources. Only models whose upload carried costs are included.
+    """
+    rows = ModelResultRepository(session).cost_rows(version_id)
+    names = [n for n, _, _ in rows]
+    shape = (len(COST_FIELDS), n_items)
+    mats = [np.frombuffer(b, dtype="<f4").reshape(shape) for _, b, _ in rows]
+    costs = np.stack(mats).astype(np.float64) if mats else np.empty((0, *shape))
+    return names, costs, sorted({s for _, _, s in rows if s})
+
+
+def predicted_item_costs(session: Session, version: BenchmarkVersion):
+    """``(unit, per-item median filled, sources)`` per unit some stored model reports."""
+    _, costs, sources = stored_costs(session, version.id, version.n_items)
+    out = []
+    for j, unit in enumerate(COST_FIELDS):
+        if costs.shape[0] and np.isfinite(costs[:, j, :]).any():
+            out.append((unit, item_cost_summary(costs[:, j, :]).filled(), sources))
+    return out
+
+
+def subset_costs(
+    session: Session, version: BenchmarkVersion, positions: np.ndarray
+) -> list[SubsetCost]:
+    """Expected cost of the items ``positions`` per stored unit (mean and sd over the models)."""
+    _, costs, sources = stored_costs(session, version.id, version.n_items)
+    out = []
+    for j, unit in enumerate(COST_FIELDS):
+        per_model = costs[:, j, :]
+        reports = np.isfinite(per_model).any(axis=1)
+        if not reports.any():
+            continue
+        per_model = per_model[reports]
+        median = item_cost_summary(per_model).filled()
+        filled = np.where(np.isfinite(per_model), per_model, median[None, :])
+        mean, sd = predicted_subset_cost(filled, positions)
+        out.append(
+            SubsetCost(
+                unit=unit,  # type: ignore[arg-type]
+                expected=float(mean[0]),
+                sd=float(sd[0]),
+                source=f"predicted from {int(reports.sum())} stored models ("
+                + ", ".join(sources)
+                + "): mean over the models of the subset's total; sd over the models",
+            )
+        )
+    return out
+
+
+def cost_summaries(session: Session, version: BenchmarkVersion) -> list[CostUnitSummary]:
+    """Per unit with data: the per-item median over the stored models, summarised over items."""
+    _, costs, sources = stored_costs(session, version.id, version.n_items)
+    out = []
+    for j, unit in enumerate(COST_FIELDS):
+        per_model = costs[:, j, :]
+        known = np.isfinite(per_model)
+        if not known.any():
+            continue
+        summary = item_cost_summary(per_model)
+        med = summary.median[np.isfinite(summary.median)]
+        p5, p50, p95 = np.percentile(med, [5, 50, 95])
+        out.append(
+            CostUnitSummary(
+                unit=unit,  # type: ignore[arg-type]
+                source="measured on stored models (" + ", ".join(sources) + "); per item the "
+                "median over models",
+                models=int(known.any(axis=1).sum()),
+                items=int(med.size),
+                median_per_item=float(p50),
+                p5_per_item=float(p5),
+                p95_per_item=float(p95),
+                full_benchmark=float(summary.filled().sum()),
+            )
+        )
+    return out
 
 
 def list_benchmarks(

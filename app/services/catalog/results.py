@@ -35,6 +35,7 @@ from app.db.repositories.model_results import (
 )
 from app.errors import Conflict, InvalidInput, NotFound
 from app.ingest import ParsedResults, config_fingerprint
+from app.ingest.costs import cost_matrix
 from app.schemas.results import ModelCreate, ModelPublic, ModelResultPublic
 from app.services.catalog.benchmarks import get_version, item_index
 from app.services.platform import idempotency
@@ -54,6 +55,8 @@ class PackedResults(NamedTuple):
     samples_per_item: int | None = None
     within_variance: bytes | None = None
     config_fingerprint: str | None = None
+    item_costs: bytes | None = None
+    cost_source: str | None = None
 
 
 def pack(parsed: ParsedResults, positions: np.ndarray, n_items: int) -> PackedResults:
@@ -89,6 +92,13 @@ def pack(parsed: ParsedResults, positions: np.ndarray, n_items: int) -> PackedRe
         h.update(within or b"")
     if fingerprint is not None:
         h.update(b"C" + fingerprint.encode())
+    costs = cost_matrix(parsed.costs, parsed.n_items)
+    item_costs = None
+    if costs is not None:  # only uploads with costs hash them (older hashes unchanged)
+        full_costs = np.full((costs.shape[0], n_items), np.nan, dtype="<f4")
+        full_costs[:, positions] = costs
+        item_costs = full_costs.tobytes()
+        h.update(b"$" + len(item_costs).to_bytes(8, "little") + item_costs)
     accuracy = float(parsed.correct.mean(dtype=np.float64))
     return PackedResults(
         binary,
@@ -101,6 +111,8 @@ def pack(parsed: ParsedResults, positions: np.ndarray, n_items: int) -> PackedRe
         k,
         within,
         fingerprint,
+        item_costs,
+        parsed.costs.source[:64] if item_costs is not None else None,  # type: ignore[union-attr]
     )
 
 
@@ -152,6 +164,8 @@ def fill_row(row: ModelResult, packed, parsed) -> None:
     row.within_variance = packed.within_variance
     row.config_fingerprint = packed.config_fingerprint
     row.eval_config = dict(parsed.eval_config) if packed.config_fingerprint else None
+    row.item_costs = packed.item_costs
+    row.cost_source = packed.cost_source
 
 
 def store_results(

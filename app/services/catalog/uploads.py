@@ -138,7 +138,8 @@ def _json_results(data: bytes) -> tuple[ParsedResults, ModelCreate]:
         raise InvalidInput(f"{exc.error_count()} invalid field(s)", errors=errors) from None
     if body.results is not None:
         plain = {
-            k: (v if isinstance(v, float) else v.model_dump()) for k, v in body.results.items()
+            k: (v if isinstance(v, float) else v.model_dump(exclude_none=True))
+            for k, v in body.results.items()
         }
         parsed = parse_keyed(plain, samples=body.samples)
     else:
@@ -148,6 +149,7 @@ def _json_results(data: bytes) -> tuple[ParsedResults, ModelCreate]:
             body.item_ids,
             samples=body.samples,
             within_variance=body.within_variance,
+            costs=body.costs.model_dump() if body.costs is not None else None,
         )
     return parsed, body.model_ref
 

@@ -28,6 +28,8 @@ from app.core.sequential.active import DrawRecord
 from app.core.sequential.confidence_sequences import CSState
 from app.core.sequential.fluid import ItemBank
 from app.core.sequential.policies import (
+    POLICY_BET,
+    POLICY_C,
     UNIFORM_POLICIES,
     PolicyState,
     point_estimate,
@@ -52,12 +54,12 @@ def batch_uniforms(seed: int, step: int, k: int) -> np.ndarray:
     return np.random.default_rng([int(seed), int(step)]).random((1, int(k)))
 
 
-def _draw(st: PolicyState, bank: ItemBank | None, seed: int, step: int, k: int):
-    if st.policy in UNIFORM_POLICIES:  # the seeded permutation, as every uniform session had
+def _draw(st: PolicyState, bank: ItemBank | None, seed: int, step: int, k: int, costs=None):
+    if st.policy in UNIFORM_POLICIES and costs is None:  # the seeded permutation, as always
         t = int(st.cs.t[0])
         perm = np.random.default_rng(int(seed)).permutation(st.cs.n_items)
         return policy_record(st, bank, perm[None, t : t + k])
-    return policy_draw(st, bank, k, batch_uniforms(seed, step, k))
+    return policy_draw(st, bank, k, batch_uniforms(seed, step, k), costs=costs)
 
 
 def start(
@@ -68,6 +70,8 @@ def start(
     alpha: float,
     seed: int,
     k: int,
+    costs=None,
+    gamma: float | None = None,
     estimand: str = "benchmark",
     paired: bool = False,
 ) -> tuple[dict, np.ndarray]:
@@ -75,15 +79,24 @@ def start(
 
     ``random`` and ``assisted`` serve the seeded permutation ``default_rng(seed).permutation(N)``
     in order (uniform draws without replacement); the others draw batch ``j`` with the uniforms
-    of ``default_rng([seed, j])``. ``estimand="generalized"`` (a uniform policy only) adds the
-    item-population confidence sequences (:mod:`app.core.sequential.population`): ``"pop_acc"``
-    for the model's mean and, when ``paired`` (a baseline), ``"pop_diff"`` for ``(d + 1) / 2``.
+    of ``default_rng([seed, j])``. ``costs`` (predicted per-item costs, stored with the session)
+    makes every policy draw cost-aware with the floor ``gamma``
+    (:func:`app.core.sequential.policies.allocation_scores`), uniforms as the others; the
+    IRT policies then bet as ``assisted`` does (the variant measured in bench/bench_cost.py).
+    ``estimand="generalized"`` (a uniform policy without costs only) adds the item-population
+    confidence sequences (:mod:`app.core.sequential.population`): ``"pop_acc"`` for the model's
+    mean and, when ``paired`` (a baseline), ``"pop_diff"`` for ``(d + 1) / 2``.
     """
     check_estimand(estimand)
-    if estimand == GENERALIZED and policy not in UNIFORM_POLICIES:
+    if estimand == GENERALIZED and (policy not in UNIFORM_POLICIES or costs is not None):
         raise ValueError("estimand: generalized needs a uniformly random order")
-    st = policy_init(policy, n_items, bank=bank, alpha=alpha)
-    rec = _draw(st, bank, seed, 0, k)
+    kw: dict = {}
+    if costs is not None:
+        kw["gamma"] = gamma
+        if policy != "random":
+            kw.update(bet=POLICY_BET["assisted"], c=POLICY_C["assisted"])
+    st = policy_init(policy, n_items, bank=bank, alpha=alpha, **kw)
+    rec = _draw(st, bank, seed, 0, k, costs)
     parts = {"policy": st.to_dict(), "draws": rec.to_dict(), "inputs": {"theta": st.theta.copy()}}
     if estimand == GENERALIZED:
         parts["pop_acc"] = population_cs_init(n_items, alpha=alpha).to_dict()
@@ -178,14 +191,15 @@ def feed(
 
 
 def draw_next(
-    parts: dict, bank: ItemBank | None, *, seed: int, step: int, k: int
+    parts: dict, bank: ItemBank | None, *, seed: int, step: int, k: int, costs=None
 ) -> tuple[dict, np.ndarray]:
     """Draw batch ``step`` (``k`` items) after every served item has its value.
 
-    Returns the new parts and the batch's item positions in draw order.
+    Returns the new parts and the batch's item positions in draw order. ``costs``: as in
+    :func:`start` (the same stored costs at every batch).
     """
     st = PolicyState.from_dict(parts["policy"])
-    rec = _draw(st, bank, seed, step, k)
+    rec = _draw(st, bank, seed, step, k, costs)
     draws = DrawRecord.concatenate([DrawRecord.from_dict(parts["draws"]), rec])
     thetas = np.concatenate([_thetas(parts, st), st.theta], axis=0)
     return {**parts, "draws": draws.to_dict(), "inputs": {"theta": thetas}}, rec.items[0]

@@ -45,7 +45,7 @@ from app.schemas.subsets import (
     SubsetProvenance,
     SubsetPublic,
 )
-from app.services.catalog.benchmarks import get_version, item_index
+from app.services.catalog.benchmarks import get_version, item_index, subset_costs
 from app.services.catalog.matrices import doc_ids
 from app.services.catalog.results import load_matrix
 from app.services.platform import jobs as job_service
@@ -569,6 +569,11 @@ def rendered_subset(session: Session, sid: str, fmt: ExportFormat) -> bytes:
         _RENDERED.put(key, (data, now))
         return data
     row = get_subset(session, sid)
-    data = render(to_public(row, get_version(session, row.benchmark_version_id)), fmt)
+    version = get_version(session, row.benchmark_version_id)
+    public = to_public(row, version)
+    if fmt == "json":
+        positions = np.array([it.position for it in public.items], dtype=np.int64)
+        public = public.model_copy(update={"cost": subset_costs(session, version, positions)})
+    data = render(public, fmt)
     _RENDERED.put(key, (data, now))
     return data
