@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from app.schemas.benchmarks import version_id_field
+from app.schemas.common import Estimand, estimand_field
 from app.schemas.items import ItemFlag
 from app.schemas.quality import RepeatedSamplesPublic, Warning
 
@@ -271,6 +272,9 @@ class EstimatePublic(BaseModel):
         "consistent difference estimator with model predictions",
     )
     confidence: float = 0.95
+    estimand: Estimand = estimand_field(
+        "benchmark", " (the full-benchmark accuracy a subset estimates, finite-population)"
+    )
     available: bool = True
     note: str | None = Field(
         default=None, description="Why an estimate is unavailable, or a warning about it"
@@ -322,6 +326,9 @@ class BaselineComparison(BaseModel):
     note: str | None = Field(
         default=None, exclude_if=_absent, description="How a graded comparison was made"
     )
+    estimand: Estimand = estimand_field(
+        "benchmark", " (mean_diff and p_better are about the full-benchmark difference)"
+    )
 
 
 class PopulationShift(BaseModel):
@@ -342,6 +349,14 @@ class SubsetScorePublic(BaseModel):
     estimates: list[EstimatePublic]
     baseline: BaselineComparison | None
     population_shift: PopulationShift
+    answer: EstimatePublic | None = Field(
+        default=None,
+        description="The estimate to report: the first of estimates, except for a target the "
+        "source models do not support (population_shift flagged): then the first design-based "
+        "one (design or model-assisted; the model-based ones extrapolate), or null when the "
+        "subset has none (not drawn at random)",
+    )
+    answer_reason: str = Field(default="", description="Why answer is that estimate (or null)")
     created_at: datetime
     repeated_samples: RepeatedSamplesPublic | None = Field(
         default=None, description="When each uploaded value is the mean of K > 1 samples"
@@ -471,6 +486,14 @@ class VerdictPublic(BaseModel):
         default_factory=list,
         description="config_mismatch per evaluation-configuration field where the pair differs",
     )
+    estimand: Estimand = estimand_field(
+        "generalized",
+        " (the full-benchmark answer: McNemar's test treats the items as a sample, as a "
+        "generalized session and a leaderboard do); p_same_order and ci are about a random "
+        "subset reproducing the order of these N items (subset_estimand)",
+    )
+    subset_estimand: Estimand = estimand_field("benchmark", " (p_same_order, ci, size_needed)")
+    estimand_text: str = Field(default="", description="The estimands in one sentence, with N")
 
 
 class SubsetVerdictPublic(BaseModel):
@@ -490,6 +513,9 @@ class SubsetVerdictPublic(BaseModel):
         "analysis that has not been run)"
     )
     fresh_draw_unavailable: str | None = None
+    estimand: Estimand = estimand_field(
+        "benchmark", " (whether this subset orders the pair as the full benchmark)"
+    )
     warnings: list[Warning] = Field(
         default_factory=list,
         description="few_source_models (the subset); config_mismatch where the pair's configurations differ",
@@ -515,6 +541,9 @@ class SignificancePublic(BaseModel):
         description="pair: the pair's observed discordance; benchmark_typical: the median "
         "omega2 over all model pairs with full results"
     )
+    estimand: Estimand = estimand_field(
+        "benchmark", " (the test is finite-population corrected: a difference on these N items)"
+    )
 
 
 class PlanPublic(BaseModel):
@@ -527,6 +556,9 @@ class PlanPublic(BaseModel):
         "probability is at most gap (the pair is ordered as on the full benchmark)",
     )
     size: int | None = Field(description="Smallest size whose MDAD <= gap (None: none evaluated)")
+    estimand: Estimand = estimand_field(
+        "benchmark", " (a subset ordering a pair as these N items do)"
+    )
     basis: Literal["exact", "robust_curve", "simulated"] = Field(
         description="exact: hypergeometric (0/1); simulated: graded scores, random subsets "
         "drawn with the seed in evidence; robust_curve: an analysis' curves"
