@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import io
 import json
 import math
 import re
@@ -23,6 +22,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from app.ingest.archives import ArchiveRefused, parquet_table
 from app.ingest.corpus_metrics import corpus_metric_reason, refuse_corpus_metric
 from app.ingest.lm_eval_fields import (
     as_float,
@@ -152,6 +152,8 @@ def iter_jsonl(data: bytes | str) -> tuple[list[tuple[int, Any]], list[LineError
                 continue
         try:
             out.append((n, json.loads(raw)))
+        except RecursionError:  # orjson stops at 1024 levels; the standard library recurses
+            errors.append(LineError("malformed JSON: nested too deeply", line=n))
         except ValueError as exc:
             msg = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
             col = f" at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
@@ -161,14 +163,14 @@ def iter_jsonl(data: bytes | str) -> tuple[list[tuple[int, Any]], list[LineError
 
 def read_parquet_records(data: bytes) -> list[tuple[int, Any]]:
     """Rows of a details parquet file as ``(row_number, dict)`` (1-based, like lines)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(io.BytesIO(data))
-    except (pa.ArrowException, OSError) as exc:
+    try:  # measured from its footer before it is inflated
+        table = parquet_table(data)
+        rows = table.to_pylist()
+    except ArchiveRefused as exc:
+        raise IngestError.single(str(exc)) from None
+    except UnicodeDecodeError as exc:  # a string column that is not UTF-8
         raise IngestError.single(f"unreadable parquet file: {exc}") from None
-    return list(enumerate(table.to_pylist(), start=1))
+    return list(enumerate(rows, start=1))
 
 
 def parse_lm_eval_samples(

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from app.schemas.common import Estimand, estimand_field
+
 
 class Warning(BaseModel):
     """Something that makes a number less trustworthy than its interval says."""
@@ -49,6 +51,7 @@ class RepeatedSamplesPublic(BaseModel):
     )
     ci_low: float | None
     ci_high: float | None
+    estimand: Estimand = estimand_field("benchmark", " (finite-population corrected)")
     var_items: float = Field(description="Var(x): between-item variance of the true item means")
     mean_within: float = Field(description="E[s2]: mean within-item sample variance")
     within_term: float = Field(description="E[s2] / K")

@@ -6,9 +6,10 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from app.schemas.benchmarks import version_id_field
+from app.schemas.common import Estimand, estimand_field
 from app.schemas.items import ItemFlag
 from app.schemas.quality import RepeatedSamplesPublic, Warning
 
@@ -74,7 +75,7 @@ class TinyBenchmarksParams(_Params):
     holdout_fraction: float = Field(
         default=0.2, gt=0, lt=1, description="Source models held out to calibrate gp-IRT's beta"
     )
-    calibrate_gp_irt: bool = Field(
+    calibrate_gp_irt: StrictBool = Field(
         default=True, description="Calibrate gp-IRT on held-out sources (False: irt and p_irt only)"
     )
     ability_prior: float = Field(default=1.0, gt=0, le=100)
@@ -196,6 +197,19 @@ class SubsetProvenance(BaseModel):
     job_id: uuid.UUID | None
 
 
+class SubsetCost(BaseModel):
+    """Expected cost of evaluating a subset in one unit, predicted from the stored models."""
+
+    unit: Literal["input_tokens", "output_tokens", "seconds", "usd"]
+    expected: float = Field(description="Expected total cost of the subset")
+    sd: float = Field(description="Its spread (standard deviation; see source)")
+    source: str = Field(
+        description="predicted from stored models: per item the median over the models that "
+        "report it (an item none reports counts as the median item); the spread is over "
+        "random subsets of this size"
+    )
+
+
 class SubsetPublic(BaseModel):
     id: str = Field(description="Content hash of the request (sha256 hex)")
     version_id: uuid.UUID = version_id_field("The benchmark version the subset was drawn from")
@@ -212,6 +226,13 @@ class SubsetPublic(BaseModel):
     warnings: list[Warning] = Field(
         default_factory=list,
         description="few_source_models when the selector was fit on too few source models",
+    )
+    cost: list[SubsetCost] = Field(
+        default_factory=list,
+        description="Expected cost of evaluating this subset, per unit the stored models "
+        "report: the mean over those models of the subset's total (an item a model does not "
+        "report counts at the item's median), sd over the models; as of when this export was "
+        "rendered (cached per server process)",
     )
 
 
@@ -251,6 +272,9 @@ class EstimatePublic(BaseModel):
         "consistent difference estimator with model predictions",
     )
     confidence: float = 0.95
+    estimand: Estimand = estimand_field(
+        "benchmark", " (the full-benchmark accuracy a subset estimates, finite-population)"
+    )
     available: bool = True
     note: str | None = Field(
         default=None, description="Why an estimate is unavailable, or a warning about it"
@@ -302,6 +326,9 @@ class BaselineComparison(BaseModel):
     note: str | None = Field(
         default=None, exclude_if=_absent, description="How a graded comparison was made"
     )
+    estimand: Estimand = estimand_field(
+        "benchmark", " (mean_diff and p_better are about the full-benchmark difference)"
+    )
 
 
 class PopulationShift(BaseModel):
@@ -322,6 +349,14 @@ class SubsetScorePublic(BaseModel):
     estimates: list[EstimatePublic]
     baseline: BaselineComparison | None
     population_shift: PopulationShift
+    answer: EstimatePublic | None = Field(
+        default=None,
+        description="The estimate to report: the first of estimates, except for a target the "
+        "source models do not support (population_shift flagged): then the first design-based "
+        "one (design or model-assisted; the model-based ones extrapolate), or null when the "
+        "subset has none (not drawn at random)",
+    )
+    answer_reason: str = Field(default="", description="Why answer is that estimate (or null)")
     created_at: datetime
     repeated_samples: RepeatedSamplesPublic | None = Field(
         default=None, description="When each uploaded value is the mean of K > 1 samples"
@@ -451,6 +486,14 @@ class VerdictPublic(BaseModel):
         default_factory=list,
         description="config_mismatch per evaluation-configuration field where the pair differs",
     )
+    estimand: Estimand = estimand_field(
+        "generalized",
+        " (the full-benchmark answer: McNemar's test treats the items as a sample, as a "
+        "generalized session and a leaderboard do); p_same_order and ci are about a random "
+        "subset reproducing the order of these N items (subset_estimand)",
+    )
+    subset_estimand: Estimand = estimand_field("benchmark", " (p_same_order, ci, size_needed)")
+    estimand_text: str = Field(default="", description="The estimands in one sentence, with N")
 
 
 class SubsetVerdictPublic(BaseModel):
@@ -470,6 +513,9 @@ class SubsetVerdictPublic(BaseModel):
         "analysis that has not been run)"
     )
     fresh_draw_unavailable: str | None = None
+    estimand: Estimand = estimand_field(
+        "benchmark", " (whether this subset orders the pair as the full benchmark)"
+    )
     warnings: list[Warning] = Field(
         default_factory=list,
         description="few_source_models (the subset); config_mismatch where the pair's configurations differ",
@@ -495,6 +541,9 @@ class SignificancePublic(BaseModel):
         description="pair: the pair's observed discordance; benchmark_typical: the median "
         "omega2 over all model pairs with full results"
     )
+    estimand: Estimand = estimand_field(
+        "benchmark", " (the test is finite-population corrected: a difference on these N items)"
+    )
 
 
 class PlanPublic(BaseModel):
@@ -507,6 +556,9 @@ class PlanPublic(BaseModel):
         "probability is at most gap (the pair is ordered as on the full benchmark)",
     )
     size: int | None = Field(description="Smallest size whose MDAD <= gap (None: none evaluated)")
+    estimand: Estimand = estimand_field(
+        "benchmark", " (a subset ordering a pair as these N items do)"
+    )
     basis: Literal["exact", "robust_curve", "simulated"] = Field(
         description="exact: hypergeometric (0/1); simulated: graded scores, random subsets "
         "drawn with the seed in evidence; robust_curve: an analysis' curves"
@@ -516,4 +568,9 @@ class PlanPublic(BaseModel):
         default=None,
         description="The other question: shared items a paired test needs to detect gap at "
         "alpha with the given power (null when it cannot be computed)",
+    )
+    cost: list[SubsetCost] = Field(
+        default_factory=list,
+        description="Expected cost of a subset of the recommended size, per unit the stored "
+        "models report (empty without stored costs or without a size)",
     )

@@ -22,6 +22,7 @@ from app.services.evaluation import sessions as sessions_service
 from app.services.platform.caching import MB, BoundedCache
 from app.services.reliability import graded_verdicts, verdict_story, verdicts
 from app.services.reliability.analyses import analysed_methods, latest_analysis
+from app.services.selection import extrapolation
 from app.services.selection import subsets as subsets_service
 from app.web import page_plots
 
@@ -229,6 +230,7 @@ class SubsetView:
     ref: str
     formats: tuple[str, ...]
     scores: list[ScoreRow]
+    reanchor: str | None = None  # issue 38: many models now beyond the subset's sources
 
 
 def subset_view(session: Session, subset_id: str) -> SubsetView:
@@ -249,7 +251,8 @@ def subset_view(session: Session, subset_id: str) -> SubsetView:
             )
         )
     ref = f"{version.benchmark.name}@v{version.version}"
-    return SubsetView(public, ref, EXPORT_FORMATS, scores)
+    reanchor = extrapolation.reanchor_prompt(session, row, version)
+    return SubsetView(public, ref, EXPORT_FORMATS, scores, reanchor)
 
 
 def subset_export(session: Session, subset_id: str, fmt: str) -> tuple[bytes, str]:

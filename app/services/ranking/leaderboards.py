@@ -209,19 +209,20 @@ def _matches(names: np.ndarray, pattern: str) -> np.ndarray:
 
 
 def _subset_selection(session: Session, version: BenchmarkVersion, sid: str) -> Selection:
+    """The subset ``sid`` of this version. A subset of any other version is answered exactly
+    like a missing one (issue 39): the answer must not tell a caller that an id of another
+    project exists, nor which version it belongs to."""
+    unknown = NotFound(
+        f"benchmark version {version.benchmark.name}@v{version.version} has no subset {sid}",
+        field="subset",
+        message="unknown subset of this benchmark version",
+    )
     try:
         row = get_subset(session, sid)
     except NotFound:
-        raise NotFound(
-            f"subset {sid} does not exist", field="subset", message="unknown subset"
-        ) from None
+        raise unknown from None
     if row.benchmark_version_id != version.id:
-        raise InvalidInput(
-            f"subset {sid} belongs to benchmark version {row.benchmark_version_id}, not to "
-            f"{version.benchmark.name}@v{version.version} ({version.id})",
-            field="subset",
-            message="a subset of another benchmark version",
-        )
+        raise unknown
     return to_selection(row)
 
 

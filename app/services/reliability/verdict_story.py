@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 
+from app.core.sequential.population import estimand_sentence
 from app.formatting import count, p_equals, pct, prob, pts
 from app.schemas.subsets import NextStep, VerdictPublic
 
@@ -159,4 +160,9 @@ def tell(v: VerdictPublic, ref: str, n_items: int) -> VerdictPublic:
     elif v.graded is not None:
         answers.insert(0, _graded_full_benchmark(v))
     v.answers = answers
+    v.estimand_text = (
+        f"the full-benchmark answer is about {estimand_sentence('generalized', n_items)}, as in "
+        f"`evaluate` with a baseline and the leaderboard; the subset answers ask whether a random "
+        f"subset orders the pair as these {n_items} items do"
+    )
     return v

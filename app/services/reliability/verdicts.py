@@ -28,14 +28,17 @@ from app.core.reliability.planning import plan as core_plan
 from app.core.reliability.planning import verdict as core_verdict
 from app.core.results import MDADResult, Verdict
 from app.core.selectors import SELECTORS
+from app.core.sequential.cost import random_subset_cost
 from app.db.models.benchmark import BenchmarkVersion
 from app.errors import Conflict, InvalidInput, NotFound
 from app.schemas.subsets import (
     PairedOutcomePublic,
     PlanPublic,
+    SubsetCost,
     SubsetVerdictPublic,
     VerdictPublic,
 )
+from app.services.catalog.benchmarks import get_version, predicted_item_costs
 from app.services.catalog.matrices import (
     FullMatrix,
     fresh_matrix,
@@ -393,7 +396,26 @@ def plan_size(
         basis=basis,  # type: ignore[arg-type]
         evidence=evidence,
         significance=sig,
+        cost=[] if size is None else plan_costs(session, version_id, int(size)),
     )
+
+
+def plan_costs(session: Session, version_id: uuid.UUID, size: int) -> list[SubsetCost]:
+    """Expected cost (and spread over random subsets) of ``size`` items, per stored unit."""
+    version = get_version(session, version_id)
+    out = []
+    for unit, per_item, sources in predicted_item_costs(session, version):
+        mean, sd = random_subset_cost(per_item, min(size, per_item.size))
+        out.append(
+            SubsetCost(
+                unit=unit,  # type: ignore[arg-type]
+                expected=mean,
+                sd=sd,
+                source="predicted from stored models (" + ", ".join(sources) + "): per item "
+                "the median over models; spread over random subsets of this size",
+            )
+        )
+    return out
 
 
 def _graded_plan(

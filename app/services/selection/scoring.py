@@ -45,6 +45,7 @@ from app.core.scoring.score_models import (
     size_needed_for_gap,
     weighted_paired_comparison,
 )
+from app.core.scoring.support import PERSON_FIT_LIMIT, score_outside
 from app.db.models.subset import Subset, SubsetScore
 from app.errors import FieldIssue, InvalidInput
 from app.ingest import ParsedResults
@@ -57,12 +58,10 @@ from app.schemas.subsets import (
 from app.services.catalog.benchmarks import get_version, item_index
 from app.services.catalog.matrices import FullMatrix, full_matrix, model_row, score_row
 from app.services.platform.caching import MB, BoundedCache
-from app.services.selection import drift, repeats
+from app.services.selection import drift, extrapolation, repeats
 from app.services.selection.subsets import get_subset, to_selection
 
 SIGN_FLIP_SEED = 35  # seed of a Monte Carlo sign-flip test (stored in the answer's test name)
-
-PERSON_FIT_LIMIT = -2.0
 REFERENCE_CACHE_BYTES = 64 * MB
 
 
@@ -250,6 +249,7 @@ def population_shift(
             )
         if lz < PERSON_FIT_LIMIT:
             reasons.append(f"poor person fit (l_z = {lz:.2f} < {PERSON_FIT_LIMIT})")
+        reasons += _score_range(session, row, selection, y)[0]  # issue 38: the third sign
         return PopulationShift(
             checked="irt_ability_and_person_fit",
             flagged=bool(reasons),
@@ -261,29 +261,37 @@ def population_shift(
                 "person_fit_lz": lz,
             },
         )
-    fm = full_matrix(session, row.benchmark_version_id)
-    rows = reference_rows(fm, row)
-    details: dict[str, Any] = {"reference_models": len(rows)}
-    value = float(y @ selection.weights)
-    details["subset_estimate"] = value
-    if not rows:
+    reasons, details = _score_range(session, row, selection, y)
+    if not details["reference_models"]:
         return PopulationShift(
             checked="none",
             flagged=False,
             reasons=["no reference models with full results"],
             details=details,
         )
-    ref = reference_matrix(fm)[rows][:, selection.indices].astype(np.float64) @ selection.weights
-    lo, hi = float(ref.min()), float(ref.max())
-    details.update({"reference_min": lo, "reference_max": hi})
-    reasons = []
-    if value < lo or value > hi:
-        reasons.append(
-            f"subset estimate {value:.3f} outside the reference models' range [{lo:.3f}, {hi:.3f}]"
-        )
     return PopulationShift(
         checked="accuracy_range", flagged=bool(reasons), reasons=reasons, details=details
     )
+
+
+def _score_range(
+    session: Session, row: Subset, selection: Selection, y: np.ndarray
+) -> tuple[list[str], dict[str, Any]]:
+    """A subset score no source model reached: ``(reasons, details)``."""
+    fm = full_matrix(session, row.benchmark_version_id)
+    rows = reference_rows(fm, row)
+    value = float(y @ selection.weights)
+    details: dict[str, Any] = {"reference_models": len(rows), "subset_estimate": value}
+    if not rows:
+        return [], details
+    ref = reference_matrix(fm)[rows][:, selection.indices].astype(np.float64) @ selection.weights
+    outside, lo, hi = score_outside([value], ref)
+    details.update({"reference_min": lo, "reference_max": hi})
+    if not outside[0]:
+        return [], details
+    return [
+        f"subset estimate {value:.3f} outside the reference models' range [{lo:.3f}, {hi:.3f}]"
+    ], details
 
 
 def baseline_comparison(
@@ -429,6 +437,12 @@ def score_model(
     cmp = None
     if baseline is not None:
         cmp = baseline_comparison(session, row, selection, y, baseline, threshold)
+    answer, reason = extrapolation.choose_answer(
+        estimates,
+        shift,
+        benchmark=f"{version.benchmark.name}@v{version.version}",
+        size=max(50, selection.size),
+    )
     score = SubsetScore(
         subset_id=row.id,
         model_name=model_name,
@@ -449,6 +463,8 @@ def score_model(
         estimates=estimates,
         baseline=cmp,
         population_shift=shift,
+        answer=answer,
+        answer_reason=reason,
         created_at=score.created_at,
         repeated_samples=repeated,
         warnings=warnings,

@@ -7,7 +7,7 @@ errored epoch missing). NULL: every covered item has ``samples_per_item`` sample
 copies it like every other result column.
 
 Revision ID: 35b1c0d2e4f6
-Revises: c27c9e4b2a18
+Revises: 39b1e7c4d2a6
 Create Date: 2026-12-04 22:00:00
 
 """
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "35b1c0d2e4f6"
-down_revision: str | Sequence[str] | None = "c27c9e4b2a18"
+down_revision: str | Sequence[str] | None = "39b1e7c4d2a6"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
