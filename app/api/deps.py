@@ -355,9 +355,51 @@ def _scalar_query_params(request: Request) -> set[str]:
     return found
 
 
+def _bool_query_params(request: Request) -> set[str]:
+    """Names of the matched route's boolean query parameters."""
+    route = request.scope.get("route")
+    found = getattr(route, "_bool_query_params", None)
+    if found is None:
+        found = set()
+        todo = [getattr(route, "dependant", None)]
+        while todo:
+            current = todo.pop()
+            if current is None:
+                continue
+            for param in current.query_params:
+                if param.field_info.annotation in (bool, bool | None):
+                    found.add(param.alias)
+            todo.extend(current.dependencies)
+        if route is not None:
+            route._bool_query_params = found  # type: ignore[attr-defined]
+    return found
+
+
+# what a boolean query parameter may say (pydantic alone also takes yes/no/on/off/y/n/t/f)
+BOOLEAN_WORDS = frozenset({"true", "false", "1", "0"})
+
+
 def single_valued_query(request: Request) -> None:
     """A one-value query parameter given twice (``?models=a&models=b``) is a 422 naming it,
-    not silently the last value (an app-wide dependency)."""
+    not silently the last value; a boolean one is ``true``/``false`` (or ``1``/``0``), and
+    ``?replace=yes`` a 422 naming it (issue 39). An app-wide dependency."""
+    if request.query_params:
+        flags = _bool_query_params(request)
+        wrong = sorted(
+            {
+                k
+                for k, v in request.query_params.multi_items()
+                if k in flags and v.strip().lower() not in BOOLEAN_WORDS
+            }
+        )
+        if wrong:
+            raise InvalidInput(
+                f"query parameter(s) {', '.join(wrong)}: expected true or false",
+                errors=[
+                    FieldIssue((name,), "expected true or false", location="query")
+                    for name in wrong
+                ],
+            )
     keys = [k for k, _ in request.query_params.multi_items()]
     if len(keys) == len(set(keys)):
         return

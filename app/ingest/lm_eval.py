@@ -23,6 +23,7 @@ import numpy as np
 import orjson
 
 from app.ingest.archives import ArchiveRefused, parquet_table
+from app.ingest.corpus_metrics import corpus_metric_reason, refuse_corpus_metric
 from app.ingest.lm_eval_fields import (
     as_float,
     gold_indices,
@@ -268,6 +269,11 @@ def _parse_samples(
 
     filters_seen = _ordered_union([[r.filter] for r in rows if r.filter is not None])
     metrics_seen = _ordered_union(metric_sets)
+    # a corpus-level metric is logged as the (reference, prediction) its aggregation needs,
+    # not a number: name it instead of reporting no metric (issue 35)
+    corpus = [k for k in rows[0].rec if corpus_metric_reason(k)] if rows else []
+    if corpus and (metric in corpus or (metric is None and not metrics_seen)):
+        refuse_corpus_metric(metric or corpus[0])
     ambiguous: dict[str, tuple[str, ...]] = {}
     if filter is None and len(filters_seen) > 1:
         ambiguous["filter"] = filters_seen
@@ -294,6 +300,7 @@ def _parse_samples(
         raise AmbiguousChoiceError(ambiguous)
     if metric is None:
         raise IngestError.single("no per-item metric found in the records", field="metric")
+    refuse_corpus_metric(metric)
 
     rows = [r for r in rows if r.filter == chosen_filter]
     n = len(rows)

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -73,3 +73,20 @@ __all__ = [
     "Problem",
     "ReadinessPublic",
 ]
+
+
+Estimand = Literal["benchmark", "generalized"]
+BENCHMARK_ESTIMAND = (
+    "benchmark: the interval is about the mean over these N items (a finite population; exact "
+    "once every item is seen)"
+)
+GENERALIZED_ESTIMAND = (
+    "generalized: the interval is about the mean over items like these (the N items treated as "
+    "a sample; never exact)"
+)
+
+
+def estimand_field(default: str, why: str = "") -> Any:
+    """The ``estimand`` field of an answer that carries an interval (issue 38)."""
+    text = BENCHMARK_ESTIMAND if default == "benchmark" else GENERALIZED_ESTIMAND
+    return Field(default=default, description=f"Which accuracy: {text}{why}")
