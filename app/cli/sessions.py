@@ -61,7 +61,7 @@ def _line(s: SessionPublic) -> str:
         text += f"  difference {pct(d.value)} [{pct(d.lower)}, {pct(d.upper)}]"
     for b in s.budgets:  # spent (measured / predicted) of each budget
         text += f"  {b.unit} {b.spent:,.6g}" + (f"/{b.limit:,.6g}" if b.limit else "")
-    return f"{text}  ({e.basis})  {s.state}" + (
+    return f"{text}  ({e.basis}, {s.estimand})  {s.state}" + (
         f": {s.decision}" if s.decision != "undecided" else ""
     )
 
@@ -134,6 +134,13 @@ def evaluate(
         None, "--baseline", help="A model with full results on the benchmark (goal decide)"
     ),
     goal: str = typer.Option("decide", "--goal", help="decide | precision"),
+    estimand: str | None = typer.Option(
+        None,
+        "--estimand",
+        help="generalized: accuracy on items like these (the items a sample, as in `verdict` and "
+        "`leaderboard`; never exact) | benchmark: accuracy on these N items (exact once all are "
+        "seen). Default: generalized with --baseline and policy random or omitted, else benchmark",
+    ),
     policy: str | None = typer.Option(
         None,
         "--policy",
@@ -200,6 +207,7 @@ def evaluate(
         "--baseline": baseline,
         "--margin": margin,
         "--precision": precision,
+        "--estimand": estimand,
         "--max-items": max_items,
         "--seed": seed,
         "--max-cost": max_cost,
@@ -220,6 +228,8 @@ def evaluate(
         raise typer.BadParameter("--answers needs --answers-model", param_hint="--answers-model")
     if goal not in ("decide", "precision"):
         raise typer.BadParameter("decide | precision", param_hint="--goal")
+    if estimand is not None and estimand not in ("benchmark", "generalized"):
+        raise typer.BadParameter("benchmark | generalized", param_hint="--estimand")
     if policy is not None and policy not in ("random", "assisted", "neyman", "fluid"):
         raise typer.BadParameter("random | assisted | neyman | fluid", param_hint="--policy")
     table = _answers(answers, answers_model) if answers is not None else None
@@ -228,6 +238,7 @@ def evaluate(
         baseline=baseline,
         goal=goal,
         policy=policy,
+        estimand=estimand,
         alpha=alpha,
         margin=margin,
         precision=precision,
@@ -252,7 +263,7 @@ def evaluate(
                 start = client.create_session(benchmark, model, **kw)
             assert start.session is not None
             s = start.session
-            err(f"session {s.id} ({s.policy}, seed {s.seed})")
+            err(f"session {s.id} ({s.policy}, seed {s.seed}): {s.estimand_text}")
         if s.state == "abandoned":
             raise fail(f"session {s.id} was abandoned (idle too long); start a new one")
         ran = 0
@@ -273,6 +284,8 @@ def evaluate(
         base = client.url
     if not ran and not as_json and s.step:
         typer.echo(_line(s))  # resumed a closed session: its last line
+    if s.state != "open":
+        err(s.conclusion)  # stderr: stdout keeps one line per batch (or the JSON alone)
     if as_json:
         print_json(s)
     if summary is not None:

@@ -316,6 +316,14 @@ def _print_score(s: SubsetScorePublic) -> None:
             "warning: population shift, the estimate may not transfer: "
             + "; ".join(s.population_shift.reasons)
         )
+        a = s.answer
+        if a is None:
+            typer.echo(f"answer: none — {s.answer_reason}")
+        else:
+            typer.echo(
+                f"answer: {a.estimator} {pct(a.value)} [{pct(a.ci_low)}, {pct(a.ci_high)}] "
+                f"({a.basis}) — {s.answer_reason}"
+            )
     r = s.repeated_samples
     if r is not None:
         typer.echo(

@@ -114,6 +114,8 @@ def print_verdict(v) -> None:
         ],
     )
     typer.echo(f"computed: {v.basis_note}")
+    if v.estimand_text:
+        typer.echo(f"estimand: {v.estimand_text}")
     p = v.paired
     if p is not None:
         typer.echo(

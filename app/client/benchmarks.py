@@ -332,9 +332,13 @@ class BenchmarkOperations(Transport):
         sizes: Sequence[int] | None = None,
         repeats: int | None = None,
         seed: int | None = None,
+        extrapolation: bool = False,
     ) -> JobPublic:
-        """``POST /v1/benchmarks/{benchmark}/coverage``: queue a coverage study (a job)."""
+        """``POST /v1/benchmarks/{benchmark}/coverage``: queue a coverage study (a job);
+        ``extrapolation`` adds the weak-to-strong and strong-to-weak splits (issue 38)."""
         body = {"methods": methods, "sizes": sizes, "repeats": repeats, "seed": seed}
+        if extrapolation:
+            body["extrapolation"] = True
         body = {k: (list(v) if isinstance(v, (list, tuple)) else v) for k, v in body.items()}
         path = benchmark_path(benchmark, "/coverage")
         reply = self.request(

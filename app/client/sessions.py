@@ -39,6 +39,7 @@ class SessionOperations(Transport):
         max_items: int | None = None,
         seed: int | None = None,
         store_results: bool = False,
+        estimand: Literal["benchmark", "generalized"] | None = None,
         max_cost: float | None = None,
         max_tokens: float | None = None,
         cost_unit: str | None = None,
@@ -56,6 +57,7 @@ class SessionOperations(Transport):
         extra = {
             "policy": policy,  # omitted: the service's default (assisted when it can fit IRT)
             "baseline": baseline,
+            "estimand": estimand,  # omitted: generalized with a baseline, else benchmark
             "margin": margin,
             "precision": precision,
             "max_items": max_items,

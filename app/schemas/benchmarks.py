@@ -18,14 +18,21 @@ UNSAFE = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 NAME_PATTERN = (
     f"^(?:[^.\\s/{UNSAFE}][^/{UNSAFE}]*|\\.+[^./{UNSAFE}][^/{UNSAFE}]*|\\.{{3,}}[^/{UNSAFE}]*)$"
 )
-# A model name ("org/model" allowed): no unsafe character, not "." or "..".
-MODEL_NAME_PATTERN = (
-    f"^(?:[^.{UNSAFE}][^{UNSAFE}]*|\\.+[^.{UNSAFE}][^{UNSAFE}]*|\\.{{3,}}[^{UNSAFE}]*)$"
-)
+# A model name ("org/model" allowed): no unsafe character, and no "/"-separated part that is
+# "." or ".." ("..", "../x", "org/./m": a path would read them as directories; issue 39). A
+# part is empty, has a character other than ".", or is three or more dots.
+_MODEL_PART = f"(?:\\.*[^./{UNSAFE}][^/{UNSAFE}]*|\\.{{3,}})?"
+MODEL_NAME_PATTERN = f"^{_MODEL_PART}(?:/{_MODEL_PART})*$"
 SAFE_TEXT = f"^[^{UNSAFE}]*$"
 PROJECT_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,99}$"
 
-ItemId = Field(min_length=1, max_length=512, description="External item id, e.g. lm-eval doc_hash")
+# NUL refused (issue 39): numpy's strings drop trailing NULs, so "a\x00" would export as "a"
+ItemId = Field(
+    min_length=1,
+    max_length=512,
+    pattern=NO_NUL,
+    description="External item id, e.g. lm-eval doc_hash",
+)
 
 
 def version_id_field(description: str = "The benchmark version id") -> Any:

@@ -12,6 +12,8 @@ from app.schemas.benchmarks import MODEL_NAME_PATTERN, NO_NUL, SAFE_TEXT, versio
 
 # a million billion parameters: far above any model, far below what overflows a float
 MAX_PARAMS_B = 1e6
+# tags say what a model is (base, instruct, a run name): a few, never thousands (issue 39)
+MAX_TAGS = 64
 
 
 class ModelCreate(BaseModel):
@@ -22,7 +24,11 @@ class ModelCreate(BaseModel):
         default=None, ge=0, le=MAX_PARAMS_B, allow_inf_nan=False, description="Parameters, billions"
     )
     family: str | None = Field(default=None, max_length=200, pattern=SAFE_TEXT)
-    tags: list[Annotated[str, Field(max_length=200, pattern=NO_NUL)]] | None = None
+    tags: list[Annotated[str, Field(max_length=200, pattern=NO_NUL)]] | None = Field(
+        default=None,
+        max_length=MAX_TAGS,
+        description=f"At most {MAX_TAGS} tags of up to 200 characters each",
+    )
 
 
 class ModelPublic(BaseModel):
@@ -91,6 +97,7 @@ class ResultsCreate(BaseModel):
     samples: int | None = Field(
         default=None,
         ge=1,
+        le=1_000_000,
         description="K: each value is the mean of K samples (repeats) per item, in [0, 1]",
     )
     within_variance: list[float] | None = Field(

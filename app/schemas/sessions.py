@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from app.schemas.benchmarks import MODEL_NAME_PATTERN
 
@@ -15,6 +15,13 @@ Basis = Literal["design", "model"]
 Policy = Literal["random", "assisted", "neyman", "fluid"]
 SessionState = Literal["open", "decided", "exhausted", "abandoned"]
 Decision = Literal["undecided", "better", "worse", "equivalent", "precise"]
+Estimand = Literal["benchmark", "generalized"]
+ESTIMAND_DESCRIPTION = (
+    "Which accuracy the intervals are about. benchmark: the mean over these N items (a finite "
+    "population: the interval shrinks to the exact value once every item is seen); generalized: "
+    "the mean over items like these (the N items treated as a sample, as McNemar's test in a "
+    "verdict and a leaderboard treats them; no finite-population correction, never exact)"
+)
 CostUnit = Literal["usd", "seconds", "input_tokens", "output_tokens", "tokens"]
 
 
@@ -59,10 +66,18 @@ class SessionCreate(BaseModel):
     precision: float | None = Field(
         default=None, gt=0.0, lt=1.0, description="Target half-width (goal=precision)"
     )
+    estimand: Estimand | None = Field(
+        default=None,
+        description=ESTIMAND_DESCRIPTION + ". generalized draws items in a uniformly random "
+        "order (policy random) and bets on the paired differences with the baseline. Default: "
+        "generalized with a baseline and policy random or omitted (the question a verdict and a "
+        "leaderboard answer, so they never contradict the session on the same pair), else "
+        "benchmark",
+    )
     batch_size: int = Field(default=10, ge=1, le=10_000)
     max_items: int | None = Field(default=None, ge=1, description="Default: every item")
     seed: int | None = Field(default=None, ge=0, le=MAX_SEED, description="Drawn when omitted")
-    store_results: bool = Field(
+    store_results: StrictBool = Field(
         default=False,
         description="When the session closes, store the model's results on the items seen as a "
         "partial-coverage result set (skipped if the model already has other results)",
@@ -115,6 +130,7 @@ class Interval(BaseModel):
         "fit); model: only as good as the IRT fit (fluid sessions created before the design-based "
         "policies)"
     )
+    estimand: Estimand = Field(default="benchmark", description=ESTIMAND_DESCRIPTION)
 
 
 class HistoryRow(BaseModel):
@@ -157,6 +173,8 @@ class SessionPublic(BaseModel):
     baseline: str | None
     goal: Literal["decide", "precision"]
     policy: Policy
+    estimand: Estimand = Field(description=ESTIMAND_DESCRIPTION)
+    estimand_text: str = Field(description="The estimand in one sentence, with N")
     alpha: float
     margin: float | None
     precision: float | None
@@ -167,6 +185,10 @@ class SessionPublic(BaseModel):
     state: SessionState = Field(
         description="open: takes the batch in next_items; decided / exhausted: closed; "
         "abandoned: open but idle for longer than SESSION_IDLE_HOURS (takes no more batches)"
+    )
+    conclusion: str = Field(
+        description="The session's answer in one sentence naming its estimand (what the CLI "
+        "prints at the end and the session page shows)"
     )
     decision: Decision
     step: int = Field(description="Batches answered; the open batch is step + 1")
@@ -200,6 +222,7 @@ class SessionSummary(BaseModel):
     baseline: str | None
     goal: str
     policy: str
+    estimand: Estimand = Field(default="benchmark", description=ESTIMAND_DESCRIPTION)
     state: SessionState = Field(
         description="abandoned: open, but no batch for longer than SESSION_IDLE_HOURS"
     )

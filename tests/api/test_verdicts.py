@@ -20,6 +20,9 @@ from tests.api._subset_data import Seeded, seed_gpqa
 
 PROBLEM = "application/problem+json"
 FIELDS = {
+    "estimand",  # issue 38: which accuracy each answer is about
+    "subset_estimand",
+    "estimand_text",
     "model_a",
     "model_b",
     "full_accuracy_a",

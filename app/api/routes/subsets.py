@@ -37,7 +37,7 @@ from app.schemas.subsets import (
     SubsetVerdictPublic,
     VerdictPublic,
 )
-from app.services.access import audit
+from app.services.catalog import ownership
 from app.services.catalog.ownership import record_write
 from app.services.catalog.uploads import ParseOptions, parse_results_upload
 from app.services.platform import idempotency
@@ -237,14 +237,9 @@ def score_on_subset(
         threshold=threshold,
         interval=interval,
     )
-    audit.record(
-        session,
-        actor,
-        "subset.score",
-        project=project,
-        target={"subset": subset_id, "model": ref.name},
-        summary={"n_items": parsed.n_items},
-    )
+    version, _ = ownership.subset_owner(session, subset_id)
+    summary = {"n_items": parsed.n_items}
+    record_write(session, actor, "subset.score", version, summary, subset=subset_id, model=ref.name)
     if idempotency_key is None or req_hash is None:
         return score
     body = score.model_dump(mode="json")

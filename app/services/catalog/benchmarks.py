@@ -82,7 +82,9 @@ def create_version(
     errors = []
     seen: dict[str, int] = {}
     for i, item_id in enumerate(ids):
-        if item_id in seen:
+        if "\x00" in item_id:  # every path (sample logs too): an export would drop it
+            errors.append(FieldIssue(("items", i, "id"), "an item id cannot contain NUL"))
+        elif item_id in seen:
             errors.append(
                 FieldIssue(
                     ("items", i, "id"),
@@ -93,7 +95,9 @@ def create_version(
             seen[item_id] = i
     if errors:
         raise InvalidInput(
-            f"{len(errors)} duplicate item id(s)", errors=errors[:50], errors_total=len(errors)
+            f"{len(errors)} duplicate or invalid item id(s)",
+            errors=errors[:50],
+            errors_total=len(errors),
         )
     subs = [s if s else DEFAULT_SUBTASK for s in subtasks]
     if extra is not None and all(e is None for e in extra):
@@ -115,6 +119,13 @@ def create_version(
         except IntegrityError:
             raise Conflict(f"benchmark {name!r} is being created concurrently; retry") from None
     else:
+        if project is not None and benchmark.project_id != project.id:
+            # the caller was checked against another project: never write across projects
+            raise Conflict(
+                f"benchmark {name!r} belongs to another project; names are unique across projects",
+                field="name",
+                message="the name is owned by another project",
+            )
         existing = versions.get_by_hash(benchmark.id, content_hash)
         if existing is not None:
             return existing, False
@@ -148,7 +159,14 @@ def creation_project(
     writable project (the ``default`` project for an instance admin without roles, e.g. with
     keys disabled); a key that can write to several must say which (422 naming ``project``).
     """
-    existing = BenchmarkRepository(session).get_by_name(name) if "\x00" not in name else None
+    repo = BenchmarkRepository(session)
+    if "\x00" in name:
+        existing = None
+    else:
+        # held until the request commits: a name created concurrently (by any project) is
+        # seen here committed, so the owner check and the insert cannot be raced (issue 39)
+        repo.lock_name(name)
+        existing = repo.get_by_name(name)
     if existing is not None:
         project = existing.project
         check_role(principal, project, "write")
@@ -461,7 +479,11 @@ def list_benchmarks(
 
 
 def set_retired(session: Session, version: BenchmarkVersion, retired: bool) -> bool:
-    """Retire (hide from name resolution) or un-retire a version; False when already so."""
+    """Retire (hide from name resolution) or un-retire a version; False when already so.
+
+    The version row is locked exclusively first: an upload into it in flight finishes before
+    (or, arriving later, sees the version retired: :func:`results.lock_version_for_write`)."""
+    BenchmarkVersionRepository(session).lock(version.id, exclusive=True)
     if (version.retired_at is not None) == retired:
         return False
     version.retired_at = utcnow() if retired else None

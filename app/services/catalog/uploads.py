@@ -27,6 +27,7 @@ from app.ingest import (
     parse_lm_eval_config,
     parse_lm_eval_samples,
 )
+from app.ingest.corpus_metrics import refuse_corpus_metric
 from app.ingest.logs.archive import BoundedZip, is_zip
 from app.ingest.logs.eee import is_eee_instances, parse_eee_instances
 from app.ingest.logs.helm import is_helm_run_spec, is_helm_stats, parse_helm_run
@@ -456,6 +457,7 @@ def parse_results_upload(
             continue
         try:
             parsed, ref = _parse_part(part, opts)
+            refuse_corpus_metric(parsed.metric)  # whatever parser produced it (issue 35)
         except IngestError as exc:
             raise ingest_error(exc, file=k if len(parts) > 1 else None) from None
         results.append(parsed)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from app.core.sequential.active import DrawRecord
+from app.core.sequential.confidence_sequences import CSState
 from app.core.sequential.fluid import ItemBank
 from app.core.sequential.policies import (
     POLICY_BET,
@@ -38,6 +39,13 @@ from app.core.sequential.policies import (
     policy_record,
     policy_update,
     replay,
+)
+from app.core.sequential.population import (
+    GENERALIZED,
+    check_estimand,
+    population_cs_init,
+    population_cs_interval,
+    population_cs_update,
 )
 
 
@@ -64,6 +72,8 @@ def start(
     k: int,
     costs=None,
     gamma: float | None = None,
+    estimand: str = "benchmark",
+    paired: bool = False,
 ) -> tuple[dict, np.ndarray]:
     """Engine state of a new session and its first batch (item positions in draw order).
 
@@ -73,7 +83,13 @@ def start(
     makes every policy draw cost-aware with the floor ``gamma``
     (:func:`app.core.sequential.policies.allocation_scores`), uniforms as the others; the
     IRT policies then bet as ``assisted`` does (the variant measured in bench/bench_cost.py).
+    ``estimand="generalized"`` (a uniform policy without costs only) adds the item-population
+    confidence sequences (:mod:`app.core.sequential.population`): ``"pop_acc"`` for the model's
+    mean and, when ``paired`` (a baseline), ``"pop_diff"`` for ``(d + 1) / 2``.
     """
+    check_estimand(estimand)
+    if estimand == GENERALIZED and (policy not in UNIFORM_POLICIES or costs is not None):
+        raise ValueError("estimand: generalized needs a uniformly random order")
     kw: dict = {}
     if costs is not None:
         kw["gamma"] = gamma
@@ -82,14 +98,60 @@ def start(
     st = policy_init(policy, n_items, bank=bank, alpha=alpha, **kw)
     rec = _draw(st, bank, seed, 0, k, costs)
     parts = {"policy": st.to_dict(), "draws": rec.to_dict(), "inputs": {"theta": st.theta.copy()}}
+    if estimand == GENERALIZED:
+        parts["pop_acc"] = population_cs_init(n_items, alpha=alpha).to_dict()
+        if paired:
+            parts["pop_diff"] = population_cs_init(n_items, alpha=alpha).to_dict()
     return parts, rec.items[0]
+
+
+def is_generalized(parts: dict) -> bool:
+    """Whether the engine state carries the item-population (generalized) sequences."""
+    return "pop_acc" in parts
+
+
+def _feed_population(parts: dict, x: np.ndarray, base_x: np.ndarray | None) -> dict:
+    out = dict(parts)
+    acc = population_cs_update(CSState.from_dict(parts["pop_acc"]), x[None, :])
+    out["pop_acc"] = acc.to_dict()
+    if "pop_diff" in parts:
+        if base_x is None:
+            raise ValueError("base_x: a paired generalized session needs the baseline's values")
+        pair = (x - np.asarray(base_x, dtype=np.float64) + 1.0) / 2.0
+        diff = population_cs_update(CSState.from_dict(parts["pop_diff"]), pair[None, :])
+        out["pop_diff"] = diff.to_dict()
+    return out
+
+
+def population_intervals(parts: dict) -> tuple[tuple, tuple | None]:
+    """``(estimate, lower, upper)`` for the model's generalized accuracy and, with a baseline,
+    for the generalized difference ``Delta = 2 m - 1`` (the sample means as estimates)."""
+
+    def read(d: dict) -> tuple[float | None, float, float]:
+        cs = CSState.from_dict(d)
+        lo, hi = population_cs_interval(cs)
+        t = int(cs.t[0])
+        return (float(cs.total[0] / t) if t else None), float(lo[0]), float(hi[0])
+
+    est = read(parts["pop_acc"])
+    if "pop_diff" not in parts:
+        return est, None
+    m, lo, hi = read(parts["pop_diff"])
+    return est, (None if m is None else 2.0 * m - 1.0, 2.0 * lo - 1.0, 2.0 * hi - 1.0)
 
 
 def _on_lattice(x: np.ndarray) -> bool:
     return bool(np.all((x == 0) | (x == 1)))
 
 
-def feed(parts: dict, bank: ItemBank | None, x: np.ndarray, prev: np.ndarray) -> dict:
+def feed(
+    parts: dict,
+    bank: ItemBank | None,
+    x: np.ndarray,
+    prev: np.ndarray,
+    *,
+    base_x: np.ndarray | None = None,
+) -> dict:
     """Apply the open batch's values ``x`` (in the order served); returns new parts.
 
     Parameters
@@ -101,6 +163,8 @@ def feed(parts: dict, bank: ItemBank | None, x: np.ndarray, prev: np.ndarray) ->
         Values of the open batch in [0, 1].
     prev : ndarray, shape (t,)
         Values of the items applied before, in the order served.
+    base_x : ndarray, shape (k,), optional
+        The baseline's values on the batch (a generalized session with a baseline).
     """
     st = PolicyState.from_dict(parts["policy"])
     draws = DrawRecord.from_dict(parts["draws"])
@@ -120,7 +184,10 @@ def feed(parts: dict, bank: ItemBank | None, x: np.ndarray, prev: np.ndarray) ->
         st.cs = replay(fresh, done, prev[None, :]) if t else fresh.cs
     pending = draws.take((slice(None), slice(t, None)))
     policy_update(st, bank, pending, np.asarray(x, dtype=np.float64)[None, :], inplace=True)
-    return {**parts, "policy": st.to_dict(), "draws": draws.to_dict()}
+    out = {**parts, "policy": st.to_dict(), "draws": draws.to_dict()}
+    if is_generalized(parts):
+        out = _feed_population(out, np.asarray(x, dtype=np.float64), base_x)
+    return out
 
 
 def draw_next(
@@ -157,4 +224,12 @@ def mean_interval(parts: dict, bank: ItemBank | None) -> tuple[float | None, flo
     return (None if np.isnan(est) else float(est)), float(lo[0]), float(hi[0])
 
 
-__all__ = ["batch_uniforms", "draw_next", "feed", "mean_interval", "start"]
+__all__ = [
+    "batch_uniforms",
+    "draw_next",
+    "feed",
+    "is_generalized",
+    "mean_interval",
+    "population_intervals",
+    "start",
+]

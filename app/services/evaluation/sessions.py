@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from app.core.sequential.confidence_sequences import decide, decision_names, precision_met
+from app.core.sequential.population import GENERALIZED, estimand_sentence
 from app.db.base import utcnow
 from app.db.models import BenchmarkVersion, EvaluationSession, Job
 from app.db.repositories.sessions import EvaluationSessionRepository
@@ -141,9 +142,9 @@ def open_batch(row: EvaluationSession) -> np.ndarray:
     return _order(row)[row.items_used : row.items_used + row.open_size]
 
 
-def _interval(value, lo, hi, basis: str) -> Interval:
+def _interval(value, lo, hi, basis: str, estimand: str = "benchmark") -> Interval:
     v = None if value is None else float(value)
-    return Interval(value=v, lower=float(lo), upper=float(hi), basis=basis)  # type: ignore[arg-type]
+    return Interval(value=v, lower=float(lo), upper=float(hi), basis=basis, estimand=estimand)  # type: ignore[arg-type]
 
 
 def _estimates(
@@ -152,6 +153,10 @@ def _estimates(
     """Current accuracy and difference intervals from the engine state."""
     base = _baseline(row)
     bank = _bank(session, row) if row.policy != "random" else None
+    if session_policies.is_generalized(parts):  # issue 38: items like these, paired with B
+        est, dif = session_policies.population_intervals(parts)
+        gen = None if dif is None else _interval(*dif, "design", GENERALIZED)
+        return _interval(*est, "design", GENERALIZED), gen
     if legacy_engines.is_legacy(parts):
         est, dif, basis = legacy_engines.intervals(
             row.policy, parts, base=base, bank=bank, alpha=row.alpha
@@ -206,6 +211,7 @@ def to_public(
     else:
         est, diff = _estimates(session, row, parts)
     base = _baseline(row)
+    state = lifecycle.state_of(row, idle_hours)
     cost_part = parts.get("cost")
     return SessionPublic(
         id=row.id,
@@ -216,6 +222,8 @@ def to_public(
         baseline=row.baseline_name,
         goal=row.goal,  # type: ignore[arg-type]
         policy=row.policy,  # type: ignore[arg-type]
+        estimand=row.estimand,  # type: ignore[arg-type]
+        estimand_text=estimand_sentence(row.estimand, row.n_items),
         alpha=row.alpha,
         margin=row.margin,
         precision=row.precision,
@@ -223,7 +231,8 @@ def to_public(
         max_items=row.max_items,
         seed=int(row.seed),
         n_items=row.n_items,
-        state=lifecycle.state_of(row, idle_hours),  # type: ignore[arg-type]
+        state=state,  # type: ignore[arg-type]
+        conclusion=lifecycle.conclusion(row, state),
         decision=row.decision,  # type: ignore[arg-type]
         step=len(row.history or []),
         items_used=row.items_used,
@@ -312,6 +321,31 @@ def _check(body: SessionCreate, n_items: int) -> int:
     return max_items
 
 
+def _estimand(body: SessionCreate) -> str:
+    """Default: ``generalized`` with a baseline and a uniform order (omitted or ``random``
+    policy: a verdict's and a leaderboard's question, so the surfaces agree on a pair), else
+    ``benchmark`` (the IRT policies' draws depend on the items, so they answer for these N)."""
+    uniform = body.policy in (None, "random") and not body.cost_aware
+    estimand = body.estimand or (
+        GENERALIZED if body.baseline is not None and uniform else "benchmark"
+    )
+    if estimand == GENERALIZED and body.cost_aware:
+        raise InvalidInput(
+            "cost-aware draws weigh items by their cost; estimand 'generalized' serves items in a "
+            "uniformly random order",
+            field="cost_aware",
+            message="generalized needs uniform draws",
+        )
+    if estimand == GENERALIZED and not uniform:
+        raise InvalidInput(
+            f"policy {body.policy!r} estimates benchmark accuracy; estimand 'generalized' serves "
+            "items in a uniformly random order (policy random)",
+            field="policy",
+            message="generalized needs policy random",
+        )
+    return estimand
+
+
 def _default_policy(session: Session, version: BenchmarkVersion) -> str:
     """``assisted`` when the version has (or can have) an IRT fit, else ``random``."""
     if irt_fits.get_fit(session, version.id) is not None:
@@ -330,7 +364,9 @@ def create_session(
     base = None if body.baseline is None else _baseline_values(session, version, body.baseline)
     seed = job_service.new_seed() if body.seed is None else int(body.seed)
     k = min(body.batch_size, max_items)
-    policy = body.policy or _default_policy(session, version)
+    estimand = _estimand(body)
+    policy = body.policy or ("random" if estimand == GENERALIZED else None)
+    policy = policy or _default_policy(session, version)
     bank = None
     if policy != "random":
         fit = irt_fits.get_fit(session, version.id)
@@ -348,6 +384,8 @@ def create_session(
         k=k,
         costs=session_costs.design_costs(cost_part),
         gamma=session_costs.design_gamma(cost_part),
+        estimand=estimand,
+        paired=base is not None,
     )
     if cost_part is not None:
         parts["cost"] = cost_part
@@ -357,6 +395,7 @@ def create_session(
         baseline_name=body.baseline,
         goal=body.goal,
         policy=policy,
+        estimand=estimand,
         alpha=body.alpha,
         margin=body.margin,
         precision=body.precision,
@@ -401,7 +440,9 @@ def _apply(session, row, parts, x, prev, batch):
             bank=bank,
         )
     else:
-        parts = session_policies.feed(parts, bank, x, prev)
+        base = _baseline(row)
+        base_x = None if base is None else base[batch]
+        parts = session_policies.feed(parts, bank, x, prev, base_x=base_x)
     est, diff = _estimates(session, row, parts)
     row.state, row.decision = _judge(row, est, diff)
     if row.state == "open" and session_costs.exhausted(parts.get("cost")):

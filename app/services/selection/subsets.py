@@ -34,6 +34,7 @@ from sqlalchemy.orm import Session
 from app.core.results import Selection
 from app.core.scoring.crossfit import crossfit_applies, with_out_of_fold
 from app.core.selectors import SELECTORS, make_selector
+from app.core.selectors.dpp import guaranteed_size
 from app.db.models.benchmark import BenchmarkVersion
 from app.db.models.job import Job
 from app.db.models.subset import Subset
@@ -150,6 +151,16 @@ def resolve_request(
             field="size",
             message=f"at most {left}",
         )
+    if method == "dpp":  # its trimming drops items: refuse what would fail in the job
+        candidates = version.n_items - (excluded.size if excluded is not None else 0)
+        cap = guaranteed_size(candidates)
+        if size > cap:
+            raise InvalidInput(
+                f"size {size}: the DPP draws at most {cap} of {candidates} items (its 1%/99% "
+                "trimming of up to 4 components drops the rest)",
+                field="size",
+                message=f"at most {cap} for method dpp",
+            )
     names: list[str] = []
     keys: list[tuple[uuid.UUID, str]] = []
     if SELECTORS[method].uses_sources:
