@@ -164,16 +164,19 @@ def pair_verdict(
             message="same as model_a",
         )
     fm = full_matrix(session, version_id)
+    graded = fm.graded and (model_a not in fm.rows or model_b not in fm.rows)
+    # an unknown model is a 404 before the size is checked (as for 0/1 results since issue 9)
+    row_of = score_row if graded else model_row
+    a = row_of(fm, model_a, "model_a")
+    b = row_of(fm, model_b, "model_b")
     if size > fm.n_items:
         raise InvalidInput(
             f"size {size} exceeds the benchmark's {fm.n_items} items",
             field="size",
             message=f"at most {fm.n_items}",
         )
-    if fm.graded and (model_a not in fm.rows or model_b not in fm.rows):
+    if graded:
         return _graded_pair_verdict(session, fm, model_a, model_b, size, method, threshold)
-    a = model_row(fm, model_a, "model_a")
-    b = model_row(fm, model_b, "model_b")
     pair = fm.correct[[a, b]]
     paired = paired_public(pair[0], pair[1], min_discordant)
     ref = version_ref(session, version_id)
