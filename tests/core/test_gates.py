@@ -136,3 +136,18 @@ def test_error_control_small_suite():
     assert wrong_fail <= 0.05 and wrong_pass <= 0.05
     assert (run.outcome == G_PASS).mean() > 0.9  # and the gate does pass the fine siblings
     assert np.median(run.items.sum(1)) < sum(sizes)
+
+
+def test_reported_bounds_agree_with_the_decisions():
+    rng = np.random.default_rng(9)
+    bases = [(rng.random(n) < p).astype(float) for n, p in ((300, 0.5), (500, 0.7))]
+    cands = [_sibling(bases[0], 0.0, 0.9, 6, rng), _sibling(bases[1], -0.06, 0.85, 6, rng)]
+    margins = [0.03, 0.03]
+    fast = run_gates(cands, bases, margins, seed=3)
+    run = run_gates(cands, bases, margins, seed=3, bounds=True)
+    assert np.array_equal(fast.codes, run.codes) and np.array_equal(fast.items, run.items)
+    lower, upper = run.bounds[..., 0], run.bounds[..., 1]
+    decided_ok = np.isin(run.codes, (NONINFERIOR, BETTER))
+    assert np.array_equal(lower > -0.03 + 1e-12, decided_ok)
+    assert np.array_equal(upper < -0.03 - 1e-12, run.codes == REGRESSED)
+    assert np.all(lower <= upper + 1e-12)

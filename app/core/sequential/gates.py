@@ -45,11 +45,13 @@ import numpy as np
 from app.core.sequential.one_sided import (
     LOWER,
     UPPER,
+    GridTrack,
     OneSidedState,
     OrderedBaseline,
     affine_uniform_record,
     one_sided_init,
     one_sided_update,
+    track_bounds,
 )
 
 RULES = ("no_regression", "no_regression_and_one_better")
@@ -294,6 +296,10 @@ class GateRun:
         ``Delta_hat``: candidate's sample mean minus the baseline's mean on the same items
         (exact at exhaustion), NaN before any item.
     rounds : ndarray of int64, shape (S,)
+    bounds : ndarray, shape (S, K, P), or None
+        With ``bounds=True``: each test's one-sided bound for ``Delta_k`` (the bound for ``A``
+        minus ``B_k``; column 0 the non-inferiority lower bound, 1 the regression upper bound,
+        2 the better lower bound), the CS of the very bets the gate used.
     """
 
     outcome: np.ndarray
@@ -301,6 +307,7 @@ class GateRun:
     items: np.ndarray
     estimate: np.ndarray
     rounds: np.ndarray
+    bounds: np.ndarray | None = None
 
 
 def gate_orders(seed: int, sizes, gates: int = 1) -> list[np.ndarray]:
@@ -332,6 +339,7 @@ def run_gates(
     prediction: str = DEFAULT_PREDICTION,
     orders=None,
     seed: int = 0,
+    bounds: bool = False,
 ) -> GateRun:
     """Run ``S`` gates to their outcomes on stored results (vectorised over gates).
 
@@ -346,6 +354,9 @@ def run_gates(
     orders : list of K arrays of int, shape (S, N_k), optional
         Serving orders; default :func:`gate_orders` ``(seed, sizes, S)``.
     seed : int
+    bounds : bool
+        Also track every test's bound on the lattice ``k / N`` (``O(S P N)`` per item: for a
+        handful of gates, as the CLI and the service run them).
 
     Returns
     -------
@@ -373,6 +384,10 @@ def run_gates(
         )
         states.append(one_sided_init(sizes[j], tg, sd, np.broadcast_to(al, tg.shape)))
     ordered = [OrderedBaseline.build(b, o) for b, o in zip(base, orders, strict=True)]
+    tracks = [
+        GridTrack.start(st, np.arange(n + 1) / n) if bounds else None
+        for st, n in zip(states, sizes, strict=True)
+    ]
     seen = [np.zeros((s, 6)) for _ in range(k)]
     left = np.full(s, sum(sizes) if budget is None else int(budget), dtype=np.int64)
     rounds = np.zeros(s, dtype=np.int64)
@@ -396,7 +411,7 @@ def run_gates(
             live &= np.arange(kmax)[None, :] < counts[:, j][:, None]
             a = np.where(live, np.take_along_axis(cand[j], rec.items, axis=1), 0.0)
             b = np.where(live, np.take_along_axis(base[j], rec.items, axis=1), 0.0)
-            one_sided_update(states[j], rec, a, live=live, inplace=True)
+            one_sided_update(states[j], rec, a, live=live, inplace=True, track=tracks[j])
             seen[j] += np.stack(
                 [live.sum(1), a.sum(1), b.sum(1), (a * b).sum(1), (b * b).sum(1), (a * a).sum(1)],
                 axis=1,
@@ -408,7 +423,18 @@ def run_gates(
     for j in range(k):
         with np.errstate(invalid="ignore", divide="ignore"):
             est[:, j] = (seen[j][:, 1] - seen[j][:, 2]) / seen[j][:, 0]
-    return GateRun(outcome=outcome, codes=codes, items=items, estimate=est, rounds=rounds)
+    out_bounds = None
+    if bounds:
+        out_bounds = np.stack(
+            [
+                track_bounds(st, tr) - b.mean(axis=1)[:, None]
+                for st, tr, b in zip(states, tracks, base, strict=True)
+            ],
+            axis=1,
+        )
+    return GateRun(
+        outcome=outcome, codes=codes, items=items, estimate=est, rounds=rounds, bounds=out_bounds
+    )
 
 
 __all__ = [

@@ -125,6 +125,28 @@ class OneSidedState:
         )
 
 
+@dataclass
+class GridTrack:
+    """The capital of every test's bet at every mean of a grid (for reported bounds).
+
+    Attributes
+    ----------
+    grid : ndarray, shape (G,)
+    log_capital : ndarray, shape (S, P, G)
+    rejected : ndarray of bool, shape (S, P, G)
+    """
+
+    grid: np.ndarray
+    log_capital: np.ndarray
+    rejected: np.ndarray
+
+    @classmethod
+    def start(cls, state: OneSidedState, grid) -> GridTrack:
+        g = np.asarray(grid, dtype=np.float64).reshape(-1)
+        shape = (*state.target.shape, g.size)
+        return cls(grid=g, log_capital=np.zeros(shape), rejected=np.zeros(shape, dtype=bool))
+
+
 def one_sided_init(n_items: int, target, side, alpha, *, c: float = DEFAULT_C) -> OneSidedState:
     """Initial state (no item seen).
 
@@ -206,8 +228,26 @@ def _range_hits(state: OneSidedState) -> np.ndarray:
     return np.where(state.side == LOWER, lo > state.target + _TOL, hi < state.target - _TOL)
 
 
-def _step(state: OneSidedState, a, y, fbar, low, high, rem, live) -> None:
+def _track_step(state, track: GridTrack, lam, y, low, high, rem, live) -> None:
+    """The bet ``lam_p`` applied at every grid mean, capped by that mean's own range."""
+    mu = (state.n_items * track.grid[None, :] - state.total[:, None]) / rem[:, None]
+    mu = np.clip(mu, 0.0, 1.0)[:, None, :]
+    up = state.c / np.maximum(mu - low[:, None, None], _TINY)
+    dn = state.c / np.maximum(high[:, None, None] - mu, _TINY)
+    lam_m = np.where(
+        (state.side == LOWER)[None, :, None],
+        np.minimum(lam[:, :, None], up),
+        np.maximum(lam[:, :, None], -dn),
+    )
+    gain = np.log1p(lam_m * (y[:, None, None] - mu))
+    track.log_capital += np.where(live[:, None, None], gain, 0.0)
+    track.rejected |= track.log_capital >= state.log_threshold[:, :, None]
+
+
+def _step(state: OneSidedState, a, y, fbar, low, high, rem, live, track=None) -> None:
     lam, mu = target_bets(state, fbar, low, high, rem)
+    if track is not None:
+        _track_step(state, track, lam, y, low, high, rem, live)
     mu_hat, _ = _bet_estimates(state, fbar)
     gain = np.log1p(lam * (y[:, None] - mu))
     state.log_capital += np.where(live[:, None], gain, 0.0)
@@ -221,7 +261,13 @@ def _step(state: OneSidedState, a, y, fbar, low, high, rem, live) -> None:
 
 
 def one_sided_update(
-    state: OneSidedState, record: DrawRecord, values, *, live=None, inplace: bool = False
+    state: OneSidedState,
+    record: DrawRecord,
+    values,
+    *,
+    live=None,
+    inplace: bool = False,
+    track: GridTrack | None = None,
 ) -> OneSidedState:
     """Feed recorded draws and their outcomes, in draw order.
 
@@ -237,6 +283,8 @@ def one_sided_update(
         Which entries are real draws (a round gives sessions different numbers of items; the
         others are padding and change nothing). Live entries come first in each row.
     inplace : bool
+    track : GridTrack, optional
+        Updated in place with the same bets at every grid mean (:func:`track_bounds`).
 
     Returns
     -------
@@ -271,6 +319,7 @@ def one_sided_update(
             record.high[:, j],
             rem[:, j],
             mask[:, j],
+            track,
         )
     return out
 
@@ -404,68 +453,50 @@ def affine_uniform_record(
     return rec, live
 
 
-def grid_bounds(
-    state0: OneSidedState, record: DrawRecord, values, grid
-) -> tuple[np.ndarray, OneSidedState]:
-    """The one-sided confidence bound of every test, from the start (for pages and reports).
+def track_bounds(state: OneSidedState, track: GridTrack) -> np.ndarray:
+    """The one-sided confidence bound of every test, shape (S, P).
 
-    Parameters
-    ----------
-    state0 : OneSidedState
-        The initial state (:func:`one_sided_init`) the draws were fed to.
-    record, values
-        Every draw so far and its outcome, shape (S, t) (all live).
-    grid : array_like, shape (G,)
-        Candidate means, increasing (the lattice ``k / N`` for 0/1 results).
-
-    Returns
-    -------
-    bound : ndarray, shape (S, P)
-        Lower tests: the smallest feasible grid mean not rejected (a lower confidence bound
-        for ``A`` at level ``alpha_p``, above ``m_p`` exactly when the test rejected); upper
-        tests: the largest. Each is the CS of the test's own bet applied at every ``m``.
-    state : OneSidedState
-        The state after the draws (as :func:`one_sided_update`).
+    Lower tests: the smallest feasible grid mean not rejected (a lower confidence bound for
+    ``A`` at level ``alpha_p``; above ``m_p`` exactly when the test rejected); upper tests: the
+    largest. Each is the CS of the test's own bet applied at every ``m`` of the grid.
     """
-    g = np.asarray(grid, dtype=np.float64).reshape(-1)
-    a = np.asarray(values, dtype=np.float64).reshape(record.items.shape)
-    st = state0.copy()
-    s, p = st.target.shape
-    n = st.n_items
-    log_k = np.zeros((s, p, g.size))
-    rejected = np.zeros((s, p, g.size), dtype=bool)
-    y = increments(record, a)
-    lower = st.side == LOWER
-    for j in range(a.shape[1]):  # the same bets as the test, in draw order
-        rem = record.remaining[:, j].astype(np.float64)
-        low, high = record.low[:, j], record.high[:, j]
-        lam, _ = target_bets(st, record.mean_prediction[:, j], low, high, rem)
-        mu = (n * g[None, :] - st.total[:, None]) / rem[:, None]
-        mu = np.clip(mu, 0.0, 1.0)[:, None, :]
-        up = st.c / np.maximum(mu - low[:, None, None], _TINY)
-        dn = st.c / np.maximum(high[:, None, None] - mu, _TINY)
-        lam_m = np.where(
-            lower[None, :, None],
-            np.minimum(lam[:, :, None], up),
-            np.maximum(lam[:, :, None], -dn),
-        )
-        log_k += np.log1p(lam_m * (y[:, j, None, None] - mu))
-        rejected |= log_k >= st.log_threshold[:, :, None]
-        _step(st, a[:, j], y[:, j], record.mean_prediction[:, j], low, high, rem, np.ones(s, bool))
-    rlo = st.total / n
-    rhi = (st.total + (n - st.t)) / n
-    ok = ~rejected & (g >= rlo[:, None, None] - _TOL) & (g <= rhi[:, None, None] + _TOL)
+    g = track.grid
+    n = state.n_items
+    rlo = state.total / n
+    rhi = (state.total + (n - state.t)) / n
+    ok = ~track.rejected & (g >= rlo[:, None, None] - _TOL) & (g <= rhi[:, None, None] + _TOL)
     first = g[np.argmax(ok, axis=2)]
     last = g[g.size - 1 - np.argmax(ok[:, :, ::-1], axis=2)]
     any_ok = ok.any(axis=2)
     lo_b = np.where(any_ok, np.maximum(first, rlo[:, None]), rlo[:, None])
     hi_b = np.where(any_ok, np.minimum(last, rhi[:, None]), rhi[:, None])
-    return np.where(lower, lo_b, hi_b), st
+    return np.where(state.side == LOWER, lo_b, hi_b)
+
+
+def grid_bounds(
+    state0: OneSidedState, record: DrawRecord, values, grid
+) -> tuple[np.ndarray, OneSidedState]:
+    """Replay draws from the initial state and return :func:`track_bounds` and the state.
+
+    Parameters
+    ----------
+    state0 : OneSidedState
+        The initial state (:func:`one_sided_init`).
+    record, values
+        Every draw so far and its outcome, shape (S, t) (all live).
+    grid : array_like, shape (G,)
+        Candidate means, increasing (the lattice ``k / N`` for 0/1 results).
+    """
+    st = state0.copy()
+    track = GridTrack.start(st, grid)
+    one_sided_update(st, record, values, inplace=True, track=track)
+    return track_bounds(st, track), st
 
 
 __all__ = [
     "LOWER",
     "UPPER",
+    "GridTrack",
     "OneSidedState",
     "OrderedBaseline",
     "affine_uniform_record",
@@ -473,5 +504,6 @@ __all__ = [
     "one_sided_init",
     "one_sided_update",
     "target_bets",
+    "track_bounds",
     "uniform_record",
 ]
