@@ -16,6 +16,7 @@ import typer
 
 from app.cli.common import (
     EXIT_ERROR,
+    EXIT_REGRESSION,
     ApiKeyOpt,
     JsonOpt,
     UrlOpt,
@@ -159,7 +160,8 @@ def evaluate(
     estimate, interval). The command's own output goes to stderr, so with `--json` stdout is
     the final session alone. A failed batch leaves the session open: `--session ID` resumes it
     from that batch (a resent batch is never applied twice). Exit 0 when decided (or precise
-    enough), 1 when `--max-items` ran out first, 2 on errors (and for an abandoned session).
+    enough) and not worse, 1 when `--max-items` ran out first (inconclusive), 2 on errors (and
+    for an abandoned session), 3 when decided worse than the baseline (a regression).
 
     Example:
 
@@ -243,6 +245,8 @@ def evaluate(
         write_summary(summary, session_summary(s, base))
     if s.state == "exhausted":
         raise typer.Exit(EXIT_EXHAUSTED)
+    if s.decision == "worse":  # a decided regression never exits 0 (the table of docs/ci.md)
+        raise typer.Exit(EXIT_REGRESSION)
 
 
 def sessions(

@@ -173,3 +173,30 @@ def test_the_schema_rejects_a_malformed_report(tmp_path) -> None:
     bad.write_text('<testsuites><testsuite name="x" tests="1"><testcase/></testsuite></testsuites>')
     schema = etree.XMLSchema(etree.parse(str(SCHEMA)))
     assert not schema.validate(etree.parse(str(bad)))
+
+
+def test_the_ci_doc_gate_command_runs(tmp_path) -> None:
+    """docs/ci.md's `benchslice gate` step, as written, on SYNTHETIC matrices in its paths."""
+    import re
+
+    doc = (REPO / "docs" / "ci.md").read_text()
+    (cmd,) = [b for b in re.findall(r"```bash\n(.*?)```", doc, re.S) if "benchslice gate" in b]
+    rng = np.random.default_rng(1)
+    (tmp_path / "results").mkdir()
+    for name, n in (("gpqa", 448), ("mmlu", 4000)):
+        b = (rng.random(n) < 0.6).astype(float)
+        rows = np.stack([_flip(b, 0.0, n // 20, rng), b])
+        models = np.array(["my-org/candidate", "my-org/production"])
+        np.savez(tmp_path / "results" / f"{name}.npz", correct=rows, models=models)
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+        "GITHUB_OUTPUT": str(tmp_path / "out"),
+    }
+    res = subprocess.run(["bash", "-c", "set -euo pipefail\n" + cmd], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "outcome=pass" in (tmp_path / "out").read_text()
+    assert "**PASS**" in (tmp_path / "summary.md").read_text()
+    etree.XMLSchema(etree.parse(str(SCHEMA))).assertValid(etree.parse(str(tmp_path / "gate.xml")))
