@@ -15,15 +15,23 @@ from app.core.sequential.gates import (
     ON_MARGIN,
     OPEN,
     REGRESSED,
+    GateState,
     allocate,
+    gate_apply,
+    gate_orders,
     gate_outcome,
+    gate_plan,
+    gate_records,
+    gate_start,
     gate_tests,
     needs_items,
     prediction_coefficients,
     refresh_residuals,
     run_gates,
 )
-from app.core.sequential.one_sided import LOWER, UPPER, one_sided_init
+from app.core.sequential.one_sided import LOWER, UPPER, OrderedBaseline, one_sided_init
+
+RULE1 = "no_regression_and_one_better"
 
 
 def test_levels_follow_the_intersection_union_and_union_bounds():
@@ -151,3 +159,36 @@ def test_reported_bounds_agree_with_the_decisions():
     assert np.array_equal(lower > -0.03 + 1e-12, decided_ok)
     assert np.array_equal(upper < -0.03 - 1e-12, run.codes == REGRESSED)
     assert np.all(lower <= upper + 1e-12)
+
+
+def test_one_round_at_a_time_through_storage_is_the_same_gate():
+    """A service runs a round per request from a stored state: same outcome, items and rounds."""
+    rng = np.random.default_rng(12)
+    bases = [(rng.random(n) < p).astype(float) for n, p in ((250, 0.4), (600, 0.75))]
+    cands = [_sibling(bases[0], 0.0, 0.9, 1, rng)[0], _sibling(bases[1], -0.01, 0.9, 1, rng)[0]]
+    ref = run_gates(cands, bases, [0.03, 0.03], batch_size=20, seed=5, rule=RULE1)
+    orders = gate_orders(5, [b.size for b in bases])
+    ordered = [OrderedBaseline.build(b, o) for b, o in zip(bases, orders, strict=True)]
+    state = gate_start([[b.mean()] for b in bases], [b.size for b in bases], [0.03, 0.03],
+                       batch_size=20, rule=RULE1).to_dict()  # fmt: skip
+    served = [set(), set()]
+    while True:
+        gs = GateState.from_dict(state)
+        counts = gate_plan(gs)
+        if not counts.any():
+            break
+        recs = gate_records(gs, ordered, counts)
+        items = [None if r is None else r[2].items for r in recs]
+        for j, (r, it) in enumerate(zip(recs, items, strict=True)):
+            if r is not None:
+                new = set(it[r[3]].tolist())
+                assert not new & served[j]  # never an item twice
+                served[j] |= new
+        a = [None if it is None else c[it] for it, c in zip(items, cands, strict=True)]
+        b = [None if it is None else x[it] for it, x in zip(items, bases, strict=True)]
+        gate_apply(gs, counts, recs, a, b)
+        state = gs.to_dict()
+    codes, _, outcome = GateState.from_dict(state).status()
+    assert outcome.tolist() == ref.outcome.tolist() and codes.tolist() == ref.codes.tolist()
+    assert [len(x) for x in served] == ref.items[0].tolist()
+    assert gs.rounds.tolist() == ref.rounds.tolist()

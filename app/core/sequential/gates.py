@@ -327,6 +327,159 @@ def gate_orders(seed: int, sizes, gates: int = 1) -> list[np.ndarray]:
     return out
 
 
+@dataclass
+class GateState:
+    """Everything a gate of ``K`` benchmarks carries between rounds (persistable).
+
+    Attributes
+    ----------
+    tests : list of K OneSidedState
+        Each benchmark's tests (:func:`gate_tests`), one row per gate.
+    seen : list of K ndarray, shape (S, 6)
+        Sums over the served items (:func:`prediction_coefficients`).
+    left : ndarray of int64, shape (S,)
+        Items the gate may still serve.
+    rounds : ndarray of int64, shape (S,)
+    rule, prediction : str
+    batch_size : int
+    """
+
+    tests: list[OneSidedState]
+    seen: list[np.ndarray]
+    left: np.ndarray
+    rounds: np.ndarray
+    rule: str
+    prediction: str
+    batch_size: int
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.asarray([st.n_items for st in self.tests])
+
+    def status(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(codes (S, K), exhausted (S, K), outcome (S,))``."""
+        codes = np.stack([benchmark_codes(st) for st in self.tests], axis=1)
+        served = np.stack([st.t for st in self.tests], axis=1)
+        exhausted = served >= self.sizes[None, :]
+        return codes, exhausted, gate_outcome(codes, exhausted, self.left, self.rule)
+
+    def to_dict(self) -> dict:
+        out = {"left": self.left, "rounds": self.rounds, "rule": self.rule,
+               "prediction": self.prediction, "batch_size": self.batch_size}  # fmt: skip
+        for j, (st, sn) in enumerate(zip(self.tests, self.seen, strict=True)):
+            out |= {f"test{j}.{k}": v for k, v in st.to_dict().items()}
+            out[f"seen{j}"] = sn
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict) -> GateState:
+        k = sum(1 for name in d if str(name).startswith("seen"))
+        tests = []
+        for j in range(k):
+            pre = f"test{j}."
+            tests.append(OneSidedState.from_dict(
+                {n[len(pre):]: v for n, v in d.items() if str(n).startswith(pre)}))  # fmt: skip
+        return cls(
+            tests=tests,
+            seen=[np.asarray(d[f"seen{j}"], dtype=np.float64).reshape(-1, 6) for j in range(k)],
+            left=np.asarray(d["left"], dtype=np.int64).reshape(-1),
+            rounds=np.asarray(d["rounds"], dtype=np.int64).reshape(-1),
+            rule=str(d["rule"]),
+            prediction=str(d["prediction"]),
+            batch_size=int(d["batch_size"]),
+        )
+
+
+def gate_start(
+    baseline_means,
+    sizes,
+    margins,
+    *,
+    alpha: float = 0.05,
+    rule: str = "no_regression",
+    batch_size: int = 50,
+    budget: int | None = None,
+    prediction: str = DEFAULT_PREDICTION,
+) -> GateState:
+    """A new gate (``S`` of them for a simulation) before any item.
+
+    ``baseline_means``: K arrays of shape (S,), ``B_k`` per gate; ``sizes``: the K ``N_k``; the
+    other parameters as :func:`run_gates`.
+    """
+    k = len(sizes)
+    delta = np.broadcast_to(np.asarray(margins, dtype=np.float64), (k,))
+    if prediction not in PREDICTIONS:
+        raise ValueError(f"prediction: expected one of {PREDICTIONS}, got {prediction!r}")
+    tests = []
+    for j in range(k):
+        tg, sd, al = gate_tests(baseline_means[j], delta[j], alpha=alpha, n_benchmarks=k, rule=rule)
+        tests.append(one_sided_init(int(sizes[j]), tg, sd, np.broadcast_to(al, tg.shape)))
+    s = tests[0].sessions
+    total = int(sum(sizes)) if budget is None else int(budget)
+    return GateState(tests=tests, seen=[np.zeros((s, 6)) for _ in range(k)],
+                     left=np.full(s, total, dtype=np.int64), rounds=np.zeros(s, dtype=np.int64),
+                     rule=rule, prediction=prediction, batch_size=int(batch_size))  # fmt: skip
+
+
+def gate_plan(gs: GateState) -> np.ndarray:
+    """Items per benchmark in the next round, shape (S, K) (all 0 once a gate has its outcome)."""
+    codes, exhausted, outcome = gs.status()
+    want = needs_items(codes, exhausted, gs.rule) & (outcome == G_OPEN)[:, None]
+    weights = 1.0 + np.stack([progress(st) for st in gs.tests], axis=1)
+    served = np.stack([st.t for st in gs.tests], axis=1)
+    return allocate(weights, want, gs.sizes[None, :] - served, gs.batch_size, gs.left)
+
+
+def gate_records(gs: GateState, ordered, counts) -> list:
+    """The round's draws per benchmark: ``(f0, f1, record, live)``, or None when it gets none.
+
+    ``ordered``: the K :class:`OrderedBaseline` (serving orders, the baseline along them). A
+    function of the state only (nothing changes), so the items a round serves can be computed
+    when it is handed out and again when its results arrive.
+    """
+    out = []
+    for j, st in enumerate(gs.tests):
+        kmax = int(counts[:, j].max())
+        if kmax == 0:
+            out.append(None)
+            continue
+        f0, f1 = prediction_coefficients(gs.prediction, gs.seen[j])
+        rec, live = affine_uniform_record(ordered[j], f0, f1, st.t, kmax)
+        live &= np.arange(kmax)[None, :] < counts[:, j][:, None]
+        out.append((f0, f1, rec, live))
+    return out
+
+
+def gate_apply(gs: GateState, counts, records, cand_values, base_values, tracks=None) -> None:
+    """Feed a round's outcomes (in place).
+
+    Parameters
+    ----------
+    gs : GateState
+    counts : ndarray, shape (S, K)
+        :func:`gate_plan` of this round.
+    records : list
+        :func:`gate_records` of this round.
+    cand_values, base_values : list of K ndarray (or None), shape of each record's items
+        The candidate's and the baseline's results on the served items (padding ignored).
+    tracks : list of K GridTrack or None, optional
+        Updated with the same bets (reported bounds).
+    """
+    for j, item in enumerate(records):
+        if item is None:
+            continue
+        f0, f1, rec, live = item
+        a = np.where(live, np.asarray(cand_values[j], dtype=np.float64), 0.0)
+        b = np.where(live, np.asarray(base_values[j], dtype=np.float64), 0.0)
+        refresh_residuals(gs.tests[j], gs.seen[j], f0, f1)
+        track = None if tracks is None else tracks[j]
+        one_sided_update(gs.tests[j], rec, a, live=live, inplace=True, track=track)
+        sums = [live.sum(1), a.sum(1), b.sum(1), (a * b).sum(1), (b * b).sum(1), (a * a).sum(1)]
+        gs.seen[j] += np.stack(sums, axis=1)
+    gs.left -= np.asarray(counts).sum(axis=1)
+    gs.rounds += np.asarray(counts).sum(axis=1) > 0
+
+
 def run_gates(
     candidates,
     baselines,
@@ -361,80 +514,51 @@ def run_gates(
     Returns
     -------
     GateRun
+        The rounds of :func:`gate_plan`, :func:`gate_records` and :func:`gate_apply` (what a
+        service runs one round per request) until every gate has its outcome.
     """
     cand = [np.atleast_2d(np.asarray(c, dtype=np.float64)) for c in candidates]
     s = cand[0].shape[0]
-    base = [
-        np.broadcast_to(np.asarray(b, dtype=np.float64), c.shape)
-        for b, c in zip(baselines, cand, strict=True)
-    ]
-    k = len(cand)
+    base = [np.broadcast_to(np.asarray(b, dtype=np.float64), c.shape)
+            for b, c in zip(baselines, cand, strict=True)]  # fmt: skip
     sizes = [c.shape[1] for c in cand]
-    delta = np.broadcast_to(np.asarray(margins, dtype=np.float64), (k,))
     if orders is None:
         orders = gate_orders(seed, sizes, s)
-    orders = [
-        np.broadcast_to(np.asarray(o, dtype=np.int64), c.shape)
-        for o, c in zip(orders, cand, strict=True)
-    ]
-    states = []
-    for j in range(k):
-        tg, sd, al = gate_tests(
-            base[j].mean(axis=1), delta[j], alpha=alpha, n_benchmarks=k, rule=rule
-        )
-        states.append(one_sided_init(sizes[j], tg, sd, np.broadcast_to(al, tg.shape)))
+    orders = [np.broadcast_to(np.asarray(o, dtype=np.int64), c.shape)
+              for o, c in zip(orders, cand, strict=True)]  # fmt: skip
+    gs = gate_start([b.mean(axis=1) for b in base], sizes, margins, alpha=alpha, rule=rule,
+                    batch_size=batch_size, budget=budget, prediction=prediction)  # fmt: skip
     ordered = [OrderedBaseline.build(b, o) for b, o in zip(base, orders, strict=True)]
-    tracks = [
-        GridTrack.start(st, np.arange(n + 1) / n) if bounds else None
-        for st, n in zip(states, sizes, strict=True)
-    ]
-    seen = [np.zeros((s, 6)) for _ in range(k)]
-    left = np.full(s, sum(sizes) if budget is None else int(budget), dtype=np.int64)
-    rounds = np.zeros(s, dtype=np.int64)
+    tracks = [GridTrack.start(st, np.arange(n + 1) / n) if bounds else None
+              for st, n in zip(gs.tests, sizes, strict=True)]  # fmt: skip
     while True:
-        codes = np.stack([benchmark_codes(st) for st in states], axis=1)
-        served = np.stack([st.t for st in states], axis=1)
-        exhausted = served >= np.asarray(sizes)[None, :]
-        outcome = gate_outcome(codes, exhausted, left, rule)
-        want = needs_items(codes, exhausted, rule) & (outcome == G_OPEN)[:, None]
-        if not want.any():
+        counts = gate_plan(gs)
+        if not counts.any():
             break
-        weights = 1.0 + np.stack([progress(st) for st in states], axis=1)
-        counts = allocate(weights, want, np.asarray(sizes)[None, :] - served, batch_size, left)
-        for j in range(k):  # benchmarks have different sizes: one vectorised update each
-            kmax = int(counts[:, j].max())
-            if kmax == 0:
-                continue
-            f0, f1 = prediction_coefficients(prediction, seen[j])
-            refresh_residuals(states[j], seen[j], f0, f1)
-            rec, live = affine_uniform_record(ordered[j], f0, f1, states[j].t, kmax)
-            live &= np.arange(kmax)[None, :] < counts[:, j][:, None]
-            a = np.where(live, np.take_along_axis(cand[j], rec.items, axis=1), 0.0)
-            b = np.where(live, np.take_along_axis(base[j], rec.items, axis=1), 0.0)
-            one_sided_update(states[j], rec, a, live=live, inplace=True, track=tracks[j])
-            seen[j] += np.stack(
-                [live.sum(1), a.sum(1), b.sum(1), (a * b).sum(1), (b * b).sum(1), (a * a).sum(1)],
-                axis=1,
-            )
-        left -= counts.sum(axis=1)
-        rounds += want.any(axis=1)
-    items = np.stack([st.t for st in states], axis=1)
-    est = np.full((s, k), np.nan)
-    for j in range(k):
-        with np.errstate(invalid="ignore", divide="ignore"):
-            est[:, j] = (seen[j][:, 1] - seen[j][:, 2]) / seen[j][:, 0]
+        recs = gate_records(gs, ordered, counts)
+        take = [None if r is None else r[2].items for r in recs]
+        a = [
+            None if t is None else np.take_along_axis(c, t, 1)
+            for t, c in zip(take, cand, strict=True)
+        ]
+        b = [
+            None if t is None else np.take_along_axis(x, t, 1)
+            for t, x in zip(take, base, strict=True)
+        ]
+        gate_apply(gs, counts, recs, a, b, tracks if bounds else None)
+    codes, _, outcome = gs.status()
+    items = np.stack([st.t for st in gs.tests], axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        est = np.stack([(sn[:, 1] - sn[:, 2]) / sn[:, 0] for sn in gs.seen], axis=1)
     out_bounds = None
     if bounds:
         out_bounds = np.stack(
-            [
-                track_bounds(st, tr) - b.mean(axis=1)[:, None]
-                for st, tr, b in zip(states, tracks, base, strict=True)
-            ],
+            [track_bounds(st, tr) - b.mean(axis=1)[:, None]
+             for st, tr, b in zip(gs.tests, tracks, base, strict=True)],
             axis=1,
-        )
-    return GateRun(
-        outcome=outcome, codes=codes, items=items, estimate=est, rounds=rounds, bounds=out_bounds
-    )
+        )  # fmt: skip
+    return GateRun(outcome=outcome, codes=codes, items=items, estimate=est, rounds=gs.rounds,
+                   bounds=out_bounds)  # fmt: skip
 
 
 __all__ = [
@@ -453,10 +577,15 @@ __all__ = [
     "REGRESSED",
     "RULES",
     "GateRun",
+    "GateState",
     "allocate",
     "benchmark_codes",
+    "gate_apply",
     "gate_orders",
     "gate_outcome",
+    "gate_plan",
+    "gate_records",
+    "gate_start",
     "gate_tests",
     "needs_items",
     "prediction_coefficients",
