@@ -120,7 +120,11 @@ def evaluate(
     baseline: str | None = typer.Option(
         None, "--baseline", help="A model with full results on the benchmark (goal decide)"
     ),
-    goal: str = typer.Option("decide", "--goal", help="decide | precision"),
+    goal: str = typer.Option(
+        "decide",
+        "--goal",
+        help="decide | precision | noninferior (needs --margin) | superior (one-sided goals)",
+    ),
     policy: str | None = typer.Option(
         None,
         "--policy",
@@ -129,7 +133,9 @@ def evaluate(
         "Default: assisted when the benchmark has >= 10 models with full results, else random",
     ),
     alpha: float = typer.Option(0.05, "--alpha", help="Error level"),
-    margin: float | None = typer.Option(None, "--margin", help="Equivalence margin (decide)"),
+    margin: float | None = typer.Option(
+        None, "--margin", help="Equivalence margin (decide); the margin of noninferior / superior"
+    ),
     precision: float | None = typer.Option(None, "--precision", help="Target half-width"),
     batch: int = typer.Option(10, "--batch", min=1, help="Items per batch"),
     max_items: int | None = typer.Option(None, "--max-items", min=1, help="Default: all"),
@@ -188,8 +194,8 @@ def evaluate(
         raise typer.BadParameter("give exactly one of --run and --answers", param_hint="--run")
     if answers is not None and answers_model is None:
         raise typer.BadParameter("--answers needs --answers-model", param_hint="--answers-model")
-    if goal not in ("decide", "precision"):
-        raise typer.BadParameter("decide | precision", param_hint="--goal")
+    if goal not in ("decide", "precision", "noninferior", "superior"):
+        raise typer.BadParameter("decide | precision | noninferior | superior", param_hint="--goal")
     if policy is not None and policy not in ("random", "assisted", "neyman", "fluid"):
         raise typer.BadParameter("random | assisted | neyman | fluid", param_hint="--policy")
     table = _answers(answers, answers_model) if answers is not None else None
@@ -245,7 +251,7 @@ def evaluate(
         write_summary(summary, session_summary(s, base))
     if s.state == "exhausted":
         raise typer.Exit(EXIT_EXHAUSTED)
-    if s.decision == "worse":  # a decided regression never exits 0 (the table of docs/ci.md)
+    if s.decision in ("worse", "regressed", "not_superior", "on_margin"):  # never exit 0
         raise typer.Exit(EXIT_REGRESSION)
 
 
@@ -320,7 +326,11 @@ def simulate(
     orders: int = typer.Option(1, "--orders", min=1, help="Independent replays per pair"),
     alpha: float = typer.Option(0.05, "--alpha"),
     batch: int = typer.Option(10, "--batch", min=1),
-    goal: str = typer.Option("decide", "--goal", help="decide | precision"),
+    goal: str = typer.Option(
+        "decide",
+        "--goal",
+        help="decide | precision | noninferior (needs --margin) | superior (one-sided goals)",
+    ),
     margin: float | None = typer.Option(None, "--margin"),
     precision: float | None = typer.Option(None, "--precision"),
     max_items: int | None = typer.Option(None, "--max-items", min=1),

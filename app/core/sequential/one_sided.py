@@ -493,13 +493,59 @@ def grid_bounds(
     return track_bounds(st, track), st
 
 
+#: One-sided session goals: (decision when the lower test rejects, when the upper one does).
+SESSION_GOALS = {
+    "noninferior": ("noninferior", "regressed"),
+    "superior": ("superior", "not_superior"),
+}
+
+
+def goal_tests(goal: str, baseline_mean: float, margin: float | None, alpha: float):
+    """Targets, sides and levels of a one-sided session goal (one session).
+
+    ``noninferior``: both tests at ``B - margin``; ``superior``: at ``B + margin`` (margin
+    default 0). Each test spends all of ``alpha`` on its own side (a session asks one question,
+    so no correction: the two sides reject incompatible hypotheses).
+
+    Returns
+    -------
+    target : ndarray, shape (1, 2)
+    side : ndarray, shape (2,)
+    alpha : ndarray, shape (2,)
+    """
+    if goal not in SESSION_GOALS:
+        raise ValueError(f"goal: expected one of {tuple(SESSION_GOALS)}, got {goal!r}")
+    d = float(margin or 0.0)
+    m = float(baseline_mean) + (-d if goal == "noninferior" else d)
+    m = min(max(m, 0.0), 1.0)
+    return np.array([[m, m]]), np.array([LOWER, UPPER], np.int8), np.array([alpha, alpha])
+
+
+def goal_decision(state: OneSidedState, goal: str) -> str:
+    """The decision of a one-sided goal from its tests (:func:`goal_tests`), session 0.
+
+    The side that rejected first decides (the negative one on a tie); exhausted with neither:
+    ``on_margin`` (the exact mean equals the target); else ``undecided``.
+    """
+    good, bad = SESSION_GOALS[goal]
+    lo, up = int(state.hit[0, 0]), int(state.hit[0, 1])
+    if up and (not lo or up <= lo):
+        return bad
+    if lo:
+        return good
+    return "on_margin" if state.t[0] >= state.n_items else "undecided"
+
+
 __all__ = [
     "LOWER",
+    "SESSION_GOALS",
     "UPPER",
     "GridTrack",
     "OneSidedState",
     "OrderedBaseline",
     "affine_uniform_record",
+    "goal_decision",
+    "goal_tests",
     "grid_bounds",
     "one_sided_init",
     "one_sided_update",

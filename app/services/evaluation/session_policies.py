@@ -26,6 +26,15 @@ import numpy as np
 
 from app.core.sequential.active import DrawRecord
 from app.core.sequential.fluid import ItemBank
+from app.core.sequential.one_sided import (
+    GridTrack,
+    OneSidedState,
+    goal_decision,
+    goal_tests,
+    one_sided_init,
+    one_sided_update,
+    track_bounds,
+)
 from app.core.sequential.policies import (
     UNIFORM_POLICIES,
     PolicyState,
@@ -101,8 +110,58 @@ def feed(parts: dict, bank: ItemBank | None, x: np.ndarray, prev: np.ndarray) ->
         done = draws.take((slice(None), slice(0, t)))
         st.cs = replay(fresh, done, prev[None, :]) if t else fresh.cs
     pending = draws.take((slice(None), slice(t, None)))
-    policy_update(st, bank, pending, np.asarray(x, dtype=np.float64)[None, :], inplace=True)
-    return {**parts, "policy": st.to_dict(), "draws": draws.to_dict()}
+    values = np.asarray(x, dtype=np.float64)[None, :]
+    policy_update(st, bank, pending, values, inplace=True)
+    out = {**parts, "policy": st.to_dict(), "draws": draws.to_dict()}
+    if "one_sided" in parts:  # a one-sided goal: its tests read the very same draws
+        out |= _feed_one_sided(parts, pending, values)
+    return out
+
+
+def start_one_sided(
+    parts: dict, goal: str, n_items: int, *, baseline_mean: float, margin: float | None,
+    alpha: float,
+) -> dict:  # fmt: skip
+    """Add a one-sided goal's tests (``noninferior``, ``superior``) to a new session's parts.
+
+    They consume the policy's own draws (any predictable design, the same predictions), so the
+    decision spends all of ``alpha`` on its side (:mod:`app.core.sequential.one_sided`); the
+    tracked grid (``k / N``) gives the reported bound.
+    """
+    target, side, al = goal_tests(goal, baseline_mean, margin, alpha)
+    st = one_sided_init(n_items, target, side, al)
+    track = GridTrack.start(st, np.arange(n_items + 1) / n_items)
+    return {**parts, "one_sided": st.to_dict(), "one_sided_grid": _track_dict(track)}
+
+
+def _track_dict(track: GridTrack) -> dict:
+    return {"grid": track.grid, "log_capital": track.log_capital, "rejected": track.rejected}
+
+
+def _feed_one_sided(parts: dict, pending: DrawRecord, values: np.ndarray) -> dict:
+    st = OneSidedState.from_dict(parts["one_sided"])
+    g = parts["one_sided_grid"]
+    track = GridTrack(
+        grid=np.asarray(g["grid"], dtype=np.float64),
+        log_capital=np.asarray(g["log_capital"], dtype=np.float64).copy(),
+        rejected=np.asarray(g["rejected"], dtype=bool).copy(),
+    )
+    one_sided_update(st, pending, values, inplace=True, track=track)
+    return {"one_sided": st.to_dict(), "one_sided_grid": _track_dict(track)}
+
+
+def one_sided_reading(parts: dict, goal: str) -> tuple[str, float, float]:
+    """``(decision, lower bound, upper bound)`` of a one-sided goal, bounds for the model's mean
+    (the lower test's bound and the upper test's)."""
+    st = OneSidedState.from_dict(parts["one_sided"])
+    g = parts["one_sided_grid"]
+    track = GridTrack(
+        grid=np.asarray(g["grid"], dtype=np.float64),
+        log_capital=np.asarray(g["log_capital"], dtype=np.float64),
+        rejected=np.asarray(g["rejected"], dtype=bool),
+    )
+    bounds = track_bounds(st, track)[0]
+    return goal_decision(st, goal), float(bounds[0]), float(bounds[1])
 
 
 def draw_next(
@@ -138,4 +197,12 @@ def mean_interval(parts: dict, bank: ItemBank | None) -> tuple[float | None, flo
     return (None if np.isnan(est) else float(est)), float(lo[0]), float(hi[0])
 
 
-__all__ = ["batch_uniforms", "draw_next", "feed", "mean_interval", "start"]
+__all__ = [
+    "batch_uniforms",
+    "draw_next",
+    "feed",
+    "mean_interval",
+    "one_sided_reading",
+    "start",
+    "start_one_sided",
+]

@@ -164,9 +164,18 @@ def _bank(session: Session, row: EvaluationSession):
     return irt_fits.item_bank(fit)
 
 
-def _judge(row: EvaluationSession, est: Interval, diff: Interval | None) -> tuple[str, str]:
+ONE_SIDED_GOALS = ("noninferior", "superior")
+
+
+def _judge(
+    row: EvaluationSession, est: Interval, diff: Interval | None, parts: dict | None = None
+) -> tuple[str, str]:
     """``(state, decision)`` after a batch."""
-    if row.goal == "decide":
+    if row.goal in ONE_SIDED_GOALS:  # the goal's own one-sided tests (all of alpha on a side)
+        assert parts is not None
+        decision = session_policies.one_sided_reading(parts, row.goal)[0]
+        done = decision != "undecided"
+    elif row.goal == "decide":
         assert diff is not None
         code = decide(diff.lower, diff.upper, margin=row.margin)
         decision = str(decision_names(code))
@@ -270,8 +279,14 @@ def _check(body: SessionCreate, n_items: int) -> int:
         errors.append(FieldIssue(("baseline",), "goal 'decide' compares with a baseline"))
     if body.goal == "precision" and body.precision is None:
         errors.append(FieldIssue(("precision",), "goal 'precision' needs a target half-width"))
-    if body.goal != "decide" and body.margin is not None:
-        errors.append(FieldIssue(("margin",), "only with goal 'decide'"))
+    if body.goal in ONE_SIDED_GOALS and body.baseline is None:
+        errors.append(FieldIssue(("baseline",), f"goal {body.goal!r} compares with a baseline"))
+    if body.goal == "noninferior" and body.margin is None:
+        errors.append(
+            FieldIssue(("margin",), "goal 'noninferior' needs a margin (0.02 = 2 points)")
+        )
+    if body.goal == "precision" and body.margin is not None:
+        errors.append(FieldIssue(("margin",), "not with goal 'precision'"))
     if body.goal != "precision" and body.precision is not None:
         errors.append(FieldIssue(("precision",), "only with goal 'precision'"))
     max_items = n_items if body.max_items is None else body.max_items
@@ -311,6 +326,12 @@ def create_session(
             return None, job, created
         bank = irt_fits.item_bank(fit)
     parts, order = session_policies.start(policy, n, bank=bank, alpha=body.alpha, seed=seed, k=k)
+    if body.goal in ONE_SIDED_GOALS:
+        assert base is not None
+        parts = session_policies.start_one_sided(
+            parts, body.goal, n, baseline_mean=float(base.mean()), margin=body.margin,
+            alpha=body.alpha,
+        )  # fmt: skip
     row = EvaluationSession(
         benchmark_version_id=version.id,
         model_name=body.model,
@@ -363,7 +384,7 @@ def _apply(session, row, parts, x, prev, batch):
     else:
         parts = session_policies.feed(parts, bank, x, prev)
     est, diff = _estimates(session, row, parts)
-    row.state, row.decision = _judge(row, est, diff)
+    row.state, row.decision = _judge(row, est, diff, parts)
     k = min(row.batch_size, row.max_items - row.items_used) if row.state == "open" else 0
     nxt = None
     if k and fluid_state is not None:
