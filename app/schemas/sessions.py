@@ -95,6 +95,12 @@ class SessionItem(BaseModel):
     subtask: str
 
 
+class OneSidedBounds(BaseModel):
+    lower: float = Field(description="Lower bound for the difference (above threshold: decided up)")
+    upper: float = Field(description="Upper bound for the difference (below threshold: down)")
+    threshold: float
+
+
 class Interval(BaseModel):
     value: float | None = Field(
         description="Point estimate (null before any result): the sample mean for random, the "
@@ -145,6 +151,12 @@ class SessionPublic(BaseModel):
     estimate: Interval = Field(description="The model's full-benchmark accuracy")
     difference: Interval | None = Field(description="Accuracy minus the baseline's (full)")
     baseline_accuracy: float | None
+    one_sided: OneSidedBounds | None = Field(
+        default=None,
+        description="goal noninferior / superior: the one-sided confidence bounds for the "
+        "difference (each at level alpha, from the goal's own tests) and the threshold they "
+        "are compared with (-margin, or +margin)",
+    )
     next_items: list[SessionItem] = Field(description="The open batch (empty once closed)")
     samples: dict[str, list[int]] = Field(
         description="The open batch for `lm_eval --samples`: {subtask: [doc_id, ...]}"

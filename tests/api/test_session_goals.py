@@ -91,6 +91,16 @@ def test_one_sided_goal_decides_as_the_offline_tests(
     assert (final["decision"], final["items_used"]) == want
     again = client.get(f"/v1/sessions/{final['id']}").json()
     assert again["decision"] == expected
+    bounds = again["one_sided"]
+    threshold = -(margin or 0.0) if goal == "noninferior" else (margin or 0.0)
+    assert bounds["threshold"] == pytest.approx(threshold)
+    if expected in ("noninferior", "superior"):
+        assert bounds["lower"] > threshold  # the reported bound agrees with the decision
+    else:
+        assert bounds["upper"] < threshold
+    assert bounds["lower"] <= final["difference"]["value"] + 1e-9 <= bounds["upper"] + 2e-9
+    page = client.get(f"/ui/sessions/{final['id']}")
+    assert page.status_code == 200 and 'id="one-sided"' in page.text
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,13 @@ from app.db.repositories.sessions import EvaluationSessionRepository
 from app.errors import Conflict, FieldIssue, InvalidInput, NotFound
 from app.ingest import ParsedResults
 from app.schemas.results import ModelCreate
-from app.schemas.sessions import HistoryRow, Interval, SessionCreate, SessionPublic
+from app.schemas.sessions import (
+    HistoryRow,
+    Interval,
+    OneSidedBounds,
+    SessionCreate,
+    SessionPublic,
+)
 from app.services.catalog import irt_fits
 from app.services.catalog.benchmarks import get_version, item_index
 from app.services.catalog.matrices import full_matrix
@@ -191,6 +197,17 @@ def _judge(
     return "open", decision
 
 
+def _one_sided_bounds(row: EvaluationSession, base) -> OneSidedBounds | None:
+    if row.goal not in ONE_SIDED_GOALS or base is None:
+        return None
+    _, lo, hi = session_policies.one_sided_reading(unpack_state(row.engine_state), row.goal)
+    b = float(base.mean())
+    d = float(row.margin or 0.0)
+    return OneSidedBounds(
+        lower=lo - b, upper=hi - b, threshold=-d if row.goal == "noninferior" else d
+    )
+
+
 def to_public(
     session: Session,
     row: EvaluationSession,
@@ -231,6 +248,7 @@ def to_public(
         estimate=est,
         difference=diff,
         baseline_accuracy=None if base is None else float(base.mean()),
+        one_sided=_one_sided_bounds(row, base),
         next_items=items,
         samples=samples,
         history=history,
