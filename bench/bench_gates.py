@@ -22,7 +22,10 @@ Cases (``--cases``):
   margin, run to their decisions, (iii) a fixed-n non-inferiority design with Holm at 80 % power for
   the true gap.
 
-    python bench/bench_gates.py --cases error predictions items --gates 1000
+* ``onesided``: REAL GPQA pairs, items until non-inferior by the one-sided test vs the lower end
+  of the two-sided session CS at the same alpha.
+
+    python bench/bench_gates.py --cases error predictions items onesided --gates 1000
 """
 
 from __future__ import annotations
@@ -318,6 +321,37 @@ def items_case(gates, seed, two_sided_gates):
     return out
 
 
+def onesided_case(pairs, seed, margin=0.02):
+    """REAL GPQA pairs with Delta > 0: items until non-inferior (Delta > -margin), item by item,
+    uniform order: the one-sided lower test vs the lower end of the two-sided session CS, same
+    alpha (the ``random`` policy's CS, ``confidence_sequences``)."""
+    from app.core.sequential.confidence_sequences import confidence_sequence
+    from app.core.sequential.one_sided import one_sided_init, one_sided_update, uniform_record
+
+    real = gpqa()
+    n = real.shape[1]
+    rng = np.random.default_rng(seed)
+    i, j = rng.integers(0, real.shape[0], 3 * pairs), rng.integers(0, real.shape[0], 3 * pairs)
+    gap = real[i].mean(1) - real[j].mean(1)
+    keep = (gap > 0) & (i != j)
+    i, j, gap = i[keep][:pairs], j[keep][:pairs], gap[keep][:pairs]
+    perm = np.argsort(rng.random((i.size, n)), axis=1)
+    a = np.take_along_axis(real[i], perm, 1)
+    b = real[j].mean(1)
+    lower = confidence_sequence(a, n_items=n, alpha=ALPHA).lower - b[:, None] > -margin
+    t_two = np.where(lower.any(1), lower.argmax(1) + 1, n)
+    st = one_sided_init(n, np.stack([b - margin, b - margin], 1), [1, -1], ALPHA)
+    rec, _ = uniform_record(np.zeros((i.size, n)), perm, np.zeros(i.size, int), n)
+    one_sided_update(st, rec, np.take_along_axis(real[i], rec.items, 1), inplace=True)
+    t_one = np.where(st.hit[:, 0] > 0, st.hit[:, 0], n)
+    for lo, hi in ((0, 0.02), (0.02, 0.05), (0.05, 0.1), (0.1, 1)):
+        m = (gap >= lo) & (gap < hi)
+        print({"gap": f"{lo}..{hi}", "pairs": int(m.sum()),
+               "two-sided lower end median": float(np.median(t_two[m])),
+               "one-sided median": float(np.median(t_one[m])),
+               "mean ratio": round(float(np.mean(t_one[m] / t_two[m])), 3)}, flush=True)  # fmt: skip
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases", nargs="+", default=["error", "predictions", "items"])
@@ -336,6 +370,8 @@ def main(argv=None) -> None:
             print(f"K={k} benchmarks: {names}", flush=True)
     if "predictions" in args.cases:
         predictions_case(args.pairs, args.seed)
+    if "onesided" in args.cases:
+        onesided_case(args.pairs, args.seed)
     if "items" in args.cases:
         items_case(args.gates, args.seed, args.two_sided_gates)
 
