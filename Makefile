@@ -42,8 +42,13 @@ worker: install
 migrate: install
 	$(PY) -m app.cli migrate
 
+# Two xdist workers by default (the machine has two cores); each worker is its own pytest
+# session with its own database, Celery queue and Redis prefix (tests/conftest.py). Files stay
+# whole on one worker (--dist loadfile) so module fixtures start once. PYTEST_WORKERS=0 runs serially.
+PYTEST_WORKERS ?= 2
+
 test: install-dev
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-core: install-dev
 	$(PY) -m pytest tests/core $(PYTEST_ARGS)

@@ -29,6 +29,7 @@ from app.api.routes import (
     sessions,
     subsets,
 )
+from app.api.slow_requests import BodyDeadline, install_header_deadline
 from app.db.session import make_engine, make_sessionmaker
 from app.queue import CeleryQueue
 from app.services.limits.expensive import EXPENSIVE
@@ -53,6 +54,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         # first: a public address with keys disabled fails the startup, whatever the server
         check_exposure(settings)
+        install_header_deadline(settings.request_header_seconds)  # before the first connection
         # a thread computing something expensive hands the GIL to waiting request threads
         # every millisecond instead of every 5 (cheap reads wait less behind it)
         sys.setswitchinterval(settings.gil_switch_interval_ms / 1000)
@@ -97,6 +99,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         hold_refused=settings.hold_refused_keys,
         hold_delay=settings.hold_refused_delay_seconds,
         per_key=settings.max_requests_in_flight_per_key,
+        body_deadline=BodyDeadline(
+            seconds=settings.request_body_seconds,
+            min_rate=settings.request_body_min_rate,
+            max_bytes=settings.max_body_bytes,
+            buffer_bytes=settings.body_buffer_bytes,
+        ),
     )
     app.add_middleware(ResponseHeaders)  # outermost: nosniff on every answer, 503s included
     configure_limits(settings)

@@ -163,6 +163,29 @@ class Settings(BaseSettings):
     )
     web_session_hours: float = Field(default=8.0, gt=0, description="browser session lifetime")
     max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    request_header_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="a connection must complete a request's headers this long after connecting "
+        "or after its previous response, else it is closed (uvicorn)",
+    )
+    request_body_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="time every request body gets to arrive, before it takes an admission place",
+    )
+    request_body_min_rate: float = Field(
+        default=32 * 1024,
+        gt=0,
+        description="bytes per second a body must average beyond REQUEST_BODY_SECONDS (a body "
+        "of n bytes is due REQUEST_BODY_SECONDS + n / rate after its headers; late: 408, closed)",
+    )
+    body_buffer_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        gt=0,
+        description="bytes all request bodies being received hold together in one API process; "
+        "beyond it 503",
+    )
     max_json_depth: int = Field(default=32, ge=2, description="nesting limit of JSON bodies")
     max_upload_lines: int = Field(default=2_000_000, gt=0, description="lines per uploaded file")
     max_line_bytes: int = Field(

@@ -144,6 +144,13 @@ def main(argv=None) -> None:
     ap.add_argument("--no-crossfit", action="store_true", help="in-sample calibration (x1.1)")
     ap.add_argument("--all-intervals", action="store_true", help="list every small-n interval")
     ap.add_argument("--json", type=Path, help="also write the tables as JSON here")
+    ap.add_argument(
+        "--split",
+        choices=("random", "weak_to_strong", "strong_to_weak"),
+        default="random",
+        help="extrapolation splits (issue 38): fit on the weakest 80 %% of models, score the "
+        "strongest 20 %% (weak_to_strong) or the mirror; --sources/--targets unused",
+    )
     args = ap.parse_args(argv)
     scorer = {"no-references": no_references_scorer, "references": references_scorer}[args.scorer]
     dump = {}
@@ -161,11 +168,12 @@ def main(argv=None) -> None:
             seed=args.seed,
             scorer=scorer,
             crossfit=not args.no_crossfit,
+            split=args.split,
         )
         dt = time.perf_counter() - t0
         print(
             f"\n### {name}: {label}; {args.repeats} repeats x {args.sources}/{args.targets}, "
-            f"seed {args.seed}, {dt:.0f} s\n",
+            f"split {args.split}, seed {args.seed}, {dt:.0f} s\n",
             flush=True,
         )
         print(flagged_markdown(table, default_only=not args.all_intervals), flush=True)

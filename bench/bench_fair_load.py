@@ -364,6 +364,7 @@ def main() -> int:
             )
             read_key = create_key(url, ["read"], name="expensive-clients")
             cheap_key = create_key(url, ["read"], name="cheap-reader")
+            metrics_key = create_key(url, [], name="metrics", instance_admin=True)
             for _ in range(2):
                 servers.append(ApiServer(env, log_level="warning"))
                 servers[-1].start()
@@ -384,7 +385,7 @@ def main() -> int:
             cpu_spent = cpu_groups(cpu_before, cpu_by_process(), pids, os.getpid())
             metrics = [
                 httpx.get(
-                    u + "/metrics", headers={"Authorization": f"Bearer {cheap_key}"}, timeout=60
+                    u + "/metrics", headers={"Authorization": f"Bearer {metrics_key}"}, timeout=60
                 ).text
                 for u in urls
             ]

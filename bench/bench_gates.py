@@ -1,4 +1,4 @@
-"""Release gates (issue 34): error control and items, with the engine of ``app.core.sequential.gates``.
+"""Release gates (issue 34): error control and items, with the engine of ``app.core.sequential.gating.gates``.
 
 Cases (``--cases``):
 
@@ -52,7 +52,7 @@ from app.core.sequential.confidence_sequences import (  # noqa: E402
     difference_interval,
     paired_values,
 )
-from app.core.sequential.gates import (  # noqa: E402
+from app.core.sequential.gating.gates import (  # noqa: E402
     G_FAIL,
     G_INCONCLUSIVE,
     G_PASS,
@@ -326,7 +326,11 @@ def onesided_case(pairs, seed, margin=0.02):
     uniform order: the one-sided lower test vs the lower end of the two-sided session CS, same
     alpha (the ``random`` policy's CS, ``confidence_sequences``)."""
     from app.core.sequential.confidence_sequences import confidence_sequence
-    from app.core.sequential.one_sided import one_sided_init, one_sided_update, uniform_record
+    from app.core.sequential.gating.one_sided import (
+        one_sided_init,
+        one_sided_update,
+        uniform_record,
+    )
 
     real = gpqa()
     n = real.shape[1]

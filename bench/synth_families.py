@@ -18,6 +18,9 @@ Families (``FAMILIES``), every one labelled synthetic:
     (``a ~ LogNormal(0.5, 0.3)``); 2 % all-wrong rows, 5 % duplicates.
 ``strong``
     the mirror of ``weak``: 40 % of the models near 100 % (tests the all-right end).
+``discriminative``
+    ``theta ~ N(0, 1)``, very sharp items (``a ~ LogNormal(1.2, 0.3)``, about 3.3) of spread
+    difficulty (``b ~ N(0, 3)``): each item separates models above and below its level (issue 38).
 
 Deterministic: the same family, sizes and seed give the same matrix (one ``default_rng(seed)``).
 """
@@ -28,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-FAMILIES = ("weak", "wide", "strong")
+FAMILIES = ("weak", "wide", "strong", "discriminative")
 SOURCE = (
     "SYNTHETIC: 2PL IRT family {family!r} (bench/synth_families.py, seed {seed}); "
     "not real model results"
@@ -72,6 +75,9 @@ _SPECS = {
     "weak": dict(weak=0.4, weak_theta=(-3.5, 0.8), log_a=(0.3, 0.3), b=(0.5, 1.0), zero=0.03),
     "wide": dict(weak=0.0, weak_theta=(0.0, 1.0), log_a=(0.5, 0.3), b=(0.0, 1.2), zero=0.02),
     "strong": dict(weak=0.4, weak_theta=(3.5, 0.8), log_a=(0.3, 0.3), b=(-0.5, 1.0), zero=0.03),
+    "discriminative": dict(
+        weak=0.0, weak_theta=(0.0, 1.0), log_a=(1.2, 0.3), b=(0.0, 3.0), zero=0.0
+    ),
 }
 
 
@@ -89,7 +95,7 @@ def make_family(
 
     Parameters
     ----------
-    family : {"weak", "wide", "strong"}
+    family : {"weak", "wide", "strong", "discriminative"}
     n_models, n_items : int
         At least 10 models and ``n_subtasks`` items.
     seed : int
@@ -118,6 +124,8 @@ def make_family(
     weak = rng.random(n_models) < spec["weak"]
     if family == "wide":
         theta = rng.uniform(-4.0, 4.0, n_models)
+    elif family == "discriminative":
+        theta = rng.normal(0.0, 1.0, n_models)
     else:
         sign = 1.0 if family == "weak" else -1.0
         theta = rng.normal(0.3 * sign, 1.3, n_models)

@@ -60,7 +60,7 @@ def test_docker_compose_config_accepts_the_file(tmp_path: Path) -> None:
 
 def test_services_and_healthchecks(compose: dict[str, Any]) -> None:
     services = compose["services"]
-    assert set(services) == {"db", "redis", "migrate", "api", "worker"}
+    assert set(services) == {"db", "redis", "migrate", "api", "worker", "nginx"}
     assert services["db"]["image"].startswith("postgres:16")
     assert "pg_isready" in " ".join(services["db"]["healthcheck"]["test"])
     assert services["redis"]["healthcheck"]["test"][-2:] == ["redis-cli", "ping"]
@@ -92,3 +92,20 @@ def test_dockerfile_builds_the_one_image_with_the_cli() -> None:
     for needed in ("COPY alembic.ini", "COPY migrations", "pip install ."):
         assert needed in dockerfile
     assert '"benchslice"' in dockerfile
+
+
+def test_only_nginx_is_published_and_it_runs_the_documented_config(
+    compose: dict[str, Any],
+) -> None:
+    """Issue 39: uvicorn is not published; nginx (deploy/nginx.conf, tested against Debian's
+    nginx in tests/limits/test_nginx.py) buffers requests in front of it."""
+    services = compose["services"]
+    published = {name for name, svc in services.items() if svc.get("ports")}
+    assert published == {"nginx"}
+    nginx = services["nginx"]
+    assert "./deploy/nginx.conf:/etc/nginx/benchslice.conf:ro" in nginx["volumes"]
+    assert "/etc/nginx/benchslice.conf" in nginx["command"]
+    assert nginx["depends_on"]["api"]["condition"] == "service_healthy"
+    conf = (ROOT / "deploy" / "nginx.conf").read_text()
+    assert "server api:8000;" in conf and "proxy_request_buffering on;" in conf
+    assert services["api"]["environment"]["FORWARDED_ALLOW_IPS"] == "*"

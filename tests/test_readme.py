@@ -106,7 +106,7 @@ def test_tour_runs_against_a_real_service(tmp_path: Path) -> None:
     assert "exit code 1: too close to call with 25 items" in out
     assert "DISTINGUISHABLE: mistralai/Mistral-Large-Instruct-2411" in out
     assert "MDAD on gpqa (robust mode, 10 runs" in out
-    assert "(design)  decided: better" in out  # the evaluate session stops at its decision
+    assert "(design, generalized)  decided: better" in out  # the session stops at its decision
     assert shown_on_pages == 2
     spec = json.loads((work / "subset.json").read_text())
     assert list(spec) == ["gpqa_main"] and len(spec["gpqa_main"]) == 25

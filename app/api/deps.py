@@ -92,6 +92,7 @@ def get_principal(
         credentials.credentials if credentials else None,
         before_hashing=lambda prefix: RATES.check_auth_attempt(prefix, address),
         after_failure=lambda prefix: RATES.auth_failed(prefix, address),
+        for_write=request.method in WRITE_METHODS,
     )
 
 
@@ -128,19 +129,29 @@ def operation_cost(request: Request) -> float:
 async def limited(request: Request, principal: Principal) -> Principal:
     """Charge the request to its caller (429 when short) and name the caller for the rest of
     the request (expensive-work pool, job quotas). Instance admins are exempt."""
+    cost = operation_cost(request)
     caller = Caller(
         id=principal.id,
         units=tuple(quota_units(principal)),
         exempt=principal.instance_admin,
         labels=unit_labels(principal),
     )
+    # a request on a target (a path parameter names it) charges its target's project's bucket
+    # when that project is checked (issue 39: a key with roles on several projects is not
+    # refused for another project's empty bucket); a listing or a creation, which names no
+    # one target, charges every project the key draws on, as before
+    if not request.path_params:
+        caller.touched.update(u for u in caller.units if u.startswith("project:"))
+    object.__setattr__(
+        caller, "on_touch", lambda unit: RATES.charge_units(caller, [unit], cost, "a request")
+    )
+    if getattr(request.state, "charged", False):  # a route may check two roles: charge once
+        return principal
     CALLER.set(caller)
     if caller.exempt:  # the admission layer lets this credential's requests in without a cap
         setattr(request.state, EXEMPT_STATE, True)
-    if getattr(request.state, "charged", False):  # a route may check two roles: charge once
-        return principal
     request.state.charged = True
-    decision = await run_in_threadpool(RATES.charge, caller, operation_cost(request), "a request")
+    decision = await run_in_threadpool(RATES.charge, caller, cost, "a request")
     if decision is not None:
         request.state.rate_limit = rate_headers(decision)
     return principal
@@ -344,9 +355,51 @@ def _scalar_query_params(request: Request) -> set[str]:
     return found
 
 
+def _bool_query_params(request: Request) -> set[str]:
+    """Names of the matched route's boolean query parameters."""
+    route = request.scope.get("route")
+    found = getattr(route, "_bool_query_params", None)
+    if found is None:
+        found = set()
+        todo = [getattr(route, "dependant", None)]
+        while todo:
+            current = todo.pop()
+            if current is None:
+                continue
+            for param in current.query_params:
+                if param.field_info.annotation in (bool, bool | None):
+                    found.add(param.alias)
+            todo.extend(current.dependencies)
+        if route is not None:
+            route._bool_query_params = found  # type: ignore[attr-defined]
+    return found
+
+
+# what a boolean query parameter may say (pydantic alone also takes yes/no/on/off/y/n/t/f)
+BOOLEAN_WORDS = frozenset({"true", "false", "1", "0"})
+
+
 def single_valued_query(request: Request) -> None:
     """A one-value query parameter given twice (``?models=a&models=b``) is a 422 naming it,
-    not silently the last value (an app-wide dependency)."""
+    not silently the last value; a boolean one is ``true``/``false`` (or ``1``/``0``), and
+    ``?replace=yes`` a 422 naming it (issue 39). An app-wide dependency."""
+    if request.query_params:
+        flags = _bool_query_params(request)
+        wrong = sorted(
+            {
+                k
+                for k, v in request.query_params.multi_items()
+                if k in flags and v.strip().lower() not in BOOLEAN_WORDS
+            }
+        )
+        if wrong:
+            raise InvalidInput(
+                f"query parameter(s) {', '.join(wrong)}: expected true or false",
+                errors=[
+                    FieldIssue((name,), "expected true or false", location="query")
+                    for name in wrong
+                ],
+            )
     keys = [k for k, _ in request.query_params.multi_items()]
     if len(keys) == len(set(keys)):
         return

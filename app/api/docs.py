@@ -8,12 +8,14 @@ package's files, served under ``/docs-assets``. The pages can not be framed
 
 ``/metrics``: Prometheus text format (``prometheus_client``) of this process: cache hits,
 misses, evictions and bytes per cache, expensive computations run and refused. Not in the
-OpenAPI schema; needs a read key when keys are enabled.
+OpenAPI schema; with keys enabled it needs an instance-admin key (issue 39: the counters are the
+whole instance's, every tenant's refusals and cache use, not one project's; a read key is 403).
 """
 
 from __future__ import annotations
 
 from importlib.resources import files
+from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
@@ -22,6 +24,8 @@ from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app.api.deps import require_scope
+from app.errors import Forbidden
+from app.services.access.keys import Principal
 
 DOCS_URL = "/docs"
 REDOC_URL = "/redoc"
@@ -69,6 +73,12 @@ def install_docs(app: FastAPI) -> None:
             with_google_fonts=False,
         )
 
-    @app.get("/metrics", include_in_schema=False, dependencies=[Depends(require_scope("read"))])
-    def metrics() -> Response:
+    @app.get("/metrics", include_in_schema=False)
+    def metrics(
+        principal: Annotated[Principal, Depends(require_scope("read"))],
+    ) -> Response:
+        if not principal.instance_admin:
+            raise Forbidden(
+                "/metrics needs an instance-admin key (benchslice keys create --instance-admin)"
+            )
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

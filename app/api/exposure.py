@@ -5,11 +5,12 @@ the app is started (``make run``, ``benchslice serve``, ``uvicorn app.main:creat
 --host 0.0.0.0 [--workers N]``): with keys disabled a non-loopback address fails the startup
 (uvicorn exits with status 3) unless ``ALLOW_UNAUTHENTICATED=true``.
 
-Where the server listens: ``BENCHSLICE_BIND_HOST`` when set (``benchslice serve`` sets it, for
-servers that cannot be inspected), else uvicorn's own server object, found on the event loop
-(its ``serve`` coroutine is awaiting this startup): the sockets it was handed (``--workers``,
-``--fd``) or its ``--host`` (a ``--uds`` socket is local). When neither tells (another ASGI
-server), a warning is logged and the server's own guard applies.
+Where the server listens: uvicorn's own server object, found on the event loop (its ``serve``
+coroutine is awaiting this startup): the sockets it was handed (``--workers``, ``--fd``) or its
+``--host`` (a ``--uds`` socket is local); and ``BENCHSLICE_BIND_HOST`` when set (``benchslice
+serve`` sets it, for servers that cannot be inspected) — checked *besides* the server's own
+address, never instead of it (issue 39: the variable used to override what the server said).
+When neither tells (another ASGI server), a warning is logged and the server's own guard applies.
 """
 
 from __future__ import annotations
@@ -58,11 +59,13 @@ def _socket_hosts(sockets: list[socket.socket]) -> list[str]:
     return hosts
 
 
-def bind_hosts() -> list[str] | None:
-    """The addresses this process serves on, or None when it cannot tell."""
-    env = os.environ.get(BIND_HOST_ENV)
-    if env:
-        return [env]
+def uvicorn_server_config() -> Any | None:
+    """The ``Config`` of the uvicorn server starting this app on this loop, or None."""
+    frame = _uvicorn_serve_frame()
+    return None if frame is None else frame.f_locals["self"].config
+
+
+def _server_hosts() -> list[str] | None:
     frame = _uvicorn_serve_frame()
     if frame is None:
         return None
@@ -76,6 +79,19 @@ def bind_hosts() -> list[str] | None:
         with socket.socket(fileno=os.dup(config.fd)) as sock:
             return _socket_hosts([sock])
     return [str(config.host)]
+
+
+def bind_hosts() -> list[str] | None:
+    """The addresses this process serves on, or None when it cannot tell.
+
+    The server's own sockets or ``--host`` when it can be inspected, and ``BENCHSLICE_BIND_HOST``
+    besides: the variable adds an address to check, it never hides the real one (a stale or
+    hand-set ``BENCHSLICE_BIND_HOST=127.0.0.1`` does not let ``--host 0.0.0.0`` through)."""
+    hosts = _server_hosts()
+    env = os.environ.get(BIND_HOST_ENV)
+    if env:
+        hosts = [*(hosts or []), env]
+    return hosts
 
 
 def check_exposure(settings: Settings) -> None:

@@ -14,7 +14,13 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 from app.api.deps import SessionDep
 from app.errors import InvalidInput, PayloadTooLarge
 from app.schemas.results import ResultsCreate
-from app.services.catalog.uploads import MULTIPART, PARQUET_TYPES, UploadPart, media_type
+from app.services.catalog.uploads import (
+    MULTIPART,
+    PARQUET_TYPES,
+    UploadPart,
+    expand_archives,
+    media_type,
+)
 from app.services.platform import idempotency
 
 MAX_FILES = 200
@@ -43,7 +49,7 @@ async def read_upload(request: Request) -> list[UploadPart]:
         body = b"".join([chunk async for chunk in _limited(request, limit)])
         part = UploadPart(mt, body, None)
         check_lines(part, settings.max_upload_lines, settings.max_line_bytes)
-        return [part]
+        return _unzipped([part], settings)
     parser = MultiPartParser(
         request.headers, _limited(request, limit), max_files=MAX_FILES, max_fields=100
     )
@@ -65,7 +71,19 @@ async def read_upload(request: Request) -> list[UploadPart]:
                 parts.append(part)
     finally:
         await form.close()
-    return parts
+    return _unzipped(parts, settings)
+
+
+def _unzipped(parts: list[UploadPart], settings: Any) -> list[UploadPart]:
+    """Zipped result files (not an Inspect log) as their files, each under the line limits."""
+    out = expand_archives(parts)
+    if len(out) > MAX_FILES:
+        raise PayloadTooLarge(f"the upload holds {len(out)} files; the limit is {MAX_FILES}")
+    given = {id(p) for p in parts}
+    for part in out:
+        if id(part) not in given:  # a file that came out of a zip
+            check_lines(part, settings.max_upload_lines, settings.max_line_bytes)
+    return out
 
 
 def check_lines(part: UploadPart, max_lines: int, max_line_bytes: int) -> None:
@@ -174,8 +192,10 @@ def replay_upload(
 UPLOAD_BODY = request_body(
     "One model's per-item results. JSON keyed by item id or columnar (see schema); an "
     "lm-evaluation-harness `--log_samples` JSONL or Open LLM Leaderboard details file "
-    "(JSONL/parquet) with `?model=`; CSV `item_id,correct[,confidence]` with `?model=`; or any "
-    "of these as multipart `file` parts (several sample logs are concatenated).",
+    "(JSONL/parquet) with `?model=`; CSV `item_id,correct[,confidence]` with `?model=`; an "
+    "Inspect AI log (`.eval` or `--log-format json`; the model is the log's `eval.model`, items "
+    "`{task}/{sample id}`, `?metric=` names the scorer); or any of these as multipart `file` "
+    "parts (several sample logs are concatenated).",
     {
         "application/json": {"schema": inline_schema(ResultsCreate)},
         "application/x-ndjson": {"schema": {"type": "string"}},

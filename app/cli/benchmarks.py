@@ -90,6 +90,12 @@ def show(
         f"{detail.n_items} items, {len(detail.subtasks)} subtask(s), "
         f"{detail.n_models} models; {summary}"
     )
+    for c in detail.costs:  # measured on the stored models, summarised per item
+        typer.echo(
+            f"cost per item ({c.unit}): median {c.median_per_item:,.4g} "
+            f"(5-95 %: {c.p5_per_item:,.4g} - {c.p95_per_item:,.4g}), all items "
+            f"{c.full_benchmark:,.6g}; {c.items} items, {c.models} models; {c.source}"
+        )
     if models or match:
         print_table(
             ["model", "accuracy", "coverage"],
@@ -207,6 +213,12 @@ def coverage(
     sizes: str | None = typer.Option(None, "--sizes", help="comma-separated subset sizes"),
     repeats: int | None = typer.Option(None, "--repeats", min=1, max=20, help="splits"),
     seed: int | None = typer.Option(None, "--seed", min=0),
+    extrapolation: bool = typer.Option(
+        False,
+        "--extrapolation",
+        help="With --start: also fit on the weakest 80 % of models and score the strongest 20 % "
+        "(and the mirror): coverage for models beyond every source",
+    ),
     timeout: float | None = typer.Option(None, "--timeout", help="Seconds to wait for the job"),
     url: str | None = UrlOpt,
     api_key: str | None = ApiKeyOpt,
@@ -225,6 +237,7 @@ def coverage(
                 sizes=int_list(sizes, "--sizes"),
                 repeats=repeats,
                 seed=seed,
+                extrapolation=extrapolation,
             )
             wait_job(client, job.id, f"coverage {str(job.id)[:8]}", timeout)
         run = client.get_coverage(benchmark)
@@ -233,6 +246,7 @@ def coverage(
         return
     print_table(
         [
+            "split",
             "method",
             "estimator",
             "interval",
@@ -245,6 +259,7 @@ def coverage(
         ],
         [
             [
+                r.split,
                 r.method,
                 r.estimator,
                 r.interval or "",

@@ -271,7 +271,8 @@ _TIMESTAMP = re.compile(r"_(\d{4}-\d{2}-\d{2}T[\d\-.]+)\.(jsonl|parquet)$")
 
 @dataclass(frozen=True)
 class Source:
-    """What PATH holds: ``kind`` is samples | csv | json | npz; ``files`` the files to send."""
+    """What PATH holds: ``kind`` is samples | inspect | csv | json | npz; ``files`` the files to
+    send."""
 
     kind: str
     files: list[Path]
@@ -280,31 +281,152 @@ class Source:
     # it gives the server the evaluation configuration (drift guard)
     config_file: Path | None = None
 
+    def named(self) -> list[Any]:
+        """The files to send; a HELM run's as ``(<run folder>/<file>, bytes)`` so several runs'
+        ``per_instance_stats.json`` / ``run_spec.json`` pairs stay told apart."""
+        if self.kind != "helm":
+            return list(self.files)
+        return [(f"{f.parent.name}/{f.name}", f.read_bytes()) for f in self.files]
+
     @property
     def upload_files(self) -> list[Path]:
         return [*self.files, self.config_file] if self.config_file else list(self.files)
 
 
-def find_source(path: Path) -> Source:
-    """Classify PATH; for a directory, the newest sample file of every task (lm-eval layout)."""
+SOURCE_FORMATS = ("auto", "lm-eval", "inspect", "every-eval-ever", "helm", "csv", "json", "npz")
+_INSPECT_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}T[\d\-+:]+_(.+)_[A-Za-z0-9]+$")
+
+
+def _is_inspect_log(path: Path) -> bool:
+    """An Inspect AI log: an ``.eval`` zip, or a JSON log (told by its first bytes)."""
+    from app.ingest.logs.inspect import is_inspect_json
+
+    if path.suffix.lower() == ".eval":
+        return True
+    if path.suffix.lower() != ".json":
+        return False
+    try:
+        with path.open("rb") as f:
+            return is_inspect_json(f.read(4096))
+    except OSError:
+        return False
+
+
+def _is_eee(path: Path) -> bool:
+    """Every Eval Ever instance-level JSONL (told by its first line)."""
+    from app.ingest.logs.eee import is_eee_instances
+
+    if path.suffix.lower() not in (".jsonl", ".ndjson"):
+        return False
+    try:
+        with path.open("rb") as f:
+            return is_eee_instances(f.read(65536))
+    except OSError:
+        return False
+
+
+def _inspect_logs(folder: Path) -> list[Path]:
+    """The newest Inspect log of each task in ``folder`` (Inspect names logs
+    ``<timestamp>_<task>_<id>.eval``; the timestamp sorts)."""
+    found = sorted(p for p in folder.rglob("*") if p.is_file() and _is_inspect_log(p))
+    latest: dict[tuple[Path, str], Path] = {}
+    for f in found:
+        m = _INSPECT_NAME.match(f.stem)
+        key = (f.parent, m.group(1) if m else f.stem)
+        if key not in latest or f.name > latest[key].name:
+            latest[key] = f
+    return sorted(latest.values())
+
+
+def _zip_is_inspect_log(path: Path) -> bool:
+    from app.ingest.logs.inspect import is_inspect_eval
+
+    try:
+        return is_inspect_eval(path.read_bytes())
+    except OSError:
+        return False
+
+
+def _unzipped(path: Path) -> Path:
+    """A zip of result files (an lm-eval output folder, Inspect logs…) unpacked into a
+    temporary folder (removed at exit), within the same decompression caps as the server's."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from app.ingest.logs.archive import BoundedZip
+    from app.ingest.types import IngestError
+
+    target = Path(tempfile.mkdtemp(prefix="benchslice-zip-"))
+    atexit.register(shutil.rmtree, target, True)
+    try:
+        archive = BoundedZip(path.read_bytes())
+        for name in archive.names():
+            inside = (target / name).resolve()
+            if name.endswith("/") or not inside.is_relative_to(target.resolve()):
+                continue  # folders, and names escaping the folder (../x, /x)
+            inside.parent.mkdir(parents=True, exist_ok=True)
+            inside.write_bytes(archive.read(name))
+    except IngestError as exc:
+        raise fail(f"cannot unpack {path.name}: {exc}") from None
+    return target
+
+
+def find_source(path: Path, fmt: str = "auto") -> Source:
+    """Classify PATH; for a directory, the newest sample file of every task (lm-eval layout) or
+    the newest Inspect log of every task. ``fmt`` (``--format``) overrides the detection."""
+    if fmt not in SOURCE_FORMATS:
+        raise fail(f"unknown format {fmt!r}: use one of {', '.join(SOURCE_FORMATS)}")
     if path.is_dir():
-        for pattern in SAMPLE_GLOBS:
-            found = sorted(p for p in path.rglob(pattern) if p.is_file())
+        if fmt in ("auto", "lm-eval"):
+            for pattern in SAMPLE_GLOBS:
+                found = sorted(p for p in path.rglob(pattern) if p.is_file())
+                if found:
+                    files = _newest_per_task(found)
+                    folders = dict.fromkeys([*(f.parent for f in files), path])
+                    hint = next(filter(None, map(_model_from_results, folders)), None)
+                    return Source("samples", files, hint, _results_of_run(files))
+        if fmt in ("auto", "inspect"):
+            logs = _inspect_logs(path)
+            if logs:
+                return Source("inspect", logs)
+        if fmt in ("auto", "every-eval-ever"):
+            found = sorted(p for p in path.rglob("*.jsonl") if p.is_file() and _is_eee(p))
             if found:
-                files = _newest_per_task(found)
-                folders = dict.fromkeys([*(f.parent for f in files), path])
-                hint = next(filter(None, map(_model_from_results, folders)), None)
-                return Source("samples", files, hint, _results_of_run(files))
+                return Source("every-eval-ever", found)
+        if fmt in ("auto", "helm"):
+            # HELM: benchmark_output/runs/<suite>/<run>/ holds per_instance_stats.json and
+            # run_spec.json; both are sent, named <run>/<file> so the server pairs them
+            runs = sorted(p.parent for p in path.rglob("per_instance_stats.json") if p.is_file())
+            if runs:
+                files = [
+                    run / name
+                    for run in runs
+                    for name in ("per_instance_stats.json", "run_spec.json")
+                    if (run / name).is_file()
+                ]
+                return Source("helm", files)
         raise fail(
-            f"no sample files in {path} (looked for {', '.join(SAMPLE_GLOBS)}; run lm_eval "
-            "with --log_samples)"
+            f"no sample files in {path} (looked for {', '.join(SAMPLE_GLOBS)} and Inspect "
+            "*.eval / JSON logs; run lm_eval with --log_samples)"
         )
     suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".ndjson", ".parquet"):
+    if suffix == ".zip" and fmt == "auto" and not _zip_is_inspect_log(path):
+        return find_source(_unzipped(path), fmt)
+    if fmt == "inspect" or (fmt == "auto" and (_is_inspect_log(path) or suffix == ".zip")):
+        return Source("inspect", [path])
+    if fmt == "every-eval-ever" or (fmt == "auto" and _is_eee(path)):
+        return Source("every-eval-ever", [path])
+    if fmt == "lm-eval" or (fmt == "auto" and suffix in (".jsonl", ".ndjson", ".parquet")):
         return Source("samples", [path], _model_from_results(path.parent), _results_of_run([path]))
+    if fmt in ("csv", "json", "npz"):
+        return Source(fmt, [path])
     if suffix in (".csv", ".json", ".npz"):
         return Source(suffix[1:], [path])
-    raise fail(f"cannot tell the format of {path.name}: use .jsonl, .parquet, .csv, .json or .npz")
+    raise fail(
+        f"cannot tell the format of {path.name}: use .jsonl, .parquet, .csv, .json, .npz or an "
+        "Inspect .eval log (or say --format)"
+    )
 
 
 def _newest_per_task(files: list[Path]) -> list[Path]:

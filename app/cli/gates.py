@@ -1,6 +1,6 @@
 """``benchslice gate``: one release decision for a suite of benchmarks (issue 34).
 
-``--offline`` runs the gate of :mod:`app.core.sequential.gates` on local stored results (a
+``--offline`` runs the gate of :mod:`app.core.sequential.gating.gates` on local stored results (a
 matrix per benchmark, ``--answers NAME=FILE``, holding both the candidate's and the baseline's
 rows): the same engine, seed rule and output as a gate of the service. The reports a CI job
 reads are written here: ``--json``, ``--summary`` (markdown), ``--junit`` (one test case per
@@ -117,7 +117,7 @@ def run_offline(
     """The gate on local files; the document ``--json`` prints."""
     import numpy as np
 
-    from app.core.sequential.gates import BENCH_STATES, OUTCOMES, run_gates
+    from app.core.sequential.gating.gates import BENCH_STATES, OUTCOMES, run_gates
 
     names = list(benchmarks)
     data = [_rows(benchmarks[n], model, baseline, n) for n in names]
@@ -318,7 +318,7 @@ def gate(
 
         benchslice gate --offline --model org/new --baseline org/old --margin 0.02 --benchmark gpqa --answers gpqa=gpqa.npz
     """
-    from app.core.sequential.gates import PREDICTIONS, RULES
+    from app.core.sequential.gating.gates import PREDICTIONS, RULES
 
     if not offline:
         raise fail("gates on a server are not available yet: use --offline with --answers")

@@ -60,7 +60,9 @@ def _line(s: SessionPublic) -> str:
     if s.difference is not None:
         d = s.difference
         text += f"  difference {pct(d.value)} [{pct(d.lower)}, {pct(d.upper)}]"
-    return f"{text}  ({e.basis})  {s.state}" + (
+    for b in s.budgets:  # spent (measured / predicted) of each budget
+        text += f"  {b.unit} {b.spent:,.6g}" + (f"/{b.limit:,.6g}" if b.limit else "")
+    return f"{text}  ({e.basis}, {s.estimand})  {s.state}" + (
         f": {s.decision}" if s.decision != "undecided" else ""
     )
 
@@ -72,6 +74,16 @@ def _stderr_fd() -> int | None:
         return sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):
         return None
+
+
+def sample_ids(items: Any) -> str:
+    """The batch as ``inspect eval --sample-id`` wants it: comma-separated sample ids (an
+    item ``{task}/{id}`` of a benchmark made from Inspect logs is sample ``id`` of ``task``)."""
+    out = []
+    for it in items:
+        prefix = f"{it.subtask}/"
+        out.append(it.item_id[len(prefix) :] if it.item_id.startswith(prefix) else it.item_id)
+    return ",".join(out)
 
 
 def _run_batch(
@@ -88,8 +100,10 @@ def _run_batch(
     output = workdir / f"output-{number:03d}"
     samples.write_text(json.dumps(s.samples))
     output.mkdir(exist_ok=True)
-    cmd = command.replace("{samples}", shlex.quote(str(samples))).replace(
-        "{output}", shlex.quote(str(output))
+    cmd = (
+        command.replace("{samples}", shlex.quote(str(samples)))
+        .replace("{sample_ids}", shlex.quote(sample_ids(s.next_items)))
+        .replace("{output}", shlex.quote(str(output)))
     )
     sys.stdout.flush()
     done = subprocess.run(cmd, shell=True, check=False, stdout=_stderr_fd())  # the user's command
@@ -125,6 +139,13 @@ def evaluate(
         "--goal",
         help="decide | precision | noninferior (needs --margin) | superior (one-sided goals)",
     ),
+    estimand: str | None = typer.Option(
+        None,
+        "--estimand",
+        help="generalized: accuracy on items like these (the items a sample, as in `verdict` and "
+        "`leaderboard`; never exact) | benchmark: accuracy on these N items (exact once all are "
+        "seen). Default: generalized with --baseline and policy random or omitted, else benchmark",
+    ),
     policy: str | None = typer.Option(
         None,
         "--policy",
@@ -139,12 +160,25 @@ def evaluate(
     precision: float | None = typer.Option(None, "--precision", help="Target half-width"),
     batch: int = typer.Option(10, "--batch", min=1, help="Items per batch"),
     max_items: int | None = typer.Option(None, "--max-items", min=1, help="Default: all"),
+    max_cost: float | None = typer.Option(
+        None, "--max-cost", min=0, help="Budget in --cost-unit: no new batch once spent"
+    ),
+    max_tokens: float | None = typer.Option(
+        None, "--max-tokens", min=0, help="Token budget (input + output tokens)"
+    ),
+    cost_unit: str | None = typer.Option(
+        None, "--cost-unit", help="usd (default) | seconds | input_tokens | output_tokens | tokens"
+    ),
+    cost_aware: bool = typer.Option(
+        False, "--cost-aware", help="Draw by information per unit of predicted cost"
+    ),
     seed: int | None = typer.Option(None, "--seed", min=0, help="Order seed (drawn if omitted)"),
     run: str | None = typer.Option(
         None,
         "--run",
         help="Command evaluating one batch: {samples} is replaced by the samples file "
-        "(lm_eval --samples), {output} by the directory to write sample logs to",
+        "(lm_eval --samples), {sample_ids} by the batch's comma-separated sample ids "
+        "(inspect eval --sample-id), {output} by the directory to write sample logs to",
     ),
     answers: Path | None = typer.Option(
         None, "--answers", exists=True, dir_okay=False, help=".npz matrix to answer from"
@@ -166,12 +200,15 @@ def evaluate(
     estimate, interval). The command's own output goes to stderr, so with `--json` stdout is
     the final session alone. A failed batch leaves the session open: `--session ID` resumes it
     from that batch (a resent batch is never applied twice). Exit 0 when decided (or precise
-    enough) and not worse, 1 when `--max-items` ran out first (inconclusive), 2 on errors (and
-    for an abandoned session), 3 when decided worse than the baseline (a regression).
+    enough) and not worse, 1 when `--max-items` or a budget (`--max-cost`, `--max-tokens`) ran
+    out first (inconclusive), 2 on errors (and for an abandoned session), 3 when decided worse
+    than the baseline (a regression).
 
     Example:
 
         benchslice evaluate --benchmark gpqa --model org/new-7b --baseline org/old-7b --run 'lm_eval --model hf --model_args pretrained=org/new-7b --tasks gpqa_main --samples {samples} --log_samples --output_path {output}'
+
+        benchslice evaluate --benchmark arith --model org/new-7b --baseline org/old-7b --run 'inspect eval arith.py --model hf/org/new-7b --sample-id {sample_ids} --log-dir {output}'
     """
     given = {
         "--benchmark": benchmark,
@@ -179,8 +216,12 @@ def evaluate(
         "--baseline": baseline,
         "--margin": margin,
         "--precision": precision,
+        "--estimand": estimand,
         "--max-items": max_items,
         "--seed": seed,
+        "--max-cost": max_cost,
+        "--max-tokens": max_tokens,
+        "--cost-unit": cost_unit,
     }
     if session_id is not None and any(v is not None for v in given.values()):
         used = next(k for k, v in given.items() if v is not None)
@@ -196,6 +237,8 @@ def evaluate(
         raise typer.BadParameter("--answers needs --answers-model", param_hint="--answers-model")
     if goal not in ("decide", "precision", "noninferior", "superior"):
         raise typer.BadParameter("decide | precision | noninferior | superior", param_hint="--goal")
+    if estimand is not None and estimand not in ("benchmark", "generalized"):
+        raise typer.BadParameter("benchmark | generalized", param_hint="--estimand")
     if policy is not None and policy not in ("random", "assisted", "neyman", "fluid"):
         raise typer.BadParameter("random | assisted | neyman | fluid", param_hint="--policy")
     table = _answers(answers, answers_model) if answers is not None else None
@@ -204,12 +247,17 @@ def evaluate(
         baseline=baseline,
         goal=goal,
         policy=policy,
+        estimand=estimand,
         alpha=alpha,
         margin=margin,
         precision=precision,
         batch_size=batch,
         max_items=max_items,
         seed=seed,
+        max_cost=max_cost,
+        max_tokens=max_tokens,
+        cost_unit=cost_unit,
+        cost_aware=cost_aware,
     )
     with api(url, api_key) as client, tempfile.TemporaryDirectory(prefix="bs-eval-") as tmp:
         if session_id is not None:
@@ -224,7 +272,7 @@ def evaluate(
                 start = client.create_session(benchmark, model, **kw)
             assert start.session is not None
             s = start.session
-            err(f"session {s.id} ({s.policy}, seed {s.seed})")
+            err(f"session {s.id} ({s.policy}, seed {s.seed}): {s.estimand_text}")
         if s.state == "abandoned":
             raise fail(f"session {s.id} was abandoned (idle too long); start a new one")
         ran = 0
@@ -245,6 +293,8 @@ def evaluate(
         base = client.url
     if not ran and not as_json and s.step:
         typer.echo(_line(s))  # resumed a closed session: its last line
+    if s.state != "open":
+        err(s.conclusion)  # stderr: stdout keeps one line per batch (or the JSON alone)
     if as_json:
         print_json(s)
     if summary is not None:

@@ -38,7 +38,7 @@ subset_app = typer.Typer(
     rich_markup_mode="markdown",
 )
 
-FORMATS = ("table", "json", "ids", "csv", "lm-eval")
+FORMATS = ("table", "json", "ids", "csv", "lm-eval", "inspect")
 
 
 @subset_app.command("create")
@@ -113,7 +113,7 @@ def create(
 def get(
     subset_id: str = typer.Argument(..., help="Subset id (from `subset create`)"),
     format_: str = typer.Option(
-        "table", "--format", "-f", help="table | json | ids | csv | lm-eval"
+        "table", "--format", "-f", help="table | json | ids | csv | lm-eval | inspect"
     ),
     output: Path | None = typer.Option(
         None, "--output", "-o", help="Write to this file instead of stdout"
@@ -121,21 +121,27 @@ def get(
     url: str | None = UrlOpt,
     api_key: str | None = ApiKeyOpt,
 ) -> None:
-    """Show a subset or export it: `ids` (one per line), `csv`, or `lm-eval` (the JSON that
-    `lm_eval --samples` takes, so CI evaluates only these items).
+    """Show a subset or export it: `ids` (one per line), `csv`, `lm-eval` (the JSON that
+    `lm_eval --samples` takes, so CI evaluates only these items), or `inspect` (per task, the
+    sample ids for `inspect eval --sample-id`; with -o the JSON {task: [sample id, ...]}).
 
     Examples:
 
         benchslice subset get $SUBSET
 
         benchslice subset get $SUBSET --format lm-eval -o subset.json
+
+        benchslice subset get $SUBSET --format inspect
     """
     if format_ not in FORMATS:
         raise typer.BadParameter(f"choose one of {', '.join(FORMATS)}", param_hint="--format")
     with api(url, api_key) as client:
-        if format_ in ("ids", "csv", "lm-eval"):
+        if format_ in ("ids", "csv", "lm-eval", "inspect"):
             text = client.export_subset(subset_id, format_)  # type: ignore[arg-type]
             n = None
+            if format_ == "inspect" and output is None:  # a line per task: `TASK --sample-id …`
+                tasks = json.loads(text)
+                text = "".join(f"{t} --sample-id {','.join(ids)}\n" for t, ids in tasks.items())
         else:
             subset = client.get_subset(subset_id)
             n = len(subset.items)
@@ -144,7 +150,7 @@ def get(
             )
     if text is None:
         if output is not None:
-            raise typer.BadParameter("use --format json|ids|csv|lm-eval with -o")
+            raise typer.BadParameter("use --format json|ids|csv|lm-eval|inspect with -o")
         _print_subset(subset)
         return
     if output is None:
@@ -310,6 +316,14 @@ def _print_score(s: SubsetScorePublic) -> None:
             "warning: population shift, the estimate may not transfer: "
             + "; ".join(s.population_shift.reasons)
         )
+        a = s.answer
+        if a is None:
+            typer.echo(f"answer: none — {s.answer_reason}")
+        else:
+            typer.echo(
+                f"answer: {a.estimator} {pct(a.value)} [{pct(a.ci_low)}, {pct(a.ci_high)}] "
+                f"({a.basis}) — {s.answer_reason}"
+            )
     r = s.repeated_samples
     if r is not None:
         typer.echo(

@@ -114,6 +114,8 @@ def print_verdict(v) -> None:
         ],
     )
     typer.echo(f"computed: {v.basis_note}")
+    if v.estimand_text:
+        typer.echo(f"estimand: {v.estimand_text}")
     p = v.paired
     if p is not None:
         typer.echo(
@@ -219,6 +221,11 @@ def plan(
             f"{p.size} items: the smallest {p.method} subset whose MDAD on {benchmark} is at "
             f"most {F.pts(p.gap)} (P(same order) >= {F.prob(p.probability)} for a typical pair "
             f"that far apart; {how})"
+        )
+    for c in p.cost:  # predicted from the stored models' measured costs
+        typer.echo(
+            f"expected cost of {p.size} items ({c.unit}): {c.expected:,.6g} +/- {c.sd:,.4g} "
+            f"(sd); {c.source}"
         )
     rows = _evidence_rows(p.evidence, p.gap)
     if rows:

@@ -217,11 +217,15 @@ class BenchmarkOperations(Transport):
         replace: bool = False,
         idempotency_key: str | bool = True,
         verify_replay: bool = True,
+        format: str | None = None,
     ) -> UploadReply:
         """Upload one model's results from files: lm-eval ``samples_*.jsonl`` (several = one per
         task), Open LLM Leaderboard details (``.jsonl``/``.parquet``), CSV
-        ``item_id,correct[,confidence]`` or a results ``.json``."""
+        ``item_id,correct[,confidence]``, a results ``.json``, or Inspect AI logs (``.eval`` /
+        JSON; the model is the log's unless ``model`` is given, ``metric`` names the scorer).
+        ``format`` forces the parser (``inspect``, ``lm-eval``, ``csv``, ``json``)."""
         params = {
+            "format": format,
             "model": model,
             "params_b": params_b,
             "family": family,
@@ -328,9 +332,13 @@ class BenchmarkOperations(Transport):
         sizes: Sequence[int] | None = None,
         repeats: int | None = None,
         seed: int | None = None,
+        extrapolation: bool = False,
     ) -> JobPublic:
-        """``POST /v1/benchmarks/{benchmark}/coverage``: queue a coverage study (a job)."""
+        """``POST /v1/benchmarks/{benchmark}/coverage``: queue a coverage study (a job);
+        ``extrapolation`` adds the weak-to-strong and strong-to-weak splits (issue 38)."""
         body = {"methods": methods, "sizes": sizes, "repeats": repeats, "seed": seed}
+        if extrapolation:
+            body["extrapolation"] = True
         body = {k: (list(v) if isinstance(v, (list, tuple)) else v) for k, v in body.items()}
         path = benchmark_path(benchmark, "/coverage")
         reply = self.request(

@@ -39,6 +39,11 @@ class SessionOperations(Transport):
         max_items: int | None = None,
         seed: int | None = None,
         store_results: bool = False,
+        estimand: Literal["benchmark", "generalized"] | None = None,
+        max_cost: float | None = None,
+        max_tokens: float | None = None,
+        cost_unit: str | None = None,
+        cost_aware: bool = False,
     ) -> SessionStart:
         """``POST /v1/benchmarks/{benchmark}/sessions`` (``benchmark``: version id, name or
         ``name@vN``). Seeded requests carry a content-derived Idempotency-Key."""
@@ -52,10 +57,15 @@ class SessionOperations(Transport):
         extra = {
             "policy": policy,  # omitted: the service's default (assisted when it can fit IRT)
             "baseline": baseline,
+            "estimand": estimand,  # omitted: generalized with a baseline, else benchmark
             "margin": margin,
             "precision": precision,
             "max_items": max_items,
             "seed": seed,
+            "max_cost": max_cost,
+            "max_tokens": max_tokens,
+            "cost_unit": cost_unit,
+            "cost_aware": cost_aware or None,  # omitted unless asked: bodies as before
         }
         body.update({k: v for k, v in extra.items() if v is not None})
         response = self.post_seeded(f"/v1/benchmarks/{benchmark}/sessions", body, seed)

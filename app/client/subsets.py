@@ -110,9 +110,12 @@ class SubsetOperations(Transport):
         """``GET /v1/subsets/{id}``: items, weights, estimator, provenance."""
         return SubsetPublic.model_validate(self.get_json(f"/v1/subsets/{subset_id}"))
 
-    def export_subset(self, subset_id: str, format: Literal["ids", "csv", "lm-eval"]) -> str:
-        """``GET /v1/subsets/{id}?format=``: ``ids`` (one per line), ``csv``, or ``lm-eval``
-        (the JSON for ``lm_eval --samples``)."""
+    def export_subset(
+        self, subset_id: str, format: Literal["ids", "csv", "lm-eval", "inspect"]
+    ) -> str:
+        """``GET /v1/subsets/{id}?format=``: ``ids`` (one per line), ``csv``, ``lm-eval`` (the
+        JSON for ``lm_eval --samples``) or ``inspect`` (``{task: [sample id, ...]}`` for
+        ``inspect eval --sample-id``)."""
         response = self.request(
             "GET", f"/v1/subsets/{subset_id}", params={"format": format}, accept="*/*"
         )

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import io
 import json
 import math
 import re
@@ -23,6 +22,8 @@ from typing import Any
 import numpy as np
 import orjson
 
+from app.ingest.archives import ArchiveRefused, parquet_table
+from app.ingest.corpus_metrics import corpus_metric_reason, refuse_corpus_metric
 from app.ingest.lm_eval_fields import (
     as_float,
     gold_indices,
@@ -151,6 +152,8 @@ def iter_jsonl(data: bytes | str) -> tuple[list[tuple[int, Any]], list[LineError
                 continue
         try:
             out.append((n, json.loads(raw)))
+        except RecursionError:  # orjson stops at 1024 levels; the standard library recurses
+            errors.append(LineError("malformed JSON: nested too deeply", line=n))
         except ValueError as exc:
             msg = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
             col = f" at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
@@ -160,14 +163,14 @@ def iter_jsonl(data: bytes | str) -> tuple[list[tuple[int, Any]], list[LineError
 
 def read_parquet_records(data: bytes) -> list[tuple[int, Any]]:
     """Rows of a details parquet file as ``(row_number, dict)`` (1-based, like lines)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(io.BytesIO(data))
-    except (pa.ArrowException, OSError) as exc:
+    try:  # measured from its footer before it is inflated
+        table = parquet_table(data)
+        rows = table.to_pylist()
+    except ArchiveRefused as exc:
+        raise IngestError.single(str(exc)) from None
+    except UnicodeDecodeError as exc:  # a string column that is not UTF-8
         raise IngestError.single(f"unreadable parquet file: {exc}") from None
-    return list(enumerate(table.to_pylist(), start=1))
+    return list(enumerate(rows, start=1))
 
 
 def parse_lm_eval_samples(
@@ -266,6 +269,11 @@ def _parse_samples(
 
     filters_seen = _ordered_union([[r.filter] for r in rows if r.filter is not None])
     metrics_seen = _ordered_union(metric_sets)
+    # a corpus-level metric is logged as the (reference, prediction) its aggregation needs,
+    # not a number: name it instead of reporting no metric (issue 35)
+    corpus = [k for k in rows[0].rec if corpus_metric_reason(k)] if rows else []
+    if corpus and (metric in corpus or (metric is None and not metrics_seen)):
+        refuse_corpus_metric(metric or corpus[0])
     ambiguous: dict[str, tuple[str, ...]] = {}
     if filter is None and len(filters_seen) > 1:
         ambiguous["filter"] = filters_seen
@@ -292,6 +300,7 @@ def _parse_samples(
         raise AmbiguousChoiceError(ambiguous)
     if metric is None:
         raise IngestError.single("no per-item metric found in the records", field="metric")
+    refuse_corpus_metric(metric)
 
     rows = [r for r in rows if r.filter == chosen_filter]
     n = len(rows)

@@ -28,6 +28,8 @@ def maybe_decode(value: Any) -> Any:
     if isinstance(value, str) and value[:1] in "[({":
         try:
             return json.loads(value)
+        except RecursionError:  # a string nested deeper than Python recurses: not a literal
+            return value
         except ValueError:
             try:
                 return ast.literal_eval(value)

@@ -10,8 +10,10 @@ from typing import Any
 
 import numpy as np
 
+from app.ingest.costs import COST_ALIASES, COST_FIELDS, check_cost_arrays, cost_value
 from app.ingest.types import (
     IngestError,
+    ItemCosts,
     LineError,
     ParsedResults,
     check_samples,
@@ -101,7 +103,19 @@ def parse_csv(data: bytes | str) -> ParsedResults:
         raise IngestError.single("empty upload: no rows")
     first_line, first = rows[0]
     header = [c.strip().lower() for c in first]
+    cost_cols: dict[str, tuple[str, int]] = {}  # field -> (header name, column)
     if "item_id" in header or "correct" in header:
+        for j, name in enumerate(header):
+            kind = COST_ALIASES.get(name)
+            if kind is None:
+                continue
+            if kind in cost_cols:
+                raise IngestError.single(
+                    f"columns {cost_cols[kind][0]!r} and {name!r} both give {kind}",
+                    line=first_line,
+                    field=name,
+                )
+            cost_cols[kind] = (name, j)
         missing = [c for c in ("item_id", "correct") if c not in header]
         if missing:
             raise IngestError.single(
@@ -120,7 +134,8 @@ def parse_csv(data: bytes | str) -> ParsedResults:
     if not rows:
         raise IngestError.single("empty upload: header only")
     has_conf = "confidence" in cols
-    width = max(cols.values()) + 1
+    width = max([*cols.values(), *(j for _, j in cost_cols.values())]) + 1
+    cost_vals: dict[str, list[float]] = {kind: [] for kind in cost_cols}
     ids: list[str] = []
     correct = np.empty(len(rows), dtype=np.float64)
     conf = np.empty(len(rows), dtype=np.float64) if has_conf else None
@@ -157,8 +172,20 @@ def parse_csv(data: bytes | str) -> ParsedResults:
                 errors.append(err)
             else:
                 conf[k] = v
+        for kind, (name, j) in cost_cols.items():
+            cv = cost_value(row[j], kind=kind, field=name, line=line)
+            if isinstance(cv, LineError):
+                errors.append(cv)
+            else:
+                cost_vals[kind].append(cv)
     k, within = _csv_repeats(rows, cols, errors)
     _raise_if(errors)
+    costs = None
+    if cost_vals and any(not np.isnan(v).all() for v in map(np.asarray, cost_vals.values())):
+        costs = ItemCosts(
+            **{kind: np.asarray(v, dtype=np.float64) for kind, v in cost_vals.items()},
+            source="csv cost columns",
+        )
     c, cf = finalize_values(correct, conf)
     if k is not None and within is not None:
         within = check_within_variance(correct, within, k)
@@ -169,6 +196,7 @@ def parse_csv(data: bytes | str) -> ParsedResults:
         source_format="csv",
         samples=k if k is not None and k > 1 else None,
         within_variance=within,
+        costs=costs,
     )
 
 
@@ -222,7 +250,7 @@ def parse_keyed(
     """Parse ``{item_id: correct}`` or ``{item_id: {"correct": x, "confidence": p}}``.
 
     Confidence must be given for every item or for none. ``samples`` (``K``): each value is the
-    mean of ``K`` samples.
+    mean of ``K`` samples. An item object may add cost fields (:data:`app.ingest.costs.COST_FIELDS`).
     """
     if not isinstance(results, Mapping):
         raise IngestError.single("expected an object keyed by item id", field=field)
@@ -234,10 +262,17 @@ def parse_keyed(
     conf = np.empty(n, dtype=np.float64)
     n_conf = 0
     errors: list[LineError] = []
+    cost = np.full((len(COST_FIELDS), n), np.nan)
     for k, (item, value) in enumerate(results.items()):
         where = f"{field}[{item!r}]"
         if isinstance(value, Mapping):
-            unknown = set(value) - {"correct", "confidence"}
+            for j, kind in enumerate(COST_FIELDS):
+                cv = cost_value(value.get(kind), kind=kind, field=f"{where}.{kind}")
+                if isinstance(cv, LineError):
+                    errors.append(cv)
+                else:
+                    cost[j, k] = cv
+            unknown = set(value) - {"correct", "confidence", *COST_FIELDS}
             if unknown:
                 errors.append(LineError(f"unknown key(s) {sorted(unknown)}", field=where))
             if "correct" not in value:
@@ -273,12 +308,20 @@ def parse_keyed(
     _raise_if(errors)
     k, _ = repeated(correct, samples, None)
     c, cf = finalize_values(correct, conf if n_conf else None)
+    given = ~np.isnan(cost).all(axis=1)
+    costs = None
+    if given.any():
+        costs = ItemCosts(
+            **{kind: cost[j] for j, kind in enumerate(COST_FIELDS) if given[j]},
+            source="json cost fields",
+        )
     return ParsedResults(
         item_ids=np.array(ids, dtype=str),
         correct=c,
         confidence=cf,
         source_format="json",
         samples=k,
+        costs=costs,
     )
 
 
@@ -309,11 +352,13 @@ def parse_columnar(
     *,
     samples: Any = None,
     within_variance: Any = None,
+    costs: Mapping[str, Any] | None = None,
 ) -> ParsedResults:
     """Parse aligned arrays; without ``item_ids`` they follow the benchmark's item order.
 
     ``samples`` (``K``): each ``correct`` value is the mean of ``K`` samples in [0, 1];
-    ``within_variance`` their per-item sample variance (ddof 1), optional.
+    ``within_variance`` their per-item sample variance (ddof 1), optional. ``costs``: arrays of
+    :data:`app.ingest.costs.COST_FIELDS` aligned with ``correct`` (``None`` = not reported).
     """
     c = _vector(correct, "correct")
     if c.size == 0:
@@ -347,6 +392,7 @@ def parse_columnar(
     _raise_if(errors)
     c8, cf32 = finalize_values(c, cf)
     k, within = repeated(c, samples, within_variance)
+    item_costs = check_cost_arrays(dict(costs or {}), c.size, source="json cost arrays")
     return ParsedResults(
         item_ids=ids,
         correct=c8,
@@ -354,4 +400,5 @@ def parse_columnar(
         source_format="columnar",
         samples=k,
         within_variance=within,
+        costs=item_costs,
     )

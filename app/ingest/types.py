@@ -123,6 +123,8 @@ class ParsedResults:
         is missing, never 0); ``None`` means every item has :attr:`k` samples.
     costs : ItemCosts or None
         Per-item cost (tokens, time, money) where the upload reports it.
+    model : str or None
+        The model the upload itself names (Inspect's ``eval.model``), when it names one.
     """
 
     item_ids: np.ndarray | None
@@ -143,6 +145,7 @@ class ParsedResults:
     eval_config: dict | None = None
     sample_counts: np.ndarray | None = None
     costs: ItemCosts | None = None
+    model: str | None = None
 
     @property
     def n_items(self) -> int:

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.enums import JobStatus
 from app.schemas.benchmarks import version_id_field
+from app.schemas.common import Estimand, estimand_field
 from app.schemas.jobs import JobProgress
 
 
@@ -60,6 +61,9 @@ class MDADCell(BaseModel):
     mdad: float | None = Field(description="null: the threshold is never reached (robust mode)")
     ci_low: float | None
     ci_high: float | None = Field(description="null: not reached in the bootstrap's upper tail")
+    estimand: Estimand = estimand_field(
+        "benchmark", " (agreement with the order of these N items; the CI is a bootstrap's)"
+    )
     reached: bool
     max_gap: float
     mean_agreement: float

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, computed_field
 
@@ -18,14 +18,21 @@ UNSAFE = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 NAME_PATTERN = (
     f"^(?:[^.\\s/{UNSAFE}][^/{UNSAFE}]*|\\.+[^./{UNSAFE}][^/{UNSAFE}]*|\\.{{3,}}[^/{UNSAFE}]*)$"
 )
-# A model name ("org/model" allowed): no unsafe character, not "." or "..".
-MODEL_NAME_PATTERN = (
-    f"^(?:[^.{UNSAFE}][^{UNSAFE}]*|\\.+[^.{UNSAFE}][^{UNSAFE}]*|\\.{{3,}}[^{UNSAFE}]*)$"
-)
+# A model name ("org/model" allowed): no unsafe character, and no "/"-separated part that is
+# "." or ".." ("..", "../x", "org/./m": a path would read them as directories; issue 39). A
+# part is empty, has a character other than ".", or is three or more dots.
+_MODEL_PART = f"(?:\\.*[^./{UNSAFE}][^/{UNSAFE}]*|\\.{{3,}})?"
+MODEL_NAME_PATTERN = f"^{_MODEL_PART}(?:/{_MODEL_PART})*$"
 SAFE_TEXT = f"^[^{UNSAFE}]*$"
 PROJECT_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,99}$"
 
-ItemId = Field(min_length=1, max_length=512, description="External item id, e.g. lm-eval doc_hash")
+# NUL refused (issue 39): numpy's strings drop trailing NULs, so "a\x00" would export as "a"
+ItemId = Field(
+    min_length=1,
+    max_length=512,
+    pattern=NO_NUL,
+    description="External item id, e.g. lm-eval doc_hash",
+)
 
 
 def version_id_field(description: str = "The benchmark version id") -> Any:
@@ -127,9 +134,31 @@ class ModelSummary(BaseModel):
     coverage: float
 
 
+class CostUnitSummary(BaseModel):
+    """What one item costs in one unit, predicted from the stored models' measured costs."""
+
+    unit: Literal["input_tokens", "output_tokens", "seconds", "usd"]
+    source: str = Field(
+        description="Where the figures come from: measured on the stored models (their upload "
+        "sources), summarised per item as the median over the models that report it"
+    )
+    models: int = Field(description="Models with this cost on at least one item")
+    items: int = Field(description="Items with this cost from at least one model")
+    median_per_item: float = Field(description="Median over items of the per-item median")
+    p5_per_item: float = Field(description="5th percentile over items of the per-item median")
+    p95_per_item: float = Field(description="95th percentile over items of the per-item median")
+    full_benchmark: float = Field(
+        description="Predicted cost of all items: the sum of per-item medians (an item no model "
+        "reports counts as the median item)"
+    )
+
+
 class BenchmarkDetail(BenchmarkPublic):
     models: list[ModelSummary]
     accuracy: AccuracySummary | None = None
+    costs: list[CostUnitSummary] = Field(
+        default_factory=list, description="Per-item cost summary, one row per unit with data"
+    )
 
 
 class BenchmarkPage(BaseModel):

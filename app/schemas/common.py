@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -42,7 +42,16 @@ class Page(BaseModel, Generic[T]):
 
 
 class HealthPublic(BaseModel):
-    status: Literal["ok"] = "ok"
+    """The process is alive (always 200); ``saturated`` when every admission place is taken
+    (new requests get 503 at once), with the counts behind it."""
+
+    status: Literal["ok", "saturated"] = "ok"
+    saturated: bool = False
+    in_flight: int = Field(0, description="requests holding an admission place now")
+    max_in_flight: int = Field(0, description="MAX_REQUESTS_IN_FLIGHT (0: no limit)")
+    bodies_reading: int = Field(0, description="requests whose body is still arriving")
+    bodies_timed_out: int = Field(0, description="bodies closed by their deadline so far")
+    shed: int = Field(0, description="requests answered 503 for want of a place so far")
 
 
 class CheckPublic(BaseModel):
@@ -64,3 +73,20 @@ __all__ = [
     "Problem",
     "ReadinessPublic",
 ]
+
+
+Estimand = Literal["benchmark", "generalized"]
+BENCHMARK_ESTIMAND = (
+    "benchmark: the interval is about the mean over these N items (a finite population; exact "
+    "once every item is seen)"
+)
+GENERALIZED_ESTIMAND = (
+    "generalized: the interval is about the mean over items like these (the N items treated as "
+    "a sample; never exact)"
+)
+
+
+def estimand_field(default: str, why: str = "") -> Any:
+    """The ``estimand`` field of an answer that carries an interval (issue 38)."""
+    text = BENCHMARK_ESTIMAND if default == "benchmark" else GENERALIZED_ESTIMAND
+    return Field(default=default, description=f"Which accuracy: {text}{why}")

@@ -7,6 +7,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from app.schemas.common import Estimand, estimand_field
+
 
 class CoverageRunCreate(BaseModel):
     methods: list[str] | None = Field(
@@ -24,13 +26,26 @@ class CoverageRunCreate(BaseModel):
     seed: int | None = Field(
         default=None, ge=0, le=2**63 - 1, description="fixed seed; drawn and stored when omitted"
     )
+    extrapolation: bool = Field(
+        default=False,
+        description="also the extrapolation splits (issue 38): fit on the weakest 80 % of the "
+        "models, score the strongest 20 % (weak_to_strong), and the mirror (strong_to_weak)",
+    )
 
 
 class CoverageCell(BaseModel):
+    split: str = Field(
+        default="random",
+        description="random: held-out targets like the sources; weak_to_strong / strong_to_weak: "
+        "every target stronger / weaker than every source (the extrapolation splits)",
+    )
     method: str
     estimator: str
     interval: str | None
     basis: str
+    estimand: Estimand = estimand_field(
+        "benchmark", " (the truth each interval is checked against is the full-benchmark mean)"
+    )
     n: int
     cases: int = Field(description="(target, repeat) cases")
     coverage: float | None = Field(description="share of 95 % intervals containing the truth")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import uuid
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
+
+from app.schemas.common import BENCHMARK_ESTIMAND, GENERALIZED_ESTIMAND, Estimand
 
 LeaderboardFormat = Literal["json", "csv", "markdown"]
 CorrectionName = Literal["holm", "bh", "none"]
@@ -69,6 +71,15 @@ class LeaderboardInfo(BaseModel):
     n_population: int | None = Field(description="N of the benchmark (population=benchmark)")
     n_models: int
     n_tiers: int
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="Which accuracy the intervals and tests are about (from population): "
+        f"{GENERALIZED_ESTIMAND} (population=items); {BENCHMARK_ESTIMAND} (population=benchmark)"
+    )
+    @property
+    def estimand(self) -> Estimand:
+        return "generalized" if self.population == "items" else "benchmark"
+
     excluded: list[ExcludedModel] = Field(
         default_factory=list,
         description="Models matching the selection that could not be ranked (non-binary scores; "

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from app.schemas.common import Estimand, estimand_field
+
 
 class Warning(BaseModel):
     """Something that makes a number less trustworthy than its interval says."""
@@ -24,6 +26,20 @@ class Warning(BaseModel):
     details: dict[str, Any] | None = None
 
 
+class PassAtKPublic(BaseModel):
+    """pass@k from each item's ``n_i >= k`` 0/1 samples (Chen et al. 2021), clustered by item."""
+
+    k: int
+    value: float = Field(description="Mean over items of 1 - C(n_i - c_i, k) / C(n_i, k)")
+    se: float = Field(description="Clustered by item: sd of the per-item pass@k / sqrt(items)")
+    ci_low: float = Field(
+        description="Betting interval of the per-item pass@k values (items "
+        "resampled from an infinite population: conservative)"
+    )
+    ci_high: float
+    var_items: float = Field(description="Between-item variance of the per-item pass@k")
+
+
 class RepeatedSamplesPublic(BaseModel):
     """Scoring from per-item means of ``K`` samples (Miller 2024): estimate and variance split."""
 
@@ -35,6 +51,7 @@ class RepeatedSamplesPublic(BaseModel):
     )
     ci_low: float | None
     ci_high: float | None
+    estimand: Estimand = estimand_field("benchmark", " (finite-population corrected)")
     var_items: float = Field(description="Var(x): between-item variance of the true item means")
     mean_within: float = Field(description="E[s2]: mean within-item sample variance")
     within_term: float = Field(description="E[s2] / K")
@@ -45,3 +62,9 @@ class RepeatedSamplesPublic(BaseModel):
         description="uploaded variances, or K/(K-1) x(1-x) for 0/1 samples"
     )
     note: str | None = None
+    pass_at_k: list[PassAtKPublic] = Field(
+        default_factory=list,
+        exclude_if=lambda v: not v,
+        description="pass@k for k = 1, 2, 4, ... up to K, when the samples are 0/1 (each item's "
+        "mean times its sample count is a whole number); empty otherwise",
+    )

@@ -12,6 +12,8 @@ from app.schemas.benchmarks import MODEL_NAME_PATTERN, NO_NUL, SAFE_TEXT, versio
 
 # a million billion parameters: far above any model, far below what overflows a float
 MAX_PARAMS_B = 1e6
+# tags say what a model is (base, instruct, a run name): a few, never thousands (issue 39)
+MAX_TAGS = 64
 
 
 class ModelCreate(BaseModel):
@@ -22,7 +24,11 @@ class ModelCreate(BaseModel):
         default=None, ge=0, le=MAX_PARAMS_B, allow_inf_nan=False, description="Parameters, billions"
     )
     family: str | None = Field(default=None, max_length=200, pattern=SAFE_TEXT)
-    tags: list[Annotated[str, Field(max_length=200, pattern=NO_NUL)]] | None = None
+    tags: list[Annotated[str, Field(max_length=200, pattern=NO_NUL)]] | None = Field(
+        default=None,
+        max_length=MAX_TAGS,
+        description=f"At most {MAX_TAGS} tags of up to 200 characters each",
+    )
 
 
 class ModelPublic(BaseModel):
@@ -40,6 +46,21 @@ class ItemResult(BaseModel):
 
     correct: float
     confidence: float | None = None
+    input_tokens: float | None = Field(default=None, description="Prompt tokens of this item")
+    output_tokens: float | None = Field(default=None, description="Completion tokens")
+    seconds: float | None = Field(default=None, description="Time spent on the item, seconds")
+    usd: float | None = Field(default=None, description="Money spent on the item, US dollars")
+
+
+class ItemCostArrays(BaseModel):
+    """Per-item costs aligned with ``correct`` (``null`` = not reported for that item)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_tokens: list[float | None] | None = Field(default=None, description="Prompt tokens")
+    output_tokens: list[float | None] | None = Field(default=None, description="Completion tokens")
+    seconds: list[float | None] | None = Field(default=None, description="Seconds per item")
+    usd: list[float | None] | None = Field(default=None, description="US dollars per item")
 
 
 class ResultsCreate(BaseModel):
@@ -76,10 +97,17 @@ class ResultsCreate(BaseModel):
     samples: int | None = Field(
         default=None,
         ge=1,
+        le=1_000_000,
         description="K: each value is the mean of K samples (repeats) per item, in [0, 1]",
     )
     within_variance: list[float] | None = Field(
         default=None, description="Per-item sample variance (ddof 1) of the K samples"
+    )
+    costs: ItemCostArrays | None = Field(
+        default=None,
+        description="Per-item cost arrays aligned with 'correct' (keyed uploads put the same "
+        "fields in each item's object); validated: negative, NaN or implausible values (wrong "
+        "unit) are rejected naming the field",
     )
 
     @model_validator(mode="after")
@@ -90,9 +118,11 @@ class ResultsCreate(BaseModel):
             self.confidence is not None
             or self.item_ids is not None
             or self.within_variance is not None
+            or self.costs is not None
         ):
             raise ValueError(
-                "'confidence'/'item_ids'/'within_variance' arrays go with 'correct', not 'results'"
+                "'confidence'/'item_ids'/'within_variance'/'costs' arrays go with 'correct', "
+                "not 'results'"
             )
         return self
 

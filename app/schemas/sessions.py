@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from app.schemas.benchmarks import MODEL_NAME_PATTERN
 
@@ -26,6 +26,14 @@ Decision = Literal[
     "not_superior",
     "on_margin",
 ]
+Estimand = Literal["benchmark", "generalized"]
+ESTIMAND_DESCRIPTION = (
+    "Which accuracy the intervals are about. benchmark: the mean over these N items (a finite "
+    "population: the interval shrinks to the exact value once every item is seen); generalized: "
+    "the mean over items like these (the N items treated as a sample, as McNemar's test in a "
+    "verdict and a leaderboard treats them; no finite-population correction, never exact)"
+)
+CostUnit = Literal["usd", "seconds", "input_tokens", "output_tokens", "tokens"]
 
 
 class SessionCreate(BaseModel):
@@ -78,13 +86,47 @@ class SessionCreate(BaseModel):
     precision: float | None = Field(
         default=None, gt=0.0, lt=1.0, description="Target half-width (goal=precision)"
     )
+    estimand: Estimand | None = Field(
+        default=None,
+        description=ESTIMAND_DESCRIPTION + ". generalized draws items in a uniformly random "
+        "order (policy random) and bets on the paired differences with the baseline. Default: "
+        "generalized with a baseline and policy random or omitted (the question a verdict and a "
+        "leaderboard answer, so they never contradict the session on the same pair), else "
+        "benchmark",
+    )
     batch_size: int = Field(default=10, ge=1, le=10_000)
     max_items: int | None = Field(default=None, ge=1, description="Default: every item")
     seed: int | None = Field(default=None, ge=0, le=MAX_SEED, description="Drawn when omitted")
-    store_results: bool = Field(
+    store_results: StrictBool = Field(
         default=False,
         description="When the session closes, store the model's results on the items seen as a "
         "partial-coverage result set (skipped if the model already has other results)",
+    )
+    max_cost: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Budget in `cost_unit`: no new batch once the cost spent reaches it (the "
+        "session then ends exhausted/undecided with what it spent, its interval still valid); "
+        "it can overshoot by at most one batch. Spent = the costs posted with each batch "
+        "(measured on this candidate), else the stored models' per-item median (predicted)",
+    )
+    max_tokens: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Token budget (input + output tokens), as max_cost",
+    )
+    cost_unit: CostUnit = Field(
+        default="usd",
+        description="Unit of max_cost and of the cost-aware draws' predicted costs (tokens = "
+        "input + output)",
+    )
+    cost_aware: bool = Field(
+        default=False,
+        description="Draw items by information per unit of predicted cost (the stored models' "
+        "per-item median; scores divided by sqrt(cost), floor 0.4): decisions cost less, the "
+        "confidence sequence stays valid (the draws are predictable). Needs stored costs",
     )
 
 
@@ -114,6 +156,7 @@ class Interval(BaseModel):
         "fit); model: only as good as the IRT fit (fluid sessions created before the design-based "
         "policies)"
     )
+    estimand: Estimand = Field(default="benchmark", description=ESTIMAND_DESCRIPTION)
 
 
 class HistoryRow(BaseModel):
@@ -125,6 +168,28 @@ class HistoryRow(BaseModel):
     state: SessionState
 
 
+class BudgetState(BaseModel):
+    """Cost of a session in one unit: the budget, what was spent, what a decision may cost."""
+
+    unit: CostUnit
+    limit: float | None = Field(description="The budget (null: tracked, no budget)")
+    spent: float = Field(description="Cost of the items served and answered so far")
+    spent_source: str = Field(
+        description="measured on this candidate (costs posted with the batches), predicted from "
+        "stored models (their per-item median), or both with the item counts"
+    )
+    exhausted: bool = Field(description="spent >= limit: the session takes no new batch")
+    predicted_per_item: float | None = Field(
+        description="Expected cost of the next draw under the session's design, predicted from "
+        "stored models (null without stored costs)"
+    )
+    predicted_to_decision: float | None = Field(
+        description="Rough prediction of the further cost to a decision (items still needed if "
+        "the interval's half-width shrinks as 1/sqrt(items), times predicted_per_item), "
+        "predicted from stored models; null when closed or unknown"
+    )
+
+
 class SessionPublic(BaseModel):
     id: uuid.UUID
     version_id: uuid.UUID = Field(description="the benchmark version the session evaluates on")
@@ -134,6 +199,8 @@ class SessionPublic(BaseModel):
     baseline: str | None
     goal: Literal["decide", "precision", "noninferior", "superior"]
     policy: Policy
+    estimand: Estimand = Field(description=ESTIMAND_DESCRIPTION)
+    estimand_text: str = Field(description="The estimand in one sentence, with N")
     alpha: float
     margin: float | None
     precision: float | None
@@ -144,6 +211,10 @@ class SessionPublic(BaseModel):
     state: SessionState = Field(
         description="open: takes the batch in next_items; decided / exhausted: closed; "
         "abandoned: open but idle for longer than SESSION_IDLE_HOURS (takes no more batches)"
+    )
+    conclusion: str = Field(
+        description="The session's answer in one sentence naming its estimand (what the CLI "
+        "prints at the end and the session page shows)"
     )
     decision: Decision
     step: int = Field(description="Batches answered; the open batch is step + 1")
@@ -168,6 +239,10 @@ class SessionPublic(BaseModel):
     )
     created_at: datetime
     updated_at: datetime
+    cost_aware: bool = Field(default=False, description="Draws weigh information per unit cost")
+    budgets: list[BudgetState] = Field(
+        default_factory=list, description="Cost budgets and spending (max_cost, max_tokens)"
+    )
 
 
 class SessionSummary(BaseModel):
@@ -179,6 +254,7 @@ class SessionSummary(BaseModel):
     baseline: str | None
     goal: str
     policy: str
+    estimand: Estimand = Field(default="benchmark", description=ESTIMAND_DESCRIPTION)
     state: SessionState = Field(
         description="abandoned: open, but no batch for longer than SESSION_IDLE_HOURS"
     )

@@ -6,9 +6,10 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from app.schemas.benchmarks import version_id_field
+from app.schemas.common import Estimand, estimand_field
 from app.schemas.items import ItemFlag
 from app.schemas.quality import RepeatedSamplesPublic, Warning
 
@@ -74,7 +75,7 @@ class TinyBenchmarksParams(_Params):
     holdout_fraction: float = Field(
         default=0.2, gt=0, lt=1, description="Source models held out to calibrate gp-IRT's beta"
     )
-    calibrate_gp_irt: bool = Field(
+    calibrate_gp_irt: StrictBool = Field(
         default=True, description="Calibrate gp-IRT on held-out sources (False: irt and p_irt only)"
     )
     ability_prior: float = Field(default=1.0, gt=0, le=100)
@@ -196,6 +197,19 @@ class SubsetProvenance(BaseModel):
     job_id: uuid.UUID | None
 
 
+class SubsetCost(BaseModel):
+    """Expected cost of evaluating a subset in one unit, predicted from the stored models."""
+
+    unit: Literal["input_tokens", "output_tokens", "seconds", "usd"]
+    expected: float = Field(description="Expected total cost of the subset")
+    sd: float = Field(description="Its spread (standard deviation; see source)")
+    source: str = Field(
+        description="predicted from stored models: per item the median over the models that "
+        "report it (an item none reports counts as the median item); the spread is over "
+        "random subsets of this size"
+    )
+
+
 class SubsetPublic(BaseModel):
     id: str = Field(description="Content hash of the request (sha256 hex)")
     version_id: uuid.UUID = version_id_field("The benchmark version the subset was drawn from")
@@ -212,6 +226,13 @@ class SubsetPublic(BaseModel):
     warnings: list[Warning] = Field(
         default_factory=list,
         description="few_source_models when the selector was fit on too few source models",
+    )
+    cost: list[SubsetCost] = Field(
+        default_factory=list,
+        description="Expected cost of evaluating this subset, per unit the stored models "
+        "report: the mean over those models of the subset's total (an item a model does not "
+        "report counts at the item's median), sd over the models; as of when this export was "
+        "rendered (cached per server process)",
     )
 
 
@@ -251,10 +272,18 @@ class EstimatePublic(BaseModel):
         "consistent difference estimator with model predictions",
     )
     confidence: float = 0.95
+    estimand: Estimand = estimand_field(
+        "benchmark", " (the full-benchmark accuracy a subset estimates, finite-population)"
+    )
     available: bool = True
     note: str | None = Field(
         default=None, description="Why an estimate is unavailable, or a warning about it"
     )
+
+
+def _absent(value: object) -> bool:
+    """Graded-only fields are left out of a 0/1 answer (its JSON stays as before issue 35)."""
+    return value is None
 
 
 class BaselineComparison(BaseModel):
@@ -266,13 +295,40 @@ class BaselineComparison(BaseModel):
     n_shared: int
     n_new_only: int
     n_baseline_only: int
-    mcnemar_p: float = Field(description="Two-sided exact McNemar p-value on the shared items")
+    mcnemar_p: float | None = Field(
+        description="Two-sided exact McNemar p-value on the shared items (null for graded "
+        "scores: see test and p_value)"
+    )
     size_needed: int | None = Field(
         description="Random-subset size at which a pair with this gap and discordance would be "
         "ordered correctly with the threshold probability (None: gap 0 on the subset)"
     )
     large_enough: bool
     threshold: float
+    test: Literal["mcnemar_exact", "sign_flip_exact", "sign_flip_monte_carlo"] = Field(
+        default="mcnemar_exact",
+        exclude_if=lambda v: v == "mcnemar_exact",  # a 0/1 comparison's JSON is unchanged
+        description="The paired test on the shared items: exact McNemar for 0/1 results, the "
+        "paired sign-flip permutation test for graded scores (chosen automatically)",
+    )
+    p_value: float | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="Graded scores: two-sided p-value of that test (0/1: see mcnemar_p)",
+    )
+    ci_low: float | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="Graded scores, uniform random subset: lower end of the 95 % betting "
+        "interval (finite-population, any [0, 1] scores) for the full-benchmark difference",
+    )
+    ci_high: float | None = Field(default=None, exclude_if=_absent, description="Its upper end")
+    note: str | None = Field(
+        default=None, exclude_if=_absent, description="How a graded comparison was made"
+    )
+    estimand: Estimand = estimand_field(
+        "benchmark", " (mean_diff and p_better are about the full-benchmark difference)"
+    )
 
 
 class PopulationShift(BaseModel):
@@ -293,6 +349,14 @@ class SubsetScorePublic(BaseModel):
     estimates: list[EstimatePublic]
     baseline: BaselineComparison | None
     population_shift: PopulationShift
+    answer: EstimatePublic | None = Field(
+        default=None,
+        description="The estimate to report: the first of estimates, except for a target the "
+        "source models do not support (population_shift flagged): then the first design-based "
+        "one (design or model-assisted; the model-based ones extrapolate), or null when the "
+        "subset has none (not drawn at random)",
+    )
+    answer_reason: str = Field(default="", description="Why answer is that estimate (or null)")
     created_at: datetime
     repeated_samples: RepeatedSamplesPublic | None = Field(
         default=None, description="When each uploaded value is the mean of K > 1 samples"
@@ -322,6 +386,30 @@ class PairedOutcomePublic(BaseModel):
     status: Literal["decidable", "undecidable"] = Field(
         description="undecidable when n10 + n01 < min_discordant (the numbers are still given)"
     )
+
+
+class GradedPairPublic(BaseModel):
+    """The pair on every item when a model's scores are graded (in [0, 1], not 0/1): the
+    paired sign-flip permutation test of the mean difference (McNemar needs 0/1)."""
+
+    n_items: int = Field(description="Items both models are scored on (every item)")
+    mean_difference: float = Field(description="Mean of d_i = score_a - score_b")
+    n_nonzero: int = Field(description="Items where the scores differ")
+    test: Literal["sign_flip_exact", "sign_flip_monte_carlo"] = Field(
+        description="Paired sign-flip permutation test: exact enumeration of every sign vector "
+        "(up to 26 differing items), else Monte Carlo"
+    )
+    p_value: float = Field(description="Two-sided p-value of the test (statistic |sum d_i|)")
+    p_value_mc_error: float = Field(
+        description="Standard error of a Monte Carlo p-value, sqrt(p (1 - p) / R) (0 when exact)"
+    )
+    n_resamples: int | None = Field(description="Monte Carlo sign vectors (null when exact)")
+    seed: int | None = Field(description="Seed of the Monte Carlo sign vectors")
+    p_same_order_mc_error: float = Field(
+        description="Monte Carlo standard error of p_same_order, sqrt(p (1 - p) / draws)"
+    )
+    draws: int = Field(description="Random subsets simulated for p_same_order and the MDAD")
+    draws_seed: int = Field(description="Seed of those subsets")
 
 
 class NextStep(BaseModel):
@@ -361,15 +449,22 @@ class VerdictPublic(BaseModel):
         description="Smallest subset size at which P(same order) reaches the threshold for "
         "this pair (its own discordance; `plan` answers for a typical pair at a gap)"
     )
-    basis: Literal["exact", "exact_stratified", "robust_curve"] = Field(
+    basis: Literal["exact", "exact_stratified", "robust_curve", "simulated"] = Field(
         default="exact",
-        description="How p_same_order, mdad_at_size and size_needed were computed",
+        description="How p_same_order, mdad_at_size and size_needed were computed (simulated: "
+        "graded scores, random subsets drawn with a stored seed; see graded)",
     )
     basis_note: str = Field(
         default="", description="The basis in words (e.g. 'exact, over all 87,990 model pairs')"
     )
     paired: PairedOutcomePublic | None = Field(
         default=None, description="Paired outcome on all the benchmark's items"
+    )
+    graded: GradedPairPublic | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,  # a 0/1 verdict's JSON is unchanged
+        description="Graded scores (not 0/1): the sign-flip test on all items and the Monte "
+        "Carlo errors (paired is then null)",
     )
     full_benchmark_differs: bool | None = Field(
         default=None,
@@ -391,6 +486,14 @@ class VerdictPublic(BaseModel):
         default_factory=list,
         description="config_mismatch per evaluation-configuration field where the pair differs",
     )
+    estimand: Estimand = estimand_field(
+        "generalized",
+        " (the full-benchmark answer: McNemar's test treats the items as a sample, as a "
+        "generalized session and a leaderboard do); p_same_order and ci are about a random "
+        "subset reproducing the order of these N items (subset_estimand)",
+    )
+    subset_estimand: Estimand = estimand_field("benchmark", " (p_same_order, ci, size_needed)")
+    estimand_text: str = Field(default="", description="The estimands in one sentence, with N")
 
 
 class SubsetVerdictPublic(BaseModel):
@@ -410,6 +513,9 @@ class SubsetVerdictPublic(BaseModel):
         "analysis that has not been run)"
     )
     fresh_draw_unavailable: str | None = None
+    estimand: Estimand = estimand_field(
+        "benchmark", " (whether this subset orders the pair as the full benchmark)"
+    )
     warnings: list[Warning] = Field(
         default_factory=list,
         description="few_source_models (the subset); config_mismatch where the pair's configurations differ",
@@ -435,6 +541,9 @@ class SignificancePublic(BaseModel):
         description="pair: the pair's observed discordance; benchmark_typical: the median "
         "omega2 over all model pairs with full results"
     )
+    estimand: Estimand = estimand_field(
+        "benchmark", " (the test is finite-population corrected: a difference on these N items)"
+    )
 
 
 class PlanPublic(BaseModel):
@@ -447,10 +556,21 @@ class PlanPublic(BaseModel):
         "probability is at most gap (the pair is ordered as on the full benchmark)",
     )
     size: int | None = Field(description="Smallest size whose MDAD <= gap (None: none evaluated)")
-    basis: Literal["exact", "robust_curve"]
+    estimand: Estimand = estimand_field(
+        "benchmark", " (a subset ordering a pair as these N items do)"
+    )
+    basis: Literal["exact", "robust_curve", "simulated"] = Field(
+        description="exact: hypergeometric (0/1); simulated: graded scores, random subsets "
+        "drawn with the seed in evidence; robust_curve: an analysis' curves"
+    )
     evidence: dict[str, Any] = Field(description="Sizes evaluated and MDAD at each; analysis id")
     significance: SignificancePublic | None = Field(
         default=None,
         description="The other question: shared items a paired test needs to detect gap at "
         "alpha with the given power (null when it cannot be computed)",
+    )
+    cost: list[SubsetCost] = Field(
+        default_factory=list,
+        description="Expected cost of a subset of the recommended size, per unit the stored "
+        "models report (empty without stored costs or without a size)",
     )

@@ -20,8 +20,9 @@ from app.services.catalog import matrices
 from app.services.catalog.benchmarks import get_version
 from app.services.evaluation import sessions as sessions_service
 from app.services.platform.caching import MB, BoundedCache
-from app.services.reliability import verdict_story, verdicts
+from app.services.reliability import graded_verdicts, verdict_story, verdicts
 from app.services.reliability.analyses import analysed_methods, latest_analysis
+from app.services.selection import extrapolation
 from app.services.selection import subsets as subsets_service
 from app.web import page_plots
 
@@ -98,7 +99,9 @@ def _curve_svg(
     hit = _CURVES.get(key)
     if hit is not None:
         return hit
-    if v.method in verdicts.EXACT_METHODS:
+    if v.basis == "simulated":  # graded scores (issue 35): the simulated curve
+        curve = graded_verdicts.graded_mdad(fm, v.size, threshold).curve
+    elif v.method in verdicts.EXACT_METHODS:
         curve = verdicts.exact_random_mdad(fm, v.size, threshold).curve
     else:
         stored = latest_analysis(session, version.id, [v.method])
@@ -130,7 +133,7 @@ def pair_view(
     reported on the page with its 4xx status."""
     fm = matrices.full_matrix(session, version.id)
     view = PairView(
-        models=fm.names.astype(str).tolist(),
+        models=fm.score_names if fm.graded else fm.names.astype(str).tolist(),
         n_items=fm.n_items,
         model_a=(model_a or "").strip(),
         model_b=(model_b or "").strip(),
@@ -236,6 +239,7 @@ class SubsetView:
     ref: str
     formats: tuple[str, ...]
     scores: list[ScoreRow]
+    reanchor: str | None = None  # issue 38: many models now beyond the subset's sources
 
 
 def subset_view(session: Session, subset_id: str) -> SubsetView:
@@ -256,7 +260,8 @@ def subset_view(session: Session, subset_id: str) -> SubsetView:
             )
         )
     ref = f"{version.benchmark.name}@v{version.version}"
-    return SubsetView(public, ref, EXPORT_FORMATS, scores)
+    reanchor = extrapolation.reanchor_prompt(session, row, version)
+    return SubsetView(public, ref, EXPORT_FORMATS, scores, reanchor)
 
 
 def subset_export(session: Session, subset_id: str, fmt: str) -> tuple[bytes, str]:

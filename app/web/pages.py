@@ -26,6 +26,7 @@ from app.errors import DomainError, InvalidInput
 from app.schemas.analyses import AnalysisPublic, Recommendation
 from app.schemas.sessions import SessionSummary
 from app.services.access.access import Visibility
+from app.services.catalog import benchmarks as benchmarks_service
 from app.services.catalog import matrices
 from app.services.evaluation import lifecycle as session_lifecycle
 from app.services.platform.caching import MB, BoundedCache
@@ -207,6 +208,7 @@ class BenchmarkListings:
     subsets: list[Any]
     sessions: list[SessionSummary]
     abandoned: list[SessionSummary]  # open but idle past SESSION_IDLE_HOURS: shown apart
+    costs: list[Any] = field(default_factory=list)  # CostUnitSummary per unit with data
 
 
 _HEALTH: BoundedCache[tuple, HealthSummary] = BoundedCache("page_health", CACHE_BYTES)
@@ -366,6 +368,7 @@ def benchmark_listings(
         subsets=list(subsets_for_version(session, version.id, limit=LISTING_LIMIT)),
         sessions=recent(hide_abandoned=True),
         abandoned=recent(state="abandoned"),
+        costs=benchmarks_service.cost_summaries(session, version),
     )
 
 

@@ -12,7 +12,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from app.api.admission import AdmissionLimit
+from app.api.admission import AdmissionLimit, credential_digest
+from app.api.slow_requests import BodyDeadline
 from app.main import create_app
 from app.settings import Settings
 
@@ -80,6 +81,7 @@ def test_the_app_installs_the_setting() -> None:
         "hold_refused": True,
         "hold_delay": 1.0,
         "per_key": 4,
+        "body_deadline": BodyDeadline(),
     }
     app = create_app(Settings(database_url="sqlite://", hold_refused_keys=False))
     stack = [m for m in app.user_middleware if m.cls is AdmissionLimit]
@@ -144,5 +146,53 @@ def test_the_per_key_places_hold_without_held_refusals_too() -> None:
             assert len(entered) == 1 and guard.held == {}
             release.set()
             assert [r.status_code for r in await asyncio.gather(*mine)] == [200] * 3
+
+    asyncio.run(scenario())
+
+
+SPELLINGS = [
+    "Bearer bsk_abc_secret",
+    "bearer bsk_abc_secret",
+    "BEARER bsk_abc_secret",
+    "Bearer  bsk_abc_secret",
+    "Bearer bsk_abc_secret  ",
+    "  Bearer\tbsk_abc_secret".replace("\t", " "),
+]
+
+
+def test_spellings_of_one_credential_are_one_key() -> None:
+    """Issue 39 ("limits keyed on the literal header"): scheme case and spaces do not make a
+    new credential; the key's id names it, so a rotation's two secrets are one key too, while
+    the secret presented is kept apart (a failed-attempt refusal holds only that secret)."""
+    digests = {credential_digest({"headers": [(b"authorization", v.encode())]}) for v in SPELLINGS}
+    assert len(digests) == 1
+    (one,) = digests
+    other_secret = credential_digest({"headers": [(b"authorization", b"Bearer bsk_abc_other")]})
+    assert other_secret is not None and one is not None
+    assert other_secret.key == one.key and other_secret.token != one.token
+    another_key = credential_digest({"headers": [(b"authorization", b"Bearer bsk_xyz_secret")]})
+    assert another_key is not None and another_key.key != one.key
+
+
+def test_spellings_share_the_keys_places() -> None:
+    """12 concurrent requests of one key in 6 spellings with 4 places: 4 enter, not 12."""
+
+    async def scenario() -> None:
+        release, entered = asyncio.Event(), []
+        guard = AdmissionLimit(_blocking_app(release, entered), max_in_flight=0, per_key=4)
+        transport = httpx.ASGITransport(app=guard)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            tasks = [
+                asyncio.create_task(
+                    client.get("/slow", headers={"Authorization": SPELLINGS[i % len(SPELLINGS)]})
+                )
+                for i in range(12)
+            ]
+            while len(entered) < 4:
+                await asyncio.sleep(0.001)
+            await asyncio.sleep(0.1)
+            assert len(entered) == 4
+            release.set()
+            assert {r.status_code for r in await asyncio.gather(*tasks)} == {200}
 
     asyncio.run(scenario())

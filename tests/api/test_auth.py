@@ -108,7 +108,9 @@ def test_revoked_key_is_401_at_once(client: TestClient, db_session: Session) -> 
 def test_key_is_stored_hashed_and_use_is_recorded(db_session: Session) -> None:
     row, token = create_key(db_session, "ci", ["write"])
     assert token.startswith("bsk_") and row.prefix in token
-    stored = db_session.execute(select(ApiKey.name, ApiKey.prefix, ApiKey.key_hash)).one()
+    stored = db_session.execute(
+        select(ApiKey.name, ApiKey.prefix, ApiKey.key_hash).where(ApiKey.id == row.id)
+    ).one()
     assert all(token not in str(v) for v in stored)
     assert row.key_hash.startswith("$argon2id$")
     assert row.last_used_at is None

@@ -259,7 +259,9 @@ def test_a_reply_stored_with_the_old_key_is_replayed_with_the_new_one(
     assert replay.json() == first.json() and replay.json()["version_id"] == str(seeded.version_id)
 
 
-@pytest.mark.parametrize("name", ["gpqa@v2", str(uuid.uuid4()), uuid.uuid4().hex])
+@pytest.mark.parametrize(
+    "name", ["gpqa@v2", "3f0c6a52-7d1e-4b8a-9c2d-5e6f7a8b9c0d", "3f0c6a527d1e4b8a9c2d5e6f7a8b9c0d"]
+)
 def test_a_name_that_reads_as_a_version_reference_is_refused(client: TestClient, name: str) -> None:
     r = client.post("/v1/benchmarks", json={"name": name, "items": [{"id": "a"}, {"id": "b"}]})
     assert r.status_code == 422, r.text

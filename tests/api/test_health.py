@@ -11,7 +11,9 @@ from app.settings import Settings
 def test_healthz(client: TestClient) -> None:
     response = client.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok"}
+    body = response.json()
+    assert body["status"] == "ok" and body["saturated"] is False
+    assert body["in_flight"] == 0 and body["max_in_flight"] >= 0
 
 
 def test_readyz_with_real_database_and_broker(client: TestClient, redis_isolation: str) -> None:

@@ -230,7 +230,9 @@ def test_subset_leaderboard_tests_full_benchmark_differences(
     other = seed_gpqa(db_session, n_models=3)
     db_session.commit()
     foreign = client.get(_url(other.version_id), params={"subset": subset.id})
-    assert foreign.status_code == 422 and _fields(foreign.json()) == {"query.subset"}
+    # a subset of another version is answered like a missing one (issue 39: no existence oracle)
+    assert foreign.status_code == 404 and _fields(foreign.json()) == {"query.subset"}
+    assert str(seeded.version_id) not in foreign.text
 
 
 def test_partial_coverage_uses_shared_items(

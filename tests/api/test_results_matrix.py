@@ -99,6 +99,8 @@ def test_bad_matrices_are_422_naming_the_array(client: TestClient, db_session: S
         (_npz(models=names), "correct"),
         (_npz(correct=ok), "models"),
         (_npz(correct=ok, models=np.array(["a", "a"])), "models"),
+        (_npz(correct=ok, models=np.array(["..", "b"])), "models"),  # issue 39
+        (_npz(correct=ok, models=np.array(["a", "../x"])), "models"),
         (_npz(correct=np.zeros((2, 3)), models=names), "correct"),
         (_npz(correct=ok + 2, models=names), "correct"),
         (_npz(correct=ok, models=names, item_ids=np.array(["q0", "q1"])), "item_ids"),

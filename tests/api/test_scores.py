@@ -146,6 +146,16 @@ def test_outlier_model_is_flagged(client: TestClient, db_session: Session, seede
     assert r.status_code == 201, r.text
     shift = r.json()["population_shift"]
     assert shift["flagged"] is True and "outside" in shift["reasons"][0]
+    # issue 38: the answer is design-based and says why; the estimand is named
+    body = r.json()
+    assert body["answer"]["basis"] == "design" and body["answer"]["estimand"] == "benchmark"
+    assert body["answer_reason"].startswith("extrapolation (subset estimate")
+    typical = client.post(
+        f"/v1/subsets/{subset.id}/scores",
+        json={"model": "typical", "correct": seeded.correct[3, np.sort(idx)].tolist()},
+    ).json()
+    assert not typical["population_shift"]["flagged"]
+    assert typical["answer"] == typical["estimates"][0]
 
 
 def test_bad_uploads_are_422(client: TestClient, db_session: Session, seeded: Seeded) -> None:
@@ -180,7 +190,7 @@ def test_tiny_benchmarks_irt_estimates_and_shift(
     # the job stored every calibrated estimator's out-of-fold values on the 20 sources: the
     # intervals below are the cross-fitted ones (issue 24)
     assert set(stored_out_of_fold(selection, 20)) == {"irt", "p_irt", "gp_irt"}
-    y = seeded.correct[22, idx].astype(float)  # a source model: expected in range
+    y = seeded.correct[5, idx].astype(float)  # a source model: expected in range
     r = client.post(
         f"/v1/subsets/{subset.id}/scores",
         json={
@@ -211,10 +221,16 @@ def test_tiny_benchmarks_irt_estimates_and_shift(
     assert shift["checked"] == "irt_ability_and_person_fit"
     assert len(shift["details"]["theta"]) == 2 and "person_fit_lz" in shift["details"]
 
-    perfect = client.post(
+    assert body["answer"] == body["estimates"][0]  # a source model: the default estimate
+    oracle = client.post(
         f"/v1/subsets/{subset.id}/scores", json={"model": "oracle", "correct": [1] * len(idx)}
-    ).json()["population_shift"]
+    ).json()
+    perfect = oracle["population_shift"]
     assert perfect["flagged"] is True and perfect["reasons"]
+    # issue 38: every interval of this (non-random) subset is model-based: no answer, and why
+    assert oracle["answer"] is None
+    assert "not drawn at random" in oracle["answer_reason"]
+    assert "--method random" in oracle["answer_reason"]
 
 
 def test_anchor_points_confidence_estimator_needs_confidences(
@@ -259,3 +275,36 @@ def test_idempotency_key_stores_one_score(
     assert len(stored.all()) == 1
     # no key: each request is a new score
     assert client.post(url, json=payload).status_code == 201
+
+
+def test_reanchor_prompt_when_many_models_lie_beyond_the_sources(
+    client: TestClient, db_session: Session, seeded: Seeded
+) -> None:
+    """Issue 38: a subset fitted on the 20 weakest models, with 10 stronger ones stored: the
+    subset page says so and names the command that rebuilds it; fitted on a spread, it does not."""
+    from app.services.catalog.benchmarks import get_version
+    from app.services.selection.extrapolation import reanchor_prompt
+
+    acc = seeded.correct.mean(axis=1)
+    order = np.argsort(acc, kind="stable")
+    weakest = [seeded.names[i] for i in order[:20]]
+    beyond = int((acc[order[20:]] > acc[order[:20]].max()).sum())
+    assert beyond >= 5
+    req = subset_service.resolve_request(
+        db_session, seeded.version_id, "anchor_points", 15, {}, 9, weakest
+    )
+    subset, _ = subset_service.build_subset(db_session, req, None)
+    db_session.commit()
+    version = get_version(db_session, seeded.version_id)
+    text = reanchor_prompt(db_session, subset, version)
+    assert text is not None and text.startswith(f"{beyond} models with full results lie beyond")
+    assert "--method anchor_points --size 15" in text
+    page = client.get(f"/ui/subsets/{subset.id}").text
+    assert 'id="reanchor"' in page and "benchslice subset create" in page
+    spread = [seeded.names[i] for i in order[::3][:10]] + [seeded.names[i] for i in order[-3:]]
+    req = subset_service.resolve_request(
+        db_session, seeded.version_id, "anchor_points", 15, {}, 9, sorted(set(spread))
+    )
+    other, _ = subset_service.build_subset(db_session, req, None)
+    db_session.commit()
+    assert reanchor_prompt(db_session, other, version) is None

@@ -1,6 +1,6 @@
 """One-sided session goals over HTTP (Postgres): ``noninferior`` and ``superior`` on real GPQA.
 
-Oracle: the one-sided tests of :mod:`app.core.sequential.one_sided` replayed offline on the same
+Oracle: the one-sided tests of :mod:`app.core.sequential.gating.one_sided` replayed offline on the same
 values in the same (seeded) order: the service must decide at the same batch, the same way.
 """
 
@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from app.core.sequential.one_sided import (
+from app.core.sequential.gating.one_sided import (
     goal_decision,
     goal_tests,
     one_sided_init,
@@ -110,6 +110,7 @@ def test_one_sided_goal_decides_as_the_offline_tests(
         ({"goal": "noninferior", "margin": 0.02, "baseline": None}, "baseline"),
         ({"goal": "superior", "margin": 1.5}, "margin"),
         ({"goal": "precision", "precision": 0.05, "margin": 0.02}, "margin"),
+        ({"goal": "noninferior", "margin": 0.02, "estimand": "generalized"}, "estimand"),
     ],
 )
 def test_one_sided_goal_bad_input_names_the_field_and_creates_nothing(

@@ -71,6 +71,7 @@ def test_random_session_decides_a_far_apart_pair(client: TestClient, seeded: See
             "model": seeded.names[a],
             "baseline": seeded.names[b],
             "policy": "random",
+            "estimand": "benchmark",  # the finite-population CS (generalized: test_estimand)
             "batch_size": 20,
             "seed": 3,
         },
@@ -145,6 +146,7 @@ def test_interval_at_exhaustion_is_the_exact_value(client: TestClient, small) ->
             "model": "fresh-model",
             "baseline": names[1],
             "policy": "random",
+            "estimand": "benchmark",
             "goal": "precision",
             "precision": 1e-6,
             "batch_size": 7,
@@ -428,6 +430,7 @@ def test_item_means_of_repeated_samples_move_the_sequence_to_the_fine_grid(
             "model": "sampled-model",
             "baseline": names[1],
             "policy": "random",
+            "estimand": "benchmark",
             "goal": "precision",
             "precision": 1e-6,
             "batch_size": 6,
@@ -455,11 +458,23 @@ def test_default_policy_is_assisted_when_an_irt_fit_is_possible(
     client: TestClient, seeded: Seeded, small
 ) -> None:
     """No ``policy``: ``assisted`` (IRT predictions; 202 with the fit job first) on a benchmark
-    with enough models with full results, ``random`` on one with too few (here 2)."""
+    with enough models with full results, ``random`` on one with too few (here 2). With a
+    baseline and no estimand the session is generalized, which draws uniformly: ``random``."""
     a, b = _far_pair(seeded)
     r = client.post(
         f"/v1/benchmarks/{seeded.version_id}/sessions",
         json={"model": seeded.names[a], "baseline": seeded.names[b], "seed": 1},
+    )
+    assert r.status_code == 201 and r.json()["policy"] == "random", r.text
+    assert r.json()["estimand"] == "generalized", r.text
+    r = client.post(
+        f"/v1/benchmarks/{seeded.version_id}/sessions",
+        json={
+            "model": seeded.names[a],
+            "baseline": seeded.names[b],
+            "estimand": "benchmark",
+            "seed": 1,
+        },
     )
     assert r.status_code == 202 and r.json()["kind"] == "irt_fit", r.text
     vid, names, _, _ = small

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from lxml import etree
 
-from app.core.sequential.gates import OUTCOMES, run_gates
+from app.core.sequential.gating.gates import OUTCOMES, run_gates
 
 REPO = Path(__file__).resolve().parents[2]
 GPQA = (

@@ -24,7 +24,13 @@ def test_resume_an_open_session(cli: CLI, service, gpqa: dict[str, Any]) -> None
     baseline = names[int(np.argmin(np.where(np.asarray(names) == HELD_OUT, 9, acc)))]
     with Client(service.url) as bs:
         start = bs.create_session(
-            "gpqa", "resume/held-out", baseline=baseline, policy="random", batch_size=20, seed=3
+            "gpqa",
+            "resume/held-out",
+            baseline=baseline,
+            policy="random",
+            estimand="benchmark",  # 9 points: generalized needs more than 448 items here
+            batch_size=20,
+            seed=3,
         )
         s = start.session
         assert s is not None

@@ -203,3 +203,20 @@ def test_summaries(cli: CLI, gpqa: dict[str, Any], service: LiveService, tmp_pat
     assert link and httpx.get(link.group(1)).status_code == 200
     assert "### benchslice leaderboard on gpqa@v1: 3 models in " in text
     assert "| 1 | 1-" in text and "[Benchmark page](" in text
+
+
+def test_show_prints_the_per_item_cost_with_unit_and_source(cli: CLI, tmp_path: Path) -> None:
+    correct = np.zeros((3, 6), dtype=np.uint8)
+    path = tmp_path / "three.npz"
+    np.savez(path, correct=correct, models=np.array([f"org/c{k}" for k in range(3)]))
+    assert cli("push", "--create", "--benchmark", "cost-show", str(path)).code == 0
+    for k in range(2):
+        csv = tmp_path / f"costs{k}.csv"
+        rows = [f"{i},1,{(i + 1) * 100 * (k + 1)}" for i in range(6)]
+        csv.write_text("item_id,correct,tokens\n" + "\n".join(rows) + "\n")
+        run = cli("push", "--benchmark", "cost-show", "--model", f"org/t{k}", str(csv))
+        assert run.code == 0, run
+    show = cli("benchmarks", "show", "cost-show")
+    # per-item medians over the two models: 150, 300, ..., 900 tokens
+    assert "cost per item (output_tokens): median 525" in show.stdout, show
+    assert "all items 3,150" in show.stdout and "csv cost columns" in show.stdout

@@ -1,11 +1,11 @@
-"""Release gates (app.core.sequential.gates): decision rules, allocation, error control."""
+"""Release gates (app.core.sequential.gating.gates): decision rules, allocation, error control."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from app.core.sequential.gates import (
+from app.core.sequential.gating.gates import (
     BETTER,
     G_FAIL,
     G_INCONCLUSIVE,
@@ -29,7 +29,7 @@ from app.core.sequential.gates import (
     refresh_residuals,
     run_gates,
 )
-from app.core.sequential.one_sided import LOWER, UPPER, OrderedBaseline, one_sided_init
+from app.core.sequential.gating.one_sided import LOWER, UPPER, OrderedBaseline, one_sided_init
 
 RULE1 = "no_regression_and_one_better"
 

@@ -1,4 +1,4 @@
-"""One-sided tests for a mean (app.core.sequential.one_sided): known answers and error control."""
+"""One-sided tests for a mean (app.core.sequential.gating.one_sided): known answers and error control."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from app.core.sequential.active import record_draws
-from app.core.sequential.one_sided import (
+from app.core.sequential.gating.one_sided import (
     LOWER,
     UPPER,
     OrderedBaseline,

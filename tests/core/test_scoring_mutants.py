@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
+from app.core.estimation.bounded import betting_interval
 from app.core.estimation.intervals import ReferenceCalibration
 from app.core.results import Selection
 from app.core.scoring.reference import model_assisted
@@ -279,7 +280,12 @@ def test_weighted_design_gets_the_stratified_ht_interval() -> None:
     y = np.array([[1, 0, 1, 1, 0, 1, 0, 1], [0.5, 0.2, 0.9, 0.4, 0.4, 1.0, 0.0, 0.3]])
     sel = _sel("subtask_stratified", idx, w)
     (b,) = score_models(sel, y, 40, level=0.8, estimators=("weighted_mean",))
-    assert b.interval == "stratified_ht" and b.basis == "design" and b.confidence == 0.8
+    # row 1 is graded: since issue 35 its t-interval is widened to the betting one (named)
+    assert b.interval == "stratified_ht_betting" and b.basis == "design" and b.confidence == 0.8
+    (b01,) = score_models(sel, y[:1], 40, level=0.8, estimators=("weighted_mean",))
+    assert b01.interval == "stratified_ht"  # 0/1 results alone: unchanged
+    assert b01.ci_low[0] == pytest.approx(b.ci_low[0], abs=1e-12)
+    assert b01.ci_high[0] == pytest.approx(b.ci_high[0], abs=1e-12)
     q = stats.t.ppf(0.9, 8 - 2)
     n_w = w.sum() ** 2 / (w**2).sum()
     for i in range(2):
@@ -292,8 +298,24 @@ def test_weighted_design_gets_the_stratified_ht_interval() -> None:
             lo, hi = min(lo, wlo), max(hi, whi)
         assert b.value[i] == pytest.approx(value, abs=1e-14)
         assert b.se[i] == pytest.approx(se, rel=1e-12)
-        assert b.ci_low[i] == pytest.approx(lo, abs=1e-12)
-        assert b.ci_high[i] == pytest.approx(hi, abs=1e-12)
+        if i == 0:
+            assert b.ci_low[i] == pytest.approx(lo, abs=1e-12)
+            assert b.ci_high[i] == pytest.approx(hi, abs=1e-12)
+        else:  # the t-interval, widened to the betting interval at the design effect
+            wlo, whi = _widened(y[i], value, se, lo, hi, 40, 0.8)
+            assert b.ci_low[i] == pytest.approx(wlo, abs=1e-12)
+            assert b.ci_high[i] == pytest.approx(whi, abs=1e-12)
+
+
+def _widened(row, value, se, lo, hi, big_n, level):
+    """Issue 35's graded stratified interval: the t-interval ``[lo, hi]`` widened to contain
+    the betting interval of the unweighted row, recentred and scaled by the design effect."""
+    k = row.size
+    blo, bhi = betting_interval(row, big_n, confidence=level)
+    deff = se / np.sqrt((1 - k / big_n) * row.var(ddof=1) / k)
+    wlo = max(0.0, value - (row.mean() - blo[0]) * deff)
+    whi = min(1.0, value + (bhi[0] - row.mean()) * deff)
+    return min(lo, wlo), max(hi, whi)
 
 
 def test_stratified_interval_uses_stored_probabilities_and_one_df_floor() -> None:
@@ -310,13 +332,14 @@ def test_stratified_interval_uses_stored_probabilities_and_one_df_floor() -> Non
         fitted={"inclusion_probability": pi},
     )
     (b,) = score_models(sel, y, 12, level=0.6)
-    assert b.estimator == "horvitz_thompson" and b.interval == "stratified_ht"
+    assert b.estimator == "horvitz_thompson" and b.interval == "stratified_ht_betting"
     se = np.sqrt(_strat_var(y[0], pi, np.arange(3), 12))
     value = float(w @ y[0])
     q = stats.t.ppf(0.8, 1)
     assert b.se[0] == pytest.approx(se, rel=1e-12)
+    lo, hi = max(0.0, value - q * se), min(1.0, value + q * se)  # graded: widened since issue 35
     assert (b.ci_low[0], b.ci_high[0]) == pytest.approx(
-        (max(0.0, value - q * se), min(1.0, value + q * se)), abs=1e-12
+        _widened(y[0], value, se, lo, hi, 12, 0.6), abs=1e-12
     )
 
 
@@ -325,11 +348,12 @@ def test_uniform_non_binary_design_is_stratified_with_one_stratum() -> None:
     y = np.array([[0.2, 0.4, 0.9, 0.5, 0.6]])
     (b,) = score_models(sel, y, 20, level=0.9)
     se = np.sqrt((1 - 5 / 20) * np.var(y[0], ddof=1) / 5)
-    q = stats.t.ppf(0.95, 4)
-    assert b.interval == "stratified_ht"
+    # graded scores on a uniform random subset: the betting interval since issue 35 (the
+    # t-interval 0.52 -+ t SE before); the design SE is unchanged
+    assert b.interval == "betting_fpc"
     assert b.se[0] == pytest.approx(se, rel=1e-12)
-    assert b.ci_low[0] == pytest.approx(0.52 - q * se, abs=1e-12)
-    assert b.ci_high[0] == pytest.approx(0.52 + q * se, abs=1e-12)
+    blo, bhi = betting_interval(y, 20, confidence=0.9)
+    assert (b.ci_low[0], b.ci_high[0]) == pytest.approx((blo[0], bhi[0]), abs=1e-12)
 
 
 def test_stratified_zero_variance_falls_back_to_kish_wilson() -> None:

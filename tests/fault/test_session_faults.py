@@ -70,6 +70,7 @@ def seed_database(url: str) -> tuple[Seeded, np.ndarray, dict[str, Any]]:
         "model": "held-out/gpqa-300",
         "baseline": baseline,
         "policy": "random",
+        "estimand": "benchmark",  # checked against the finite-population CS below
         "goal": "precision",
         "precision": 1e-4,  # unreachable before max_items: the session runs every batch
         "batch_size": BATCH,

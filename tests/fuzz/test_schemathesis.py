@@ -46,7 +46,7 @@ MAX_EXAMPLES = int(os.environ.get("FUZZ_MAX_EXAMPLES", "12"))
 STATEFUL_SECONDS = int(os.environ.get("FUZZ_STATEFUL_SECONDS", "35"))
 ID_P = 0.8  # how often a parameter naming a stored thing takes a seeded value
 MIN_CASES = 1000
-SESSION_SECONDS = int(os.environ.get("FUZZ_SESSION_SECONDS", "25"))
+SESSION_SECONDS = int(os.environ.get("FUZZ_SESSION_SECONDS", "40"))
 SESSION_OPERATIONS = (
     "sessions-create_session",
     "sessions-post_session_results",

@@ -292,3 +292,54 @@ def test_a_held_refusal_is_sent_when_the_hold_ends_at_most_the_delay_later(
         waited = time.perf_counter() - started
         assert r.status_code == 429 and "repeated" in r.json()["detail"]
         assert 0.25 <= waited < 5  # held for the delay (the hold itself lasts ~100 s)
+
+
+def test_metrics_need_an_instance_admin_key(
+    limited_client: TestClient, db_session: Session
+) -> None:
+    """Issue 39: /metrics counts every tenant's refusals and caches: a read key (or a project
+    admin) is 403, an instance admin reads it."""
+    assert limited_client.get("/metrics").status_code == 401
+    assert limited_client.get("/metrics", headers=_key(db_session, "read")).status_code == 403
+    assert limited_client.get("/metrics", headers=_key(db_session, "admin")).status_code == 403
+    _, token = create_key(db_session, "metrics-admin", [], instance_admin=True)
+    db_session.flush()
+    r = limited_client.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 200 and "benchslice_" in r.text
+
+
+def test_a_request_is_charged_only_to_the_project_it_touches(
+    project_client: TestClient, db_session: Session
+) -> None:
+    """Issue 39: a key with roles on two projects reading project A's benchmark is not refused
+    because project B's bucket is empty (it used to be charged to both), and B's refusal does
+    not hold the key's requests to A."""
+    from app.services.access.projects import create_project
+
+    create_project(db_session, "team-a")
+    create_project(db_session, "team-b")
+    _, admin = create_key(db_session, "limits-admin", [], instance_admin=True)
+    _, both = create_key(db_session, "limits-both", {"team-a": "read", "team-b": "read"})
+    _, only_b = create_key(db_session, "limits-b", {"team-b": "read"})
+    db_session.flush()
+    bids = {}
+    for project in ("team-a", "team-b"):
+        r = project_client.post(
+            "/v1/benchmarks",
+            json={"name": f"touch-{project}", "project": project, "items": [{"id": "q1"}]},
+            headers={"Authorization": f"Bearer {admin}"},
+        )
+        assert r.status_code == 201, r.text
+        bids[project] = r.json()["id"]
+    drain = {"Authorization": f"Bearer {only_b}"}
+    codes = [
+        project_client.get(f"/v1/benchmarks/{bids['team-b']}", headers=drain).status_code
+        for _ in range(25)
+    ]
+    assert codes[-1] == 429, codes  # team-b's bucket (20) is empty
+    mine = {"Authorization": f"Bearer {both}"}
+    r = project_client.get(f"/v1/benchmarks/{bids['team-b']}", headers=mine)
+    assert r.status_code == 429 and r.json()["limit"] == "project-rate", r.text
+    for _ in range(3):  # team-a's benchmark: team-a's bucket only, not held by team-b's 429
+        r = project_client.get(f"/v1/benchmarks/{bids['team-a']}", headers=mine)
+        assert r.status_code == 200, r.text

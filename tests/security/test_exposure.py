@@ -152,3 +152,19 @@ def test_bind_hosts_reads_the_serve_variable(monkeypatch: pytest.MonkeyPatch) ->
     check_exposure(Settings(auth_enabled=True))
     monkeypatch.setenv("BENCHSLICE_BIND_HOST", "127.0.0.1")
     check_exposure(Settings(auth_enabled=False))
+
+
+def test_the_bind_host_variable_does_not_hide_the_real_address(tmp_path) -> None:
+    """Issue 39: ``BENCHSLICE_BIND_HOST=127.0.0.1`` used to override what uvicorn said; now it
+    is checked besides the server's own ``--host 0.0.0.0``, which still refuses."""
+    env = _env(DATABASE_URL=f"sqlite:///{tmp_path}/db.sqlite3", BENCHSLICE_BIND_HOST="127.0.0.1")
+    env.pop("ALLOW_UNAUTHENTICATED", None)
+    proc = _uvicorn("0.0.0.0", _free_port(), env)
+    try:
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 3, out
+    assert "refusing to serve on 0.0.0.0" in out, out

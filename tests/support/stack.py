@@ -18,7 +18,9 @@ N_ITEMS = 40
 N_MODELS = 12
 
 
-def create_key(database_url: str, scopes: Sequence[str], name: str = "test") -> str:
+def create_key(
+    database_url: str, scopes: Sequence[str], name: str = "test", *, instance_admin: bool = False
+) -> str:
     """A new API key stored (hashed) in ``database_url``; returns the plaintext once."""
     from sqlalchemy import create_engine
     from sqlalchemy.orm import Session
@@ -28,7 +30,7 @@ def create_key(database_url: str, scopes: Sequence[str], name: str = "test") -> 
     engine = create_engine(database_url)
     try:
         with Session(engine) as session, session.begin():
-            _, token = _create(session, name, list(scopes))
+            _, token = _create(session, name, list(scopes), instance_admin=instance_admin)
     finally:
         engine.dispose()
     return token
@@ -120,9 +122,15 @@ class Stack:
 
 @contextlib.contextmanager
 def running_stack(
-    database_url: str, broker_url: str, queue: str, key_prefix: str, **settings: str
+    database_url: str,
+    broker_url: str,
+    queue: str,
+    key_prefix: str,
+    workers: int = 1,
+    **settings: str,
 ) -> Iterator[Stack]:
-    """uvicorn (auth on) + one Celery worker on ``database_url`` / ``broker_url``."""
+    """uvicorn (auth on, ``workers`` API processes) + one Celery worker on ``database_url`` /
+    ``broker_url``."""
     env = service_env(
         DATABASE_URL=database_url,
         BROKER_URL=broker_url,
@@ -136,6 +144,6 @@ def running_stack(
     admin_key = create_key(database_url, ["admin"], name="admin")
     with (
         celery_worker(env, f"hardening-{queue}") as worker,
-        api_server(env) as api,
+        api_server(env, workers=workers) as api,
     ):
         yield Stack(api, worker, database_url, admin_key, env)

@@ -112,6 +112,24 @@ def test_sessions_expire(auth_client: TestClient, db_session: Session) -> None:
     assert auth_client.get("/ui/").status_code == 401
 
 
+def test_rotating_the_key_ends_its_sessions(auth_client: TestClient, db_session: Session) -> None:
+    """Issue 39: a browser signed in with a key's secret is signed out when the key is rotated
+    (even inside the rotation's grace); signing in with the new secret works."""
+    from datetime import timedelta
+
+    from app.services.access.keys import rotate_key
+
+    row, key = create_key(db_session, "ui-rotated", ["read"])
+    db_session.flush()
+    _login(auth_client, key)
+    assert auth_client.get("/ui/").status_code == 200
+    _, new = rotate_key(db_session, row.prefix, grace=timedelta(hours=1))
+    assert auth_client.get("/ui/").status_code == 401
+    auth_client.cookies.clear()
+    _login(auth_client, new)
+    assert auth_client.get("/ui/").status_code == 200
+
+
 def test_no_open_redirect(auth_client: TestClient, db_session: Session) -> None:
     _, key = create_key(db_session, "ui-reader", ["read"])
     db_session.flush()

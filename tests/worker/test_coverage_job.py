@@ -68,6 +68,36 @@ def test_coverage_job_end_to_end_matches_the_engine(
         assert c["cases"] == e.cases and c["n"] == 25
         for k in ("coverage", "coverage_low", "coverage_high", "mean_width", "mean_abs_error"):
             assert c[k] == pytest.approx(getattr(e, k), abs=1e-12), k
+    assert {c["split"] for c in run["rows"]} == {"random"}
+
+    # issue 38: with extrapolation, the weak-to-strong and strong-to-weak splits follow, each the
+    # engine's table for that split (fit on the weakest / strongest 80 %)
+    r = committed_client.post(
+        path,
+        json={"methods": ["random"], "sizes": [25], "repeats": 2, "seed": 8, "extrapolation": True},
+    )
+    assert r.status_code == 202, r.text
+    cleanup(Job, uuid.UUID(r.json()["id"]))
+    done = wait_for_job(lambda: committed_client.get(r.headers["location"]).json(), timeout=180)
+    assert done["status"] == "succeeded", (done, celery_worker_process.log[-3000:])
+    rows = committed_client.get(path).json()["rows"]
+    assert {c["split"] for c in rows} == {"random", "weak_to_strong", "strong_to_weak"}
+    for split in ("weak_to_strong", "strong_to_weak"):
+        table = coverage_study(
+            gpqa()["correct"][:N_MODELS].astype(np.float64),
+            ["random"],
+            [25],
+            repeats=2,
+            subtasks=subtasks,
+            seed=8,
+            split=split,
+        )
+        expect = {(x.estimator, x.interval): x for x in table.rows if x.cases > 0}
+        got = {(c["estimator"], c["interval"]): c for c in rows if c["split"] == split}
+        assert set(got) == set(expect)
+        for key, c in got.items():
+            assert c["cases"] == expect[key].cases
+            assert c["coverage"] == pytest.approx(expect[key].coverage, abs=1e-12)
 
 
 def test_coverage_requests_are_422_naming_the_field_and_leave_no_job(

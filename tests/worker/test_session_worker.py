@@ -119,8 +119,9 @@ def test_irt_and_random_sessions_end_to_end(
         row = s.get(EvaluationSession, uuid.UUID(body["id"]))
         stored_theta = unpack_state(row.engine_state)["inputs"]["theta"]
     np.testing.assert_allclose(stored_theta[: len(thetas)], np.array(thetas), atol=1e-10)
-    # the default policy (assisted: uniform draws, IRT predictions) and random beside it
-    default = {k: v for k, v in req.items() if k != "policy"}
+    # the default policy for benchmark accuracy (assisted: uniform draws, IRT predictions) and
+    # random beside it (with a baseline and no estimand a session is generalized, policy random)
+    default = {**{k: v for k, v in req.items() if k != "policy"}, "estimand": "benchmark"}
     for spec in (default, {**default, "policy": "random"}):
         r = committed_client.post(url, json={**spec, "seed": 4})
         assert r.status_code == 201, r.text

@@ -54,8 +54,9 @@ def _created(
 ) -> None:
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     response.headers["Location"] = f"/v1/benchmarks/{version.id}"
-    summary = {"created": created, "n_items": version.n_items}
-    record_write(session, actor, "benchmark.create_version", version, summary)
+    if created:  # the same item list again changes nothing: no audit row
+        summary = {"created": True, "n_items": version.n_items}
+        record_write(session, actor, "benchmark.create_version", version, summary)
 
 
 @router.post(
@@ -187,8 +188,9 @@ def _retire(
     session: SessionDep, actor: ActorDep, version: AdministeredVersionDep, retired: bool
 ) -> BenchmarkPublic:
     changed = service.set_retired(session, version, retired)
-    action = "benchmark.retire" if retired else "benchmark.unretire"
-    record_write(session, actor, action, version, {"changed": changed})
+    if changed:  # already so: a no-op, no audit row
+        action = "benchmark.retire" if retired else "benchmark.unretire"
+        record_write(session, actor, action, version, {"changed": True})
     return service.public(session, version)
 
 

@@ -11,9 +11,13 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz", response_model=HealthPublic, name="healthz")
-def healthz() -> HealthPublic:
-    """The process is alive."""
-    return HealthPublic()
+async def healthz(request: Request) -> HealthPublic:
+    """The process is alive; ``saturated`` when all its admission places are taken."""
+    admission = getattr(request.app.state, "admission", None)
+    if admission is None:
+        return HealthPublic()
+    counts = admission.saturation()
+    return HealthPublic(status="saturated" if counts["saturated"] else "ok", **counts)
 
 
 @router.get("/readyz", response_model=ReadinessPublic, responses={**UNAVAILABLE}, name="readyz")

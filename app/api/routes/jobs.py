@@ -16,7 +16,7 @@ from app.api.errors import CONFLICT, INVALID, NOT_FOUND, UNAVAILABLE
 from app.api.responses import AUTH
 from app.queue import enqueue_job_after_commit
 from app.schemas.jobs import JobCreate, JobPublic
-from app.services.access import audit
+from app.services.catalog import ownership
 from app.services.job_kinds import submit_job
 from app.services.platform import jobs as job_service
 
@@ -45,9 +45,8 @@ def create_job(
     """
     job = submit_job(session, body.kind, body.params, body.seed)
     project = chooser.for_job(job.params)
-    audit.record(
-        session, actor, "job.create", project=project, target={"job": job.id, "kind": job.kind}
-    )
+    version = ownership.job_params_version(session, job.params)
+    ownership.record_on(session, actor, "job.create", version, project, job=job.id, kind=job.kind)
     enqueue_job_after_commit(session, queue, job.id)
     response.headers["Location"] = f"/v1/jobs/{job.id}"
     return JobPublic.from_job(job)
@@ -70,12 +69,9 @@ def cancel_job(
     """Cancel a queued job at once, or ask a running one to stop at its next progress report.
     Needs `write` on the project of the job's benchmark."""
     job = job_service.cancel_job(session, job_id)
-    audit.record(
-        session,
-        actor,
-        "job.cancel",
-        project=project,
-        target={"job": job.id, "kind": job.kind},
-        summary={"status": job.status.value, "cancel_requested": job.cancel_requested},
+    version = ownership.job_params_version(session, job.params or {})
+    summary = {"status": job.status.value, "cancel_requested": job.cancel_requested}
+    ownership.record_on(
+        session, actor, "job.cancel", version, project, summary, job=job.id, kind=job.kind
     )
     return JobPublic.from_job(job)

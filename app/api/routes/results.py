@@ -115,6 +115,14 @@ def upload_results(
         str | None, Query(description="lm-eval task name (picks the Open LLM Leaderboard metric)")
     ] = None,
     item_key: Annotated[Literal["doc_hash", "doc_id"], Query()] = "doc_hash",
+    format: Annotated[
+        Literal["auto", "inspect", "every-eval-ever", "helm", "lm-eval", "csv", "json"],
+        Query(
+            description="Parser of the upload: auto tells Inspect AI logs (.eval / JSON), "
+            "Every Eval Ever instance JSONL and HELM runs (per_instance_stats.json + "
+            "run_spec.json) by their content, the rest by media type or file extension"
+        ),
+    ] = "auto",
     replace: Annotated[bool, Query(description="Overwrite different existing results")] = False,
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> Response | ResultsWritten:
@@ -134,7 +142,7 @@ def upload_results(
     )
     parsed, ref = parse_results_upload(
         upload,
-        ParseOptions(metric=metric, filter=filter, task=task, item_key=item_key),
+        ParseOptions(metric=metric, filter=filter, task=task, item_key=item_key, format=format),
         model=query_model,
     )
     row, outcome = service.store_results(
@@ -144,8 +152,8 @@ def upload_results(
     if outcome == "replaced":
         previous = service.latest_archived(session, version.id, row.model_id)
         summary |= {"previous_accuracy": previous.accuracy, "previous_n_items": previous.n_items}
-    record_write(session, actor, "results.upload", version, summary, model=row.model.name)
-    if outcome != "unchanged":
+    if outcome != "unchanged":  # a no-op changes nothing: no audit row (README, audit trail)
+        record_write(session, actor, "results.upload", version, summary, model=row.model.name)
         _precompute(session, queue, settings, version.id)
     code = status.HTTP_201_CREATED if outcome == "created" else status.HTTP_200_OK
     body = ResultsWritten(**service.to_public_for(session, row).model_dump(), status=outcome)
@@ -212,8 +220,8 @@ def upload_matrix(
     body = bulk_results.matrix_outcome(version.id, stored)
     summary = {"models": body.models, "created": body.created, "unchanged": body.unchanged}
     summary["replaced"] = body.replaced
-    record_write(session, actor, "results.upload_matrix", version, summary)
-    if body.created or body.replaced:
+    if body.created or body.replaced:  # every row unchanged: a no-op, no audit row
+        record_write(session, actor, "results.upload_matrix", version, summary)
         _precompute(session, queue, settings, version.id)
     code = status.HTTP_201_CREATED if body.created else status.HTTP_200_OK
     if idempotency_key is not None and req_hash is not None:
@@ -239,7 +247,7 @@ def list_models(
 @router.delete(
     "/{benchmark}/models/{model:path}",
     status_code=status.HTTP_204_NO_CONTENT,
-    responses={**NOT_FOUND, **AUTH},
+    responses={**NOT_FOUND, **CONFLICT, **AUTH},
     name="delete_model_results",
 )
 def delete_model_results(
@@ -262,7 +270,7 @@ def delete_model_results(
 @router.post(
     "/{benchmark}/models/{model:path}/restore",
     response_model=ResultsWritten,
-    responses={**NOT_FOUND, **AUTH},
+    responses={**NOT_FOUND, **CONFLICT, **AUTH},
     name="restore_model_results",
 )
 def restore_model_results(

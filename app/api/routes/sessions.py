@@ -30,7 +30,7 @@ from app.schemas.benchmarks import MODEL_NAME_PATTERN
 from app.schemas.jobs import JobPublic
 from app.schemas.results import ModelCreate
 from app.schemas.sessions import SessionCreate, SessionPage, SessionPublic, SessionState
-from app.services.access import audit
+from app.services.catalog import ownership
 from app.services.catalog.ownership import record_write
 from app.services.catalog.uploads import ParseOptions, parse_results_upload
 from app.services.evaluation import lifecycle
@@ -164,14 +164,18 @@ def post_session_results(
         batch_number=batch,
         idle_hours=settings.session_idle_hours,
     )
-    audit.record(
-        session,
-        actor,
-        "session.post_results",
-        project=project,
-        target={"session": session_id, "model": ref.name},
-        summary={"applied": not replayed, "state": public.state, "n_items": parsed.n_items},
-    )
+    if not replayed:  # a resent batch changes nothing: no row (README, audit trail)
+        version, _ = ownership.session_owner(session, session_id)
+        summary = {"applied": True, "state": public.state, "n_items": parsed.n_items}
+        record_write(
+            session,
+            actor,
+            "session.post_results",
+            version,
+            summary,
+            session=session_id,
+            model=ref.name,
+        )
     body = public.model_dump(mode="json")
     if idempotency_key is not None and req_hash is not None:
         stored = idempotency.store_or_stored(

@@ -37,7 +37,7 @@ from app.schemas.subsets import (
     SubsetVerdictPublic,
     VerdictPublic,
 )
-from app.services.access import audit
+from app.services.catalog import ownership
 from app.services.catalog.ownership import record_write
 from app.services.catalog.uploads import ParseOptions, parse_results_upload
 from app.services.platform import idempotency
@@ -126,6 +126,13 @@ def create_subset(
                                     "items": {"type": "integer"},
                                 },
                             },
+                            {
+                                "type": "object",
+                                "additionalProperties": {
+                                    "type": "array",
+                                    "items": {"type": "string"},
+                                },
+                            },
                         ]
                     }
                 },
@@ -133,7 +140,7 @@ def create_subset(
             },
             "description": "format=json: the subset; ids: JSON list of item ids; csv: "
             "item_id,doc_id,position,subtask,weight; lm-eval: {task: [doc_id…]} sorted, for "
-            "`lm_eval --samples`",
+            "`lm_eval --samples`; inspect: {task: [sample_id…]}, for `inspect eval --sample-id`",
         },
         **NOT_FOUND,
         **AUTH,
@@ -144,7 +151,7 @@ async def get_subset(
     subset_id: str,
     session: SessionDep,
     _: ReadableSubset,
-    format: Annotated[Literal["json", "ids", "csv", "lm-eval"], Query()] = "json",
+    format: Annotated[Literal["json", "ids", "csv", "lm-eval", "inspect"], Query()] = "json",
 ) -> Response:
     """A subset: items (external ids, subtasks, positions, lm-eval doc ids), weights, estimator,
     provenance (method, params, seed, source models, signal used). Items are sorted by position;
@@ -230,14 +237,9 @@ def score_on_subset(
         threshold=threshold,
         interval=interval,
     )
-    audit.record(
-        session,
-        actor,
-        "subset.score",
-        project=project,
-        target={"subset": subset_id, "model": ref.name},
-        summary={"n_items": parsed.n_items},
-    )
+    version, _ = ownership.subset_owner(session, subset_id)
+    summary = {"n_items": parsed.n_items}
+    record_write(session, actor, "subset.score", version, summary, subset=subset_id, model=ref.name)
     if idempotency_key is None or req_hash is None:
         return score
     body = score.model_dump(mode="json")

@@ -104,6 +104,34 @@ def split_models(
     return np.sort(sources), targets[np.sort(first)]
 
 
+SPLITS = ("random", "weak_to_strong", "strong_to_weak")
+
+
+def extrapolation_split(
+    correct: np.ndarray, split: str, target_share: float = 0.2
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sources and targets of an *extrapolation split* (statistics-next §10).
+
+    ``weak_to_strong``: fit on the weakest ``1 - target_share`` of the models (by full-benchmark
+    accuracy), score the strongest ``target_share`` (targets tied with the strongest source are
+    dropped: every target is stronger than every source); ``strong_to_weak``: the mirror.
+    Targets with a duplicate result vector are dropped. Returns row indices ``(sources,
+    targets)``.
+    """
+    if split not in SPLITS[1:]:
+        raise ValueError(f"split: expected one of {SPLITS[1:]}, got {split!r}")
+    if not (0.0 < target_share < 1.0):
+        raise ValueError("target_share: must lie in (0, 1)")
+    acc = np.asarray(correct, dtype=np.float64).mean(axis=1)
+    order = np.argsort(acc if split == "weak_to_strong" else -acc, kind="stable")
+    k = round(order.size * (1.0 - target_share))
+    sources, targets = order[:k], order[k:]
+    edge = acc[sources].max() if split == "weak_to_strong" else acc[sources].min()
+    targets = targets[acc[targets] != edge]  # strictly beyond every source
+    _, first = np.unique(np.asarray(correct)[targets], axis=0, return_index=True)
+    return np.sort(sources), targets[np.sort(first)]
+
+
 def _cluster_se(hits: np.ndarray, counts: np.ndarray) -> float:
     """SE of a ratio ``sum hits / sum counts`` with repeats as clusters."""
     r = hits.shape[0]
@@ -126,6 +154,7 @@ def coverage_study(
     seed: int = 0,
     scorer: Scorer | None = None,
     crossfit: bool = True,
+    split: str = "random",
 ) -> CoverageTable:
     """Empirical coverage of every interval a subset's scoring returns.
 
@@ -151,6 +180,10 @@ def coverage_study(
         does (:func:`app.core.scoring.crossfit.with_out_of_fold`, seeded with the subset's seed; the
         ``K`` fold fits are shared by the sizes of a repeat), so its intervals are the
         cross-fitted ones. ``False`` measures the in-sample calibration.
+    split : {"random", "weak_to_strong", "strong_to_weak"}
+        ``random``: :func:`split_models` per repeat; the others: :func:`extrapolation_split`
+        (the same models every repeat, ``n_sources``/``n_targets`` unused; repeats differ in the
+        subsets drawn).
 
     Returns
     -------
@@ -171,15 +204,22 @@ def coverage_study(
     big_n = c.shape[1]
     # acc[(method, estimator, interval, basis, n)] -> per-repeat stat arrays
     acc: dict[tuple, dict[str, list]] = {}
+    fixed: dict[str, tuple] = {}
     for r in range(repeats):  # repeats of the study (each fits every selector)
         rng = np.random.default_rng([seed, r])
-        src, tgt = split_models(c, n_sources, n_targets, rng)
+        if split == "random":
+            src, tgt = split_models(c, n_sources, n_targets, rng)
+        else:
+            src, tgt = extrapolation_split(c, split)
         truth = c[tgt].mean(axis=1)
         q_lo, q_hi = np.quantile(truth, [TAIL_SHARE, 1.0 - TAIL_SHARE])
         low, high = truth <= q_lo, truth >= q_hi
         for name, params in specs.items():  # a handful of selectors
-            sel = make_selector(name, **params).fit(c[src], subtasks=subtasks)
-            folds: dict = {}
+            if split == "random" or name not in fixed:
+                sel = make_selector(name, **params).fit(c[src], subtasks=subtasks)
+                fixed[name] = (sel, {})
+            sel, folds = fixed[name]  # a fixed split fits each selector (and its folds) once
+            folds = folds if split != "random" else {}
             for n in sizes:  # a few sizes
                 selection = sel.select(int(n), rng=int(rng.integers(0, 2**31 - 1)))
                 if crossfit and crossfit_applies(name, src.size):
@@ -206,6 +246,7 @@ def coverage_study(
             "n_targets": n_targets,
             "seed": seed,
             "crossfit": crossfit,
+            "split": split,
             "n_models": int(c.shape[0]),
             "n_items": big_n,
         },
@@ -261,10 +302,12 @@ def _row(key, slot) -> CoverageRow:
 
 
 __all__ = [
+    "SPLITS",
     "CoverageRow",
     "CoverageTable",
     "Scorer",
     "coverage_study",
     "default_scorer",
+    "extrapolation_split",
     "split_models",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats as _st
 
+from app.core.estimation.bounded import betting_interval
 from app.core.estimation.estimate_batch import BASES, EstimateBatch, make_batch, unavailable_batch
 from app.core.estimation.estimators import estimate as _core_estimate
 from app.core.estimation.intervals import (
@@ -51,6 +52,8 @@ from app.core.selectors import SELECTORS
 #: Default small-sample interval for unweighted 0/1 probability subsets (issue 24 coverage study:
 #: Wilson's covered the weakest fifth 0.921-0.929 at n = 25 on the SYNTHETIC weak family).
 DEFAULT_SMALL_N = "jeffreys_fpc"
+# graded scores on uniform random subsets: app.core.estimation.bounded.betting_interval
+GRADED_INTERVAL = "betting_fpc"
 #: Fewer subset items right (or wrong) than this (0/1 results) and the stratified HT interval is
 #: widened to contain Wilson's at Kish's size (issue 24; the "n p >= 5" rule of the normal
 #: approximation).
@@ -301,6 +304,7 @@ def score_models(
                     small_n,
                     level,
                     z,
+                    uniform=uniform,
                 )
             )
             continue
@@ -383,8 +387,25 @@ def score_models(
     return out + pending
 
 
-def _design_batch(name, value, y, selection, n_population, unweighted01, small_n, level, z):
+def _design_batch(
+    name, value, y, selection, n_population, unweighted01, small_n, level, z, uniform=False
+):
     k = selection.size
+    if uniform and not unweighted01:
+        # graded scores on a uniform random subset (issue 35): the 0/1 intervals do not apply;
+        # the finite-population betting interval holds for any [0, 1] scores at every n
+        lo, hi = betting_interval(y, n_population, confidence=level)
+        # the design SE (1 - n/N) s² / n, as the stratified path gave graded rows before
+        se = np.sqrt((1.0 - k / n_population) * y.var(axis=1, ddof=1) / k) if k > 1 else 0 * value
+        rows01 = np.all((y == 0) | (y == 1), axis=1)
+        if rows01.any():  # a 0/1 row among graded ones keeps its own small-n interval
+            succ = np.round(y[rows01].sum(axis=1))
+            lo01, hi01 = proportion_interval(
+                succ, k, method=small_n, n_population=n_population, confidence=level
+            )
+            lo, hi = lo.copy(), hi.copy()
+            lo[rows01], hi[rows01] = lo01, hi01
+        return make_batch(name, value, lo, hi, se, GRADED_INTERVAL, "design", level)
     if unweighted01:
         succ = np.round(y.sum(axis=1))
         lo, hi = proportion_interval(
@@ -421,13 +442,31 @@ def _design_batch(name, value, y, selection, n_population, unweighted01, small_n
         hi = np.where(sparse, np.maximum(hi, khi), hi)
         zero = se <= 0
         lo, hi = np.where(zero, klo, lo), np.where(zero, khi, hi)
-    return make_batch(name, value, lo, hi, se, "stratified_ht", "design", level)
+    graded_rows = ~binary_rows & (se > 0)
+    interval = "stratified_ht"
+    if graded_rows.any():
+        # graded scores (issue 35): the t-interval alone under-covers skewed [0, 1] scores at
+        # small n (SYNTHETIC mass-at-0-and-1 family, n = 25: lowest fifth 0.91); widen it to
+        # contain the betting interval of the unweighted sample, recentred on the estimate and
+        # scaled by the design effect sqrt(Var_design / Var_SRS) (its effective size)
+        g = np.flatnonzero(graded_rows)
+        blo, bhi = betting_interval(y[g], n_population, confidence=level)
+        ybar = y[g].mean(axis=1)
+        srs = np.sqrt((1.0 - k / n_population) * y[g].var(axis=1, ddof=1) / k)
+        deff = np.where(srs > 0, se[g] / np.where(srs > 0, srs, 1.0), 1.0)
+        wlo = np.maximum(0.0, value[g] - (ybar - blo) * deff)
+        whi = np.minimum(1.0, value[g] + (bhi - ybar) * deff)
+        lo, hi = lo.copy(), hi.copy()
+        lo[g], hi[g] = np.minimum(lo[g], wlo), np.maximum(hi[g], whi)
+        interval = "stratified_ht_betting"
+    return make_batch(name, value, lo, hi, se, interval, "design", level)
 
 
 __all__ = [
     "BASES",
     "CALIBRATION_INFLATION",
     "DEFAULT_SMALL_N",
+    "GRADED_INTERVAL",
     "MIN_MODEL_ASSISTED_N",
     "MIN_REFERENCE_MODELS",
     "PROBABILITY_DESIGNS",

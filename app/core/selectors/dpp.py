@@ -109,6 +109,32 @@ class DPPSelector(Selector):
         )
 
 
+def guaranteed_size(n_candidates: int) -> int:
+    """The largest subset size the DPP draws on any data with ``n_candidates`` items.
+
+    The trimming of :func:`dpp_features` drops, per component, the items below the 1 % and
+    above the 99 % quantile: at most ``floor(0.01 (N - 1)) + 1`` on each side (linear
+    interpolation between order statistics), on at most :data:`MAX_COMPONENTS` components. A
+    size up to ``N`` minus that many always fits, so a request can be checked before any fit
+    (issue 39: larger sizes were accepted and the job failed).
+
+    Parameters
+    ----------
+    n_candidates : int
+        Items the selector may choose from.
+
+    Returns
+    -------
+    int
+        ``max(0, N - 2 * MAX_COMPONENTS * (floor(0.01 (N - 1)) + 1))``.
+    """
+    n = int(n_candidates)
+    if n <= 0:
+        return 0
+    per_side = int(np.floor(TRIM_QUANTILES[0] * (n - 1) + 1e-9)) + 1  # never below numpy's
+    return max(0, n - 2 * MAX_COMPONENTS * per_side)
+
+
 def dpp_features(features: np.ndarray, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """PCA, quantile trimming and rescaling of item features (paper §3.4 steps 2-4).
 

@@ -54,6 +54,7 @@ from app.core.sequential.active import (
     record_draws,
 )
 from app.core.sequential.confidence_sequences import DEFAULT_ALPHA, DEFAULT_C
+from app.core.sequential.cost import cost_scores
 from app.core.sequential.fluid import ItemBank, accuracy_information, map_ability
 
 POLICIES = ("random", "assisted", "neyman", "fluid")
@@ -195,35 +196,48 @@ def predictions(state: PolicyState, bank: ItemBank | None) -> np.ndarray:
     return bank.probabilities(state.theta)  # type: ignore[union-attr]
 
 
-def allocation_scores(state: PolicyState, bank: ItemBank | None, f: np.ndarray):
-    """Scores of the sampling design (``None``: uniform)."""
+def allocation_scores(state: PolicyState, bank: ItemBank | None, f: np.ndarray, costs=None):
+    """Scores of the sampling design (``None``: uniform).
+
+    With ``costs`` (predicted cost per item, shape (N,), fixed for the session) the scores are
+    per unit of cost, ``s_i / sqrt(c_i)`` (:func:`app.core.sequential.cost.cost_scores`;
+    ``s = 1`` for the uniform policies), so cheap informative items are drawn more often; the
+    floor ``gamma`` still applies (a policy whose ``gamma`` is 1 stays uniform).
+    """
+    scores = None
     if state.policy == "neyman":
-        return neyman_scores(f)
-    if state.policy == "fluid":
-        return accuracy_information(bank, state.theta)  # type: ignore[arg-type]
-    return None
+        scores = neyman_scores(f)
+    elif state.policy == "fluid":
+        scores = accuracy_information(bank, state.theta)  # type: ignore[arg-type]
+    if costs is None:
+        return scores
+    return cost_scores(scores, costs, ~state.seen)
 
 
-def policy_draw(state: PolicyState, bank: ItemBank | None, k: int, uniforms) -> DrawRecord:
+def policy_draw(
+    state: PolicyState, bank: ItemBank | None, k: int, uniforms, *, costs=None
+) -> DrawRecord:
     """Draw the next batch of ``k`` items of every session (the state is not changed).
 
-    ``uniforms`` (S, k) come from the session's seeded generator (:func:`draw_batch`).
+    ``uniforms`` (S, k) come from the session's seeded generator (:func:`draw_batch`);
+    ``costs`` makes the design cost-aware (:func:`allocation_scores`).
     """
     _check_policy(state.policy, bank)
     f = predictions(state, bank)
-    scores = allocation_scores(state, bank, f)
+    scores = allocation_scores(state, bank, f, costs)
     return draw_batch(f, scores, ~state.seen, k, uniforms=uniforms, gamma=state.gamma)
 
 
-def policy_record(state: PolicyState, bank: ItemBank | None, items) -> DrawRecord:
+def policy_record(state: PolicyState, bank: ItemBank | None, items, *, costs=None) -> DrawRecord:
     """The record of given next draws ``items`` (S, k) under the policy's design.
 
     For the uniform policies a uniformly random permutation drawn up front (the service's seeded
     order) is a valid way to draw; this computes its ``pi`` (``1 / r``), ``f`` and ranges.
+    ``costs`` as in :func:`policy_draw`.
     """
     _check_policy(state.policy, bank)
     f = predictions(state, bank)
-    scores = allocation_scores(state, bank, f)
+    scores = allocation_scores(state, bank, f, costs)
     return record_draws(f, scores, ~state.seen, items, gamma=state.gamma)
 
 

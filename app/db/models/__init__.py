@@ -6,7 +6,12 @@ from app.db.models.analysis import Analysis, AnalysisChunk
 from app.db.models.benchmark import Benchmark, BenchmarkVersion, PrecomputedView
 from app.db.models.evaluation_session import EvaluationSession, IrtFit
 from app.db.models.job import TERMINAL_STATUSES, Job, JobStatus
-from app.db.models.model_result import LanguageModel, ModelResult, ModelResultArchive
+from app.db.models.model_result import (
+    LanguageModel,
+    ModelMetadata,
+    ModelResult,
+    ModelResultArchive,
+)
 from app.db.models.subset import Subset, SubsetScore
 from app.db.models.web import BrowserSession, ServerSecret
 
@@ -27,6 +32,7 @@ __all__ = [
     "JobStatus",
     "KeyRole",
     "LanguageModel",
+    "ModelMetadata",
     "ModelResult",
     "ModelResultArchive",
     "PrecomputedView",

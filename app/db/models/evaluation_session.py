@@ -74,6 +74,10 @@ class EvaluationSession(UUIDPrimaryKey, Timestamps, Base):
     history: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     stored_result: Mapped[str | None] = mapped_column(String(32), nullable=True)
     step: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    #: benchmark (these N items, exact at N) | generalized (items like these; issue 38)
+    estimand: Mapped[str] = mapped_column(
+        String(16), default="benchmark", server_default="benchmark"
+    )
 
     __mapper_args__ = {"version_id_col": step}
 

@@ -23,13 +23,28 @@ from app.db.base import Base, Timestamps, UTCDateTime, UUIDPrimaryKey
 
 
 class LanguageModel(UUIDPrimaryKey, Timestamps, Base):
-    """An evaluated model (``models`` table): a unique name plus grouping metadata."""
+    """An evaluated model (``models`` table): a unique name, shared by every project. What a
+    project says about it (size, family, tags) is that project's own: :class:`ModelMetadata`."""
 
     __tablename__ = "models"
 
     name: Mapped[str] = mapped_column(String(300), unique=True)
+
+
+class ModelMetadata(Timestamps, Base):
+    """One project's metadata of a model (issue 39): an upload to a project's benchmark sets
+    the size, family and tags that project sees, and nothing any other project sees."""
+
+    __tablename__ = "model_metadata"
+
+    project_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True
+    )
+    model_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("models.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
     params_b: Mapped[float | None] = mapped_column(Float, nullable=True)
-    family: Mapped[str | None] = mapped_column(String(200), nullable=True, index=True)
+    family: Mapped[str | None] = mapped_column(String(200), nullable=True)
     tags: Mapped[list[str]] = mapped_column(JSON, default=list)
 
 
@@ -40,9 +55,14 @@ class ModelResult(UUIDPrimaryKey, Timestamps, Base):
     bytes. ``confidence``: float32 bytes or NULL. ``coverage``: packbits mask of the items with a
     result, NULL when every item has one (uncovered items hold 0 in the vectors).
     ``samples_per_item``: ``K`` when each value is the mean of ``K > 1`` samples (NULL: one);
-    ``within_variance``: float32 bytes of the per-item sample variance of those samples, or NULL.
+    ``within_variance``: float32 bytes of the per-item sample variance of those samples, or NULL;
+    ``sample_counts``: int32 bytes of each item's number of samples when they vary (NULL: ``K``
+    for every item; issue 35).
     ``eval_config``: the evaluation configuration the upload carried (readable fields),
     ``config_fingerprint`` the sha256 of its canonical JSON; both NULL when it carried none.
+    ``item_costs``: float32 bytes of a (4, n_items) matrix of what each item cost the model
+    (input tokens, output tokens, seconds, US dollars; NaN = not reported), ``cost_source`` where
+    the figures came from; both NULL when the upload carried no cost.
     """
 
     __tablename__ = "model_results"
@@ -69,8 +89,11 @@ class ModelResult(UUIDPrimaryKey, Timestamps, Base):
     metric: Mapped[str | None] = mapped_column(String(64), nullable=True)
     samples_per_item: Mapped[int | None] = mapped_column(Integer, nullable=True)
     within_variance: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    sample_counts: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     config_fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True)
     eval_config: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    item_costs: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    cost_source: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
     model: Mapped[LanguageModel] = relationship(lazy="joined")
 
@@ -107,8 +130,11 @@ class ModelResultArchive(UUIDPrimaryKey, Base):
     metric: Mapped[str | None] = mapped_column(String(64), nullable=True)
     samples_per_item: Mapped[int | None] = mapped_column(Integer, nullable=True)
     within_variance: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    sample_counts: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     config_fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True)
     eval_config: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    item_costs: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    cost_source: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 # the columns an archive copies from (and restores to) a result row
@@ -124,6 +150,9 @@ ARCHIVED_COLUMNS = (
     "metric",
     "samples_per_item",
     "within_variance",
+    "sample_counts",
     "config_fingerprint",
     "eval_config",
+    "item_costs",
+    "cost_source",
 )

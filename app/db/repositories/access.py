@@ -19,10 +19,14 @@ from app.db.repositories.base import Repository
 class ApiKeyRepository(Repository[ApiKey]):
     model = ApiKey
 
-    def get_by_prefix(self, prefix: str) -> ApiKey | None:
+    def get_by_prefix(self, prefix: str, *, share_lock: bool = False) -> ApiKey | None:
         """The key with its roles and their projects in one query (every authenticated
-        request asks: one round trip, not two)."""
+        request asks: one round trip, not two). ``share_lock``: ``FOR KEY SHARE OF api_keys``
+        until the transaction ends (a write request: :meth:`lock_for_change`, which a
+        revocation or rotation takes, waits for it; recording last use does not)."""
         stmt = select(ApiKey).options(joinedload(ApiKey.roles)).where(ApiKey.prefix == prefix)
+        if share_lock:
+            stmt = stmt.with_for_update(read=True, key_share=True, of=ApiKey)
         return self.session.scalars(stmt).unique().first()
 
     def all(self) -> Sequence[ApiKey]:
@@ -31,8 +35,17 @@ class ApiKeyRepository(Repository[ApiKey]):
     def lock_if_free(self, key_id: uuid.UUID) -> bool:
         """Lock the key's row for this transaction unless another transaction holds it (then
         False at once: ``FOR UPDATE SKIP LOCKED`` on Postgres; SQLite has one writer)."""
-        stmt = select(ApiKey.id).where(ApiKey.id == key_id).with_for_update(skip_locked=True)
+        stmt = (
+            select(ApiKey.id)
+            .where(ApiKey.id == key_id)
+            .with_for_update(skip_locked=True, key_share=True)  # FOR NO KEY UPDATE
+        )
         return self.session.execute(stmt).first() is not None
+
+    def lock_for_change(self, key_id: uuid.UUID) -> None:
+        """``FOR UPDATE`` on the key's row: waits for the key's in-flight write requests (their
+        ``FOR KEY SHARE``), so a revocation or rotation is ordered after them."""
+        self.session.execute(select(ApiKey.id).where(ApiKey.id == key_id).with_for_update())
 
 
 class IdempotencyKeyRepository(Repository[IdempotencyKey]):

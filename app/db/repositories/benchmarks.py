@@ -24,9 +24,32 @@ class BenchmarkRepository(Repository[Benchmark]):
             stmt = stmt.with_for_update(of=Benchmark)  # not the joined project row
         return self.session.scalars(stmt).first()
 
+    def lock_name(self, name: str) -> None:
+        """Serialise the creators of versions of ``name`` until this transaction ends
+        (Postgres; elsewhere writes are serialised by the database itself): the owner check
+        and the insert of a new version or name happen under one lock, so a concurrent
+        creation of the same name is seen committed, never raced."""
+        if self.session.connection().dialect.name == "postgresql":
+            key = func.hashtextextended(f"benchslice.benchmark:{name}", 0)
+            self.session.execute(select(func.pg_advisory_xact_lock(key)))
+
 
 class BenchmarkVersionRepository(Repository[BenchmarkVersion]):
     model = BenchmarkVersion
+
+    def lock(self, version_id: uuid.UUID, *, exclusive: bool = False) -> BenchmarkVersion | None:
+        """The version row, locked until this transaction ends and read afresh.
+
+        Writers of the version's results take it shared (``FOR SHARE``: they run side by
+        side); retiring takes it exclusively (``FOR NO KEY UPDATE``: it waits for those
+        writers, and they for it), so a write and a retire are one before the other."""
+        stmt = (
+            select(BenchmarkVersion)
+            .where(BenchmarkVersion.id == version_id)
+            .with_for_update(read=not exclusive, key_share=exclusive, of=BenchmarkVersion)
+            .execution_options(populate_existing=True)
+        )
+        return self.session.scalars(stmt).first()
 
     def get_by_hash(self, benchmark_id: uuid.UUID, content_hash: str) -> BenchmarkVersion | None:
         stmt = select(BenchmarkVersion).where(

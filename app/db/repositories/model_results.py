@@ -8,9 +8,14 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ARRAY, Row, Text, cast, delete, func, select
-from sqlalchemy.orm import defer
+from sqlalchemy.orm import Session, defer
 
-from app.db.models.model_result import LanguageModel, ModelResult, ModelResultArchive
+from app.db.models.model_result import (
+    LanguageModel,
+    ModelMetadata,
+    ModelResult,
+    ModelResultArchive,
+)
 from app.db.repositories.base import Repository
 
 _VECTORS = (
@@ -18,6 +23,8 @@ _VECTORS = (
     ModelResult.confidence,
     ModelResult.coverage,
     ModelResult.within_variance,
+    ModelResult.item_costs,
+    ModelResult.sample_counts,
 )
 
 
@@ -46,6 +53,31 @@ class LanguageModelRepository(Repository[LanguageModel]):
     def get_by_names(self, names: Sequence[str]) -> Sequence[LanguageModel]:
         stmt = select(LanguageModel).where(LanguageModel.name.in_(list(names)))
         return self.session.scalars(stmt).all()
+
+
+class ModelMetadataRepository:
+    """SQL for each project's metadata of its models (``model_metadata``)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def for_models(
+        self, project_id: uuid.UUID, model_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, ModelMetadata]:
+        """The project's rows for ``model_ids`` (models it has said nothing about are absent)."""
+        out: dict[uuid.UUID, ModelMetadata] = {}
+        ids = list(dict.fromkeys(model_ids))
+        for start in range(0, len(ids), 1_000):
+            stmt = select(ModelMetadata).where(
+                ModelMetadata.project_id == project_id,
+                ModelMetadata.model_id.in_(ids[start : start + 1_000]),
+            )
+            out.update((row.model_id, row) for row in self.session.scalars(stmt))
+        return out
+
+    def add_all(self, rows: Sequence[ModelMetadata]) -> None:
+        self.session.add_all(list(rows))
+        self.session.flush()
 
 
 class ModelResultRepository(Repository[ModelResult]):
@@ -83,6 +115,19 @@ class ModelResultRepository(Repository[ModelResult]):
         )
         return [(str(n), float(a), int(k)) for n, a, k in self.session.execute(stmt)]
 
+    def cost_rows(self, version_id: uuid.UUID) -> list[tuple[str, bytes, str | None]]:
+        """``(model name, item_costs bytes, cost_source)`` of the models with stored costs."""
+        stmt = (
+            select(LanguageModel.name, ModelResult.item_costs, ModelResult.cost_source)
+            .join(ModelResult.model)
+            .where(
+                ModelResult.benchmark_version_id == version_id,
+                ModelResult.item_costs.is_not(None),
+            )
+            .order_by(LanguageModel.name)
+        )
+        return [(str(n), bytes(c), s) for n, c, s in self.session.execute(stmt)]
+
     def count_for_version(self, version_id: uuid.UUID) -> int:
         stmt = select(func.count()).where(ModelResult.benchmark_version_id == version_id)
         return int(self.session.scalar(stmt) or 0)
@@ -90,7 +135,7 @@ class ModelResultRepository(Repository[ModelResult]):
     def vectors(
         self, version_id: uuid.UUID, model_names: Sequence[str] | None = None
     ) -> Sequence[Row[Any]] | list[tuple[Any, ...]]:
-        """``(name, params_b, binary, correct, confidence, coverage)`` rows, by model name.
+        """``(name, binary, correct, confidence, coverage)`` rows, by model name.
 
         On Postgres the rows come over psycopg's binary protocol on the session's own
         connection: bytea in text format is hex-encoded, which makes a 450 x 12,000 matrix
@@ -99,7 +144,6 @@ class ModelResultRepository(Repository[ModelResult]):
         stmt = (
             select(
                 LanguageModel.name,
-                LanguageModel.params_b,
                 ModelResult.binary,
                 ModelResult.correct,
                 ModelResult.confidence,

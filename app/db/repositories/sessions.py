@@ -19,6 +19,7 @@ LISTED = (
     EvaluationSession.baseline_name,
     EvaluationSession.goal,
     EvaluationSession.policy,
+    EvaluationSession.estimand,
     EvaluationSession.state,
     EvaluationSession.decision,
     EvaluationSession.items_used,

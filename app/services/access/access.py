@@ -18,6 +18,7 @@ from app.db.models.access import Project
 from app.db.repositories.access import ProjectRepository
 from app.errors import DomainError, Forbidden
 from app.services.access.keys import Principal
+from app.services.platform.caller import touch_project
 
 
 def can_read(principal: Principal, project: Project) -> bool:
@@ -30,12 +31,14 @@ def check_read(
     """Raise ``not_found()`` (the error a missing target gives) unless the caller may read."""
     if not can_read(principal, project):
         raise not_found()
+    touch_project(project.id)
 
 
 def check_role(principal: Principal, project: Project, role: str) -> None:
     """403 naming the project unless the caller holds ``role`` on it."""
     if not principal.has(project.id, role):
         raise Forbidden(f"this API key lacks the {role!r} role on project {project.name!r}")
+    touch_project(project.id)
 
 
 @dataclass(frozen=True)

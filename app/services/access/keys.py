@@ -41,6 +41,10 @@ KEY_PREFIX = "bsk"
 _HASHER = PasswordHasher(time_cost=2, memory_cost=19 * 1024, parallelism=1)
 # sha256(key) -> the key_hash it was verified against (argon2 runs once per key and hash)
 _VERIFIED: BoundedCache[str, str] = BoundedCache("verified_keys", 4 * MB)
+# sha256(token) -> the key_hash it was found wrong against: the same wrong secret again (a
+# client still sending a rotated-out secret, a retry loop) is a 401 without argon2 and without
+# spending a failed attempt, so it cannot lock out the key's right secret
+_FAILED: BoundedCache[str, str] = BoundedCache("failed_keys", 4 * MB)
 # One argon2 verification of a token at a time: the many concurrent first requests of a new
 # client (a CI job's worker pool, a burst) wait for the first one's answer and then read the
 # cache instead of each running argon2 (~36 ms of CPU). Striped: tokens whose digests share a
@@ -184,6 +188,7 @@ def find_key(session: Session, prefix_or_id: str) -> ApiKey:
 
 def revoke_key(session: Session, prefix_or_id: str) -> ApiKey:
     row = find_key(session, prefix_or_id)
+    ApiKeyRepository(session).lock_for_change(row.id)  # after the key's in-flight writes
     row.revoked = True
     session.flush()
     return row
@@ -197,6 +202,7 @@ def rotate_key(
     if grace < timedelta(0):
         raise InvalidInput("the grace period cannot be negative", field="grace")
     row = find_key(session, prefix_or_id)
+    ApiKeyRepository(session).lock_for_change(row.id)  # after the key's in-flight writes
     if row.revoked:
         raise InvalidInput(f"key {row.prefix!r} is revoked", field="key")
     token = _token(row.prefix)
@@ -222,11 +228,17 @@ def set_roles(session: Session, row: ApiKey, roles: Mapping[str, str]) -> ApiKey
     return row
 
 
-def _verify(row: ApiKey, token: str, now: datetime) -> bool:
-    """Is ``token`` the key's secret (or its previous one, inside the rotation grace)?"""
+def _valid_hashes(row: ApiKey, now: datetime) -> list[str]:
+    """The key's secret's hash, and its previous one inside the rotation grace."""
     hashes = [row.key_hash]
     if row.previous_key_hash and row.previous_valid_until and now < row.previous_valid_until:
         hashes.append(row.previous_key_hash)
+    return hashes
+
+
+def _verify(row: ApiKey, token: str, now: datetime) -> bool:
+    """Is ``token`` the key's secret (or its previous one, inside the rotation grace)?"""
+    hashes = _valid_hashes(row, now)
     digest = hashlib.sha256(token.encode()).hexdigest()
     if _VERIFIED.get(digest) in hashes:
         return True
@@ -240,6 +252,7 @@ def _verify(row: ApiKey, token: str, now: datetime) -> bool:
                 continue
             _VERIFIED.put(digest, stored)
             return True
+        _FAILED.put(digest, row.key_hash)
     return False
 
 
@@ -260,10 +273,21 @@ def _dummy_verify(token: str) -> None:
         pass
 
 
-def _cached(row: ApiKey, token: str) -> bool:
-    """Was ``token`` verified against one of the key's hashes before (no argon2 needed)?"""
+def _cached(row: ApiKey, token: str, now: datetime) -> bool:
+    """Was ``token`` verified before against a hash of the key that is still valid (no argon2
+    needed)? A rotated-out secret past its grace is not: it goes through the failure limiter."""
     known = _VERIFIED.get(hashlib.sha256(token.encode()).hexdigest())
-    return known is not None and known in (row.key_hash, row.previous_key_hash)
+    return known is not None and known in _valid_hashes(row, now)
+
+
+def _known_wrong(row: ApiKey, token: str) -> bool:
+    """Is ``token`` known, without argon2, not to be the key's secret now: found wrong against
+    its current hash before, or verified against a previous hash whose grace has ended?"""
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    if _FAILED.get(digest) == row.key_hash:
+        return True
+    known = _VERIFIED.get(digest)
+    return known is not None and known != row.key_hash and known == row.previous_key_hash
 
 
 def authenticate(
@@ -271,6 +295,8 @@ def authenticate(
     token: str | None,
     before_hashing: Callable[[str], None] | None = None,
     after_failure: Callable[[str], None] | None = None,
+    *,
+    for_write: bool = False,
 ) -> Principal:
     """The principal for a bearer token; ``Unauthorized`` when missing, unknown, revoked,
     expired, or a rotated-out secret past its grace period.
@@ -278,22 +304,29 @@ def authenticate(
     A token not verified before costs one argon2 verification whatever its prefix (unknown and
     revoked prefixes are verified against a dummy hash). ``before_hashing(prefix)`` runs first
     and may refuse, ``after_failure(prefix)`` after a wrong or unknown key (the API's failure
-    limiter: per prefix and client address)."""
+    limiter: per prefix and client address).
+
+    ``for_write``: the key's row stays share-locked until the request's transaction ends, so a
+    revocation (or rotation) waits for the key's in-flight writes and none lands after it
+    returned (issue 39: a revoked key's in-flight write used to complete after the revoke)."""
     if not token:
         raise Unauthorized("missing API key (Authorization: Bearer <key>)", headers=BEARER)
     parts = token.split("_", 2)
     if len(parts) != 3 or parts[0] != KEY_PREFIX:
         raise Unauthorized("invalid API key", headers=BEARER)
     prefix = parts[1]
-    row = ApiKeyRepository(session).get_by_prefix(prefix)
-    if (row is None or row.revoked or not _cached(row, token)) and before_hashing is not None:
+    row = ApiKeyRepository(session).get_by_prefix(prefix, share_lock=for_write)
+    now = utcnow()
+    if row is not None and not row.revoked and not _cached(row, token, now):
+        if _known_wrong(row, token):  # the same wrong secret again: no argon2, no attempt
+            raise Unauthorized("invalid API key", headers=BEARER)
+    if (row is None or row.revoked or not _cached(row, token, now)) and before_hashing is not None:
         before_hashing(prefix)
     if row is None or row.revoked:
         _dummy_verify(token)
         if after_failure is not None:
             after_failure(prefix)
         raise Unauthorized("invalid or revoked API key", headers=BEARER)
-    now = utcnow()
     if row.expires_at is not None and now >= row.expires_at:
         raise Unauthorized("this API key has expired", headers=BEARER)
     if not _verify(row, token, now):

@@ -18,12 +18,13 @@ import hashlib
 import secrets
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.models.web import BrowserSession, ServerSecret
+from app.db.repositories.access import ApiKeyRepository
 from app.db.repositories.web import BrowserSessionRepository
 from app.errors import Unauthorized
 from app.services.access.keys import Principal, authenticate, principal_for_key, require
@@ -64,6 +65,10 @@ def session_principal(session: Session, session_id: str | None) -> Principal:
     principal = principal_for_key(session, row.key_id)
     if principal is None:
         raise Unauthorized("the session's API key was revoked; sign in again")
+    if _rotated_since(session, row.key_id, row.created_at):
+        # a rotation replaces the secret the session was opened with (issue 39): a browser
+        # signed in with it must sign in with the new one, as a client must
+        raise Unauthorized("the session's API key was rotated; sign in again with the new key")
     # the browser view only reads: the session holds the key's projects at the read role
     # (an instance admin stays one: the pages have no write action to misuse)
     return Principal(
@@ -73,6 +78,11 @@ def session_principal(session: Session, session_id: str | None) -> Principal:
         project_names=principal.project_names,
         instance_admin=principal.instance_admin,
     )
+
+
+def _rotated_since(session: Session, key_id: uuid.UUID, since: datetime) -> bool:
+    key = ApiKeyRepository(session).get(key_id)
+    return key is not None and key.rotated_at is not None and key.rotated_at >= since
 
 
 def close_session(session: Session, session_id: str | None) -> None:

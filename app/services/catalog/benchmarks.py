@@ -15,6 +15,7 @@ import numpy as np
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.core.sequential.cost import item_cost_summary, predicted_subset_cost
 from app.db.base import utcnow
 from app.db.models.access import Project
 from app.db.models.benchmark import Benchmark, BenchmarkVersion
@@ -23,16 +24,19 @@ from app.db.repositories.benchmarks import BenchmarkRepository, BenchmarkVersion
 from app.db.repositories.model_results import ModelResultRepository
 from app.errors import Conflict, FieldIssue, InvalidInput, NotFound
 from app.ingest import ParsedResults
+from app.ingest.costs import COST_FIELDS
 from app.schemas.benchmarks import (
     AccuracySummary,
     BenchmarkCreate,
     BenchmarkDetail,
     BenchmarkPage,
     BenchmarkPublic,
+    CostUnitSummary,
     ItemCreate,
     ModelSummary,
     SubtaskCount,
 )
+from app.schemas.subsets import SubsetCost
 from app.services.access import projects
 from app.services.access.access import Visibility, check_role
 from app.services.access.keys import Principal
@@ -78,7 +82,9 @@ def create_version(
     errors = []
     seen: dict[str, int] = {}
     for i, item_id in enumerate(ids):
-        if item_id in seen:
+        if "\x00" in item_id:  # every path (sample logs too): an export would drop it
+            errors.append(FieldIssue(("items", i, "id"), "an item id cannot contain NUL"))
+        elif item_id in seen:
             errors.append(
                 FieldIssue(
                     ("items", i, "id"),
@@ -89,7 +95,9 @@ def create_version(
             seen[item_id] = i
     if errors:
         raise InvalidInput(
-            f"{len(errors)} duplicate item id(s)", errors=errors[:50], errors_total=len(errors)
+            f"{len(errors)} duplicate or invalid item id(s)",
+            errors=errors[:50],
+            errors_total=len(errors),
         )
     subs = [s if s else DEFAULT_SUBTASK for s in subtasks]
     if extra is not None and all(e is None for e in extra):
@@ -111,6 +119,13 @@ def create_version(
         except IntegrityError:
             raise Conflict(f"benchmark {name!r} is being created concurrently; retry") from None
     else:
+        if project is not None and benchmark.project_id != project.id:
+            # the caller was checked against another project: never write across projects
+            raise Conflict(
+                f"benchmark {name!r} belongs to another project; names are unique across projects",
+                field="name",
+                message="the name is owned by another project",
+            )
         existing = versions.get_by_hash(benchmark.id, content_hash)
         if existing is not None:
             return existing, False
@@ -144,7 +159,14 @@ def creation_project(
     writable project (the ``default`` project for an instance admin without roles, e.g. with
     keys disabled); a key that can write to several must say which (422 naming ``project``).
     """
-    existing = BenchmarkRepository(session).get_by_name(name) if "\x00" not in name else None
+    repo = BenchmarkRepository(session)
+    if "\x00" in name:
+        existing = None
+    else:
+        # held until the request commits: a name created concurrently (by any project) is
+        # seen here committed, so the owner check and the insert cannot be raced (issue 39)
+        repo.lock_name(name)
+        existing = repo.get_by_name(name)
     if existing is not None:
         project = existing.project
         check_role(principal, project, "write")
@@ -333,7 +355,89 @@ def describe(session: Session, version_id: uuid.UUID) -> BenchmarkDetail:
             for name, accuracy, n_items in rows
         ],
         accuracy=summary,
+        costs=cost_summaries(session, version),
     )
+
+
+def stored_costs(session: Session, version_id: uuid.UUID, n_items: int):
+    """``(names, costs, sources)``: the stored models' measured per-item costs.
+
+    ``costs`` has shape (M, 4, n_items), float64, the fields of
+    :data:`app.ingest.costs.COST_FIELDS`, NaN where not reported; ``sources`` the distinct
+    upload sources. Only models whose upload carried costs are included.
+    """
+    rows = ModelResultRepository(session).cost_rows(version_id)
+    names = [n for n, _, _ in rows]
+    shape = (len(COST_FIELDS), n_items)
+    mats = [np.frombuffer(b, dtype="<f4").reshape(shape) for _, b, _ in rows]
+    costs = np.stack(mats).astype(np.float64) if mats else np.empty((0, *shape))
+    return names, costs, sorted({s for _, _, s in rows if s})
+
+
+def predicted_item_costs(session: Session, version: BenchmarkVersion):
+    """``(unit, per-item median filled, sources)`` per unit some stored model reports."""
+    _, costs, sources = stored_costs(session, version.id, version.n_items)
+    out = []
+    for j, unit in enumerate(COST_FIELDS):
+        if costs.shape[0] and np.isfinite(costs[:, j, :]).any():
+            out.append((unit, item_cost_summary(costs[:, j, :]).filled(), sources))
+    return out
+
+
+def subset_costs(
+    session: Session, version: BenchmarkVersion, positions: np.ndarray
+) -> list[SubsetCost]:
+    """Expected cost of the items ``positions`` per stored unit (mean and sd over the models)."""
+    _, costs, sources = stored_costs(session, version.id, version.n_items)
+    out = []
+    for j, unit in enumerate(COST_FIELDS):
+        per_model = costs[:, j, :]
+        reports = np.isfinite(per_model).any(axis=1)
+        if not reports.any():
+            continue
+        per_model = per_model[reports]
+        median = item_cost_summary(per_model).filled()
+        filled = np.where(np.isfinite(per_model), per_model, median[None, :])
+        mean, sd = predicted_subset_cost(filled, positions)
+        out.append(
+            SubsetCost(
+                unit=unit,  # type: ignore[arg-type]
+                expected=float(mean[0]),
+                sd=float(sd[0]),
+                source=f"predicted from {int(reports.sum())} stored models ("
+                + ", ".join(sources)
+                + "): mean over the models of the subset's total; sd over the models",
+            )
+        )
+    return out
+
+
+def cost_summaries(session: Session, version: BenchmarkVersion) -> list[CostUnitSummary]:
+    """Per unit with data: the per-item median over the stored models, summarised over items."""
+    _, costs, sources = stored_costs(session, version.id, version.n_items)
+    out = []
+    for j, unit in enumerate(COST_FIELDS):
+        per_model = costs[:, j, :]
+        known = np.isfinite(per_model)
+        if not known.any():
+            continue
+        summary = item_cost_summary(per_model)
+        med = summary.median[np.isfinite(summary.median)]
+        p5, p50, p95 = np.percentile(med, [5, 50, 95])
+        out.append(
+            CostUnitSummary(
+                unit=unit,  # type: ignore[arg-type]
+                source="measured on stored models (" + ", ".join(sources) + "); per item the "
+                "median over models",
+                models=int(known.any(axis=1).sum()),
+                items=int(med.size),
+                median_per_item=float(p50),
+                p5_per_item=float(p5),
+                p95_per_item=float(p95),
+                full_benchmark=float(summary.filled().sum()),
+            )
+        )
+    return out
 
 
 def list_benchmarks(
@@ -375,7 +479,11 @@ def list_benchmarks(
 
 
 def set_retired(session: Session, version: BenchmarkVersion, retired: bool) -> bool:
-    """Retire (hide from name resolution) or un-retire a version; False when already so."""
+    """Retire (hide from name resolution) or un-retire a version; False when already so.
+
+    The version row is locked exclusively first: an upload into it in flight finishes before
+    (or, arriving later, sees the version retired: :func:`results.lock_version_for_write`)."""
+    BenchmarkVersionRepository(session).lock(version.id, exclusive=True)
     if (version.retired_at is not None) == retired:
         return False
     version.retired_at = utcnow() if retired else None

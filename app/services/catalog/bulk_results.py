@@ -10,13 +10,13 @@ the transaction, so a conflict anywhere in the batch leaves nothing written.
 
 from __future__ import annotations
 
-import io
+import re
 import uuid
-import zipfile
 from collections.abc import Sequence
 from datetime import timedelta
 
 import numpy as np
+from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer
@@ -25,21 +25,26 @@ from app.db.models.model_result import LanguageModel, ModelResult
 from app.db.repositories.model_results import LanguageModelRepository
 from app.errors import Conflict, InvalidInput
 from app.ingest import IngestError, ParsedResults
+from app.ingest.archives import ArchiveRefused, load_npz
 from app.ingest.types import finalize_values
+from app.schemas.benchmarks import MODEL_NAME_PATTERN
 from app.schemas.results import MatrixWritten, ModelCreate
-from app.services.catalog.benchmarks import get_version, item_index
+from app.services.catalog.benchmarks import item_index
 from app.services.catalog.results import (
     DEFAULT_RETENTION,
     WriteStatus,
     archive_results,
     fill_row,
     item_positions,
+    lock_version_for_write,
     pack,
+    set_metadata,
 )
 from app.services.catalog.uploads import UploadPart, resolve_media_type
 from app.services.platform import idempotency
 
 _IN_CHUNK = 1_000  # names / ids per IN (...) list
+_NAME = re.compile(MODEL_NAME_PATTERN)
 
 
 def _chunks(values: Sequence, size: int = _IN_CHUNK):
@@ -77,30 +82,18 @@ def store_many(
         raise InvalidInput(
             f"model {dup!r} appears twice in the batch", field="models", message="duplicate name"
         )
-    version = get_version(session, version_id)
+    version = lock_version_for_write(session, version_id)
     index = item_index(version)
     packed = [pack(parsed, item_positions(parsed, index), index.n_items) for _, parsed in batch]
     models = LanguageModelRepository(session)
     models.lock_names(names)
     by_name = {m.name: m for chunk in _chunks(names) for m in models.get_by_names(chunk)}
-    fresh = [
-        LanguageModel(name=r.name, params_b=r.params_b, family=r.family, tags=list(r.tags or []))
-        for r, _ in batch
-        if r.name not in by_name
-    ]
-    for ref, _ in batch:
-        model = by_name.get(ref.name)
-        if model is None:
-            continue
-        if ref.params_b is not None:
-            model.params_b = ref.params_b
-        if ref.family is not None:
-            model.family = ref.family
-        if ref.tags is not None:
-            model.tags = list(ref.tags)
+    fresh = [LanguageModel(name=r.name) for r, _ in batch if r.name not in by_name]
     session.add_all(fresh)
     session.flush()
     by_name.update((m.name, m) for m in fresh)
+    # what the upload says of its models goes to this project's rows only
+    set_metadata(session, version.benchmark.project_id, [(by_name[r.name], r) for r, _ in batch])
     ids = [by_name[n].id for n in names]
     vectors = (ModelResult.correct, ModelResult.confidence, ModelResult.coverage)
     existing = {
@@ -109,7 +102,12 @@ def store_many(
         for row in session.scalars(
             select(ModelResult)
             .where(ModelResult.benchmark_version_id == version.id, ModelResult.model_id.in_(chunk))
-            .options(*(defer(c) for c in (*vectors, ModelResult.within_variance)))
+            .options(
+                *(
+                    defer(c)
+                    for c in (*vectors, ModelResult.within_variance, ModelResult.sample_counts)
+                )
+            )
         )
     }
     out: list[tuple[ModelResult, WriteStatus]] = []
@@ -168,13 +166,10 @@ def parse_matrix_upload(data: bytes) -> list[tuple[ModelCreate, ParsedResults]]:
     booleans (False: no result), ``confidence`` (m, N) and ``params_b`` (m,) model sizes in
     billions (NaN: unknown). 422 naming the array at fault.
     """
-    try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-            arrays = {k: np.asarray(npz[k]) for k in npz.files}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-        raise InvalidInput(
-            f"not an .npz matrix: {exc}", field="body", message="expected an .npz file"
-        ) from None
+    try:  # measured from its headers before anything is inflated (app/ingest/archives.py)
+        arrays = load_npz(data)
+    except ArchiveRefused as exc:
+        raise InvalidInput(str(exc), field=exc.field, message="a bounded .npz matrix") from None
     correct = arrays.get("correct")
     if correct is None or correct.ndim != 2 or correct.dtype.kind not in "biuf":
         raise InvalidInput(
@@ -197,11 +192,15 @@ def parse_matrix_upload(data: bytes) -> list[tuple[ModelCreate, ParsedResults]]:
             message=f"{m} strings",
         )
     names_list = [str(x) for x in names.tolist()]
-    if any(not x or len(x) > 300 or "\x00" in x for x in names_list):
+    # the rule of every other upload (MODEL_NAME_PATTERN: no unsafe character, no "." or ".."
+    # part; issue 39)
+    bad = [i for i, x in enumerate(names_list) if not 1 <= len(x) <= 300 or not _NAME.match(x)]
+    if bad:
         raise InvalidInput(
-            "models: names must be 1-300 characters without NUL",
+            f"models[{bad[0]}]: names are 1-300 characters, no control or bidirectional "
+            "characters, no '.' or '..' part",
             field="models",
-            message="1-300 characters",
+            message=f"row {bad[0]}: not a valid model name",
         )
     item_ids = arrays.get("item_ids")
     if item_ids is not None and (item_ids.shape != (n,) or item_ids.dtype.kind not in "USiu"):
@@ -269,8 +268,22 @@ def parse_matrix_upload(data: bytes) -> list[tuple[ModelCreate, ParsedResults]]:
         parsed = ParsedResults(
             item_ids=row_ids, correct=c8, confidence=cf32, source_format="columnar"
         )
-        batch.append((ModelCreate(name=name, params_b=sizes[i]), parsed))
+        batch.append((_model_ref(name, sizes[i], i), parsed))
     return batch
+
+
+def _model_ref(name: str, params_b: float | None, row: int) -> ModelCreate:
+    """The row's model as the JSON routes validate it: 422 naming the array, never a 500."""
+    try:
+        return ModelCreate(name=name, params_b=params_b)
+    except ValidationError as exc:
+        issue = exc.errors()[0]
+        field = "params_b" if issue["loc"] and issue["loc"][0] == "params_b" else "models"
+        raise InvalidInput(
+            f"{field} (row {row}, model {name!r}): {issue['msg']}",
+            field=field,
+            message=issue["msg"],
+        ) from None
 
 
 def _ids(ids: np.ndarray | None, keep, n: int) -> np.ndarray:

@@ -63,14 +63,17 @@ def health_table(session: Session, version: BenchmarkVersion) -> HealthTable:
     hit = _TABLES.get(key)
     if hit is not None:
         return hit
-    if fm.correct.shape[0] < MIN_MODELS:
+    # graded scores (issue 35): the same statistics on every full-coverage model's scores in
+    # [0, 1] (constant: every model the same score; point-biserial: Pearson's r with the rest
+    # score); the 0/1 IRT fit's misfit statistics are not applied to them
+    y = (fm.scores if fm.scores is not None else fm.correct).astype(np.float64)
+    if y.shape[0] < MIN_MODELS:
         raise Conflict(
-            f"item health needs at least {MIN_MODELS} models with full 0/1 results; this "
-            f"benchmark has {fm.correct.shape[0]}: push more (`benchslice push --benchmark NAME "
+            f"item health needs at least {MIN_MODELS} models with results on every item; this "
+            f"benchmark has {y.shape[0]}: push more (`benchslice push --benchmark NAME "
             "PATH`; API: POST /v1/benchmarks/{benchmark}/results)"
         )
-    y = fm.correct.astype(np.float64)
-    model = None if fit is None else _fit_model(fit, version.n_items)
+    model = None if fit is None or fm.graded else _fit_model(fit, version.n_items)
     if model is None:
         health = item_health(y)
     else:

@@ -39,10 +39,23 @@ class FullMatrix:
     accuracy: np.ndarray
     subtasks: np.ndarray
     unusable: dict[str, str]  # model name -> why it is not in the matrix
+    # every full-coverage model (0/1 and graded) as float32 scores in [0, 1], rows sorted by
+    # name; None when every full-coverage model is 0/1 (then ``correct`` is the whole story)
+    scores: np.ndarray | None = None
+    score_rows: dict[str, int] | None = None
 
     @property
     def n_items(self) -> int:
         return int(self.correct.shape[1])
+
+    @property
+    def graded(self) -> bool:
+        """Some model with results on every item has scores other than 0/1 (issue 35)."""
+        return self.scores is not None
+
+    @property
+    def score_names(self) -> list[str]:
+        return list(self.score_rows or {})
 
 
 MATRIX_CACHE_BYTES = 128 * MB
@@ -102,6 +115,11 @@ def _load_full_matrix(
     names = mat.model_names[keep]
     correct = mat.correct[keep].astype(np.uint8)
     correct.setflags(write=False)
+    scores = score_rows = None
+    if (full & ~binary).any():
+        scores = np.ascontiguousarray(mat.correct[full], dtype=np.float32)
+        scores.setflags(write=False)
+        score_rows = {str(n): i for i, n in enumerate(mat.model_names[full].tolist())}
     entry = FullMatrix(
         version_id=version_id,
         stamp=stamp,
@@ -111,6 +129,8 @@ def _load_full_matrix(
         accuracy=correct.mean(axis=1) if correct.size else np.zeros(0),
         subtasks=mat.subtasks,
         unusable=unusable,
+        scores=scores,
+        score_rows=score_rows,
     )
     with _LOCK:
         _MATRICES.put(version_id, (entry, checked))
@@ -137,6 +157,24 @@ def model_row(fm: FullMatrix, name: str, field: str) -> int:
         field=field,
         message=f"unknown model{hint}",
     )
+
+
+def score_row(fm: FullMatrix, name: str, field: str) -> int:
+    """Row of ``name`` in ``fm.scores`` (a graded benchmark), else the 409/404 of
+    :func:`model_row` (partial coverage, unknown model)."""
+    row = None if fm.score_rows is None else fm.score_rows.get(name)
+    if row is not None:
+        return row
+    if name in fm.unusable and fm.unusable[name] == "partial coverage":
+        raise Conflict(
+            f"model {name!r} has partial coverage on this benchmark; this answer needs its "
+            "scores on every item: push them (`benchslice push --benchmark NAME --model MODEL "
+            "PATH --replace`), or score it from a subset of the items it has "
+            "(`benchslice score SUBSET PATH`)",
+            field=field,
+            message="partial coverage",
+        )
+    return model_row(fm, name, field)
 
 
 def fresh_matrix(version_id: uuid.UUID) -> FullMatrix | None:

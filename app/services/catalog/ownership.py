@@ -128,6 +128,7 @@ def record_write(
     action: str,
     version: BenchmarkVersion,
     summary: Mapping[str, Any] | None = None,
+    /,
     **target: Any,
 ) -> None:
     """Append the audit row of a write on ``version`` (its project, benchmark and version in
@@ -141,6 +142,25 @@ def record_write(
         target={"benchmark": version.benchmark.name, "version": version.version, **target},
         summary=summary,
     )
+
+
+def record_on(
+    session: Session,
+    actor: Actor,
+    action: str,
+    version: BenchmarkVersion | None,
+    project: Project,
+    summary: Mapping[str, Any] | None = None,
+    /,
+    **target: Any,
+) -> None:
+    """:func:`record_write` when the write is on a benchmark version (a session, a subset's
+    score, a job on a version: the row names its benchmark, so ``?benchmark_id=`` finds it),
+    else a row in ``project``'s trail without one (a ``ping`` job)."""
+    if version is not None:
+        record_write(session, actor, action, version, summary, **target)
+    else:
+        audit.record(session, actor, action, project=project, target=target, summary=summary)
 
 
 def readable_version(session: Session, principal: Principal, ref: str) -> BenchmarkVersion:

@@ -22,19 +22,24 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
+from app.db.models.benchmark import BenchmarkVersion
 from app.db.models.model_result import (
     ARCHIVED_COLUMNS,
     LanguageModel,
+    ModelMetadata,
     ModelResult,
     ModelResultArchive,
 )
+from app.db.repositories.benchmarks import BenchmarkVersionRepository
 from app.db.repositories.model_results import (
     LanguageModelRepository,
+    ModelMetadataRepository,
     ModelResultArchiveRepository,
     ModelResultRepository,
 )
 from app.errors import Conflict, InvalidInput, NotFound
 from app.ingest import ParsedResults, config_fingerprint
+from app.ingest.costs import cost_matrix
 from app.schemas.results import ModelCreate, ModelPublic, ModelResultPublic
 from app.services.catalog.benchmarks import get_version, item_index
 from app.services.platform import idempotency
@@ -54,6 +59,9 @@ class PackedResults(NamedTuple):
     samples_per_item: int | None = None
     within_variance: bytes | None = None
     config_fingerprint: str | None = None
+    item_costs: bytes | None = None
+    cost_source: str | None = None
+    sample_counts: bytes | None = None
 
 
 def pack(parsed: ParsedResults, positions: np.ndarray, n_items: int) -> PackedResults:
@@ -78,6 +86,11 @@ def pack(parsed: ParsedResults, positions: np.ndarray, n_items: int) -> PackedRe
         var = np.zeros(n_items, dtype="<f4")
         var[positions] = parsed.within_variance
         within = var.tobytes()
+    counts = None
+    if k is not None and parsed.sample_counts is not None:
+        per_item = np.zeros(n_items, dtype="<i4")
+        per_item[positions] = parsed.sample_counts
+        counts = per_item.tobytes()
     fingerprint = config_fingerprint(parsed.eval_config)
     h = hashlib.sha256(b"b" if binary else b"f")
     for part in (correct, coverage, confidence):
@@ -89,6 +102,15 @@ def pack(parsed: ParsedResults, positions: np.ndarray, n_items: int) -> PackedRe
         h.update(within or b"")
     if fingerprint is not None:
         h.update(b"C" + fingerprint.encode())
+    costs = cost_matrix(parsed.costs, parsed.n_items)
+    item_costs = None
+    if costs is not None:  # only uploads with costs hash them (older hashes unchanged)
+        full_costs = np.full((costs.shape[0], n_items), np.nan, dtype="<f4")
+        full_costs[:, positions] = costs
+        item_costs = full_costs.tobytes()
+        h.update(b"$" + len(item_costs).to_bytes(8, "little") + item_costs)
+    if counts is not None:  # only uploads whose samples vary per item (older hashes unchanged)
+        h.update(b"S" + counts)
     accuracy = float(parsed.correct.mean(dtype=np.float64))
     return PackedResults(
         binary,
@@ -101,6 +123,9 @@ def pack(parsed: ParsedResults, positions: np.ndarray, n_items: int) -> PackedRe
         k,
         within,
         fingerprint,
+        item_costs,
+        parsed.costs.source[:64] if item_costs is not None else None,  # type: ignore[union-attr]
+        counts,
     )
 
 
@@ -119,21 +144,49 @@ def item_positions(parsed: ParsedResults, version_index) -> np.ndarray:
 
 
 def get_or_create_model(session: Session, ref: ModelCreate) -> LanguageModel:
+    """The model called ``ref.name`` (created when new). Its metadata is per project:
+    :func:`set_metadata`."""
     models = LanguageModelRepository(session)
     model = models.get_by_name(ref.name)
     if model is None:
-        return models.add(
-            LanguageModel(
-                name=ref.name, params_b=ref.params_b, family=ref.family, tags=list(ref.tags or [])
-            )
-        )
-    if ref.params_b is not None:
-        model.params_b = ref.params_b
-    if ref.family is not None:
-        model.family = ref.family
-    if ref.tags is not None:
-        model.tags = list(ref.tags)
+        return models.add(LanguageModel(name=ref.name))
     return model
+
+
+def set_metadata(
+    session: Session,
+    project_id: uuid.UUID,
+    refs: Sequence[tuple[LanguageModel, ModelCreate]],
+) -> dict[uuid.UUID, ModelMetadata]:
+    """Record what an upload to one of ``project_id``'s benchmarks says about its models (size,
+    family, tags; a field the upload leaves out keeps its value) in that project's own rows:
+    nothing another project sees changes. Returns the project's rows for these models."""
+    repo = ModelMetadataRepository(session)
+    rows = repo.for_models(project_id, [m.id for m, _ in refs])
+    fresh = []
+    for model, ref in refs:
+        row = rows.get(model.id)
+        if row is None:
+            if ref.params_b is None and ref.family is None and ref.tags is None:
+                continue  # nothing said: no row (reads show nothing recorded)
+            row = ModelMetadata(project_id=project_id, model_id=model.id, tags=[])
+            rows[model.id] = row
+            fresh.append(row)
+        if ref.params_b is not None:
+            row.params_b = ref.params_b
+        if ref.family is not None:
+            row.family = ref.family
+        if ref.tags is not None:
+            row.tags = list(ref.tags)
+    repo.add_all(fresh)
+    return rows
+
+
+def metadata_of(
+    session: Session, version: BenchmarkVersion, model_ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, ModelMetadata]:
+    """The metadata the version's project has recorded for these models."""
+    return ModelMetadataRepository(session).for_models(version.benchmark.project_id, model_ids)
 
 
 def fill_row(row: ModelResult, packed, parsed) -> None:
@@ -150,8 +203,31 @@ def fill_row(row: ModelResult, packed, parsed) -> None:
     row.metric = parsed.metric.replace("\x00", "")[:64] if parsed.metric else None
     row.samples_per_item = packed.samples_per_item
     row.within_variance = packed.within_variance
+    row.sample_counts = packed.sample_counts
     row.config_fingerprint = packed.config_fingerprint
     row.eval_config = dict(parsed.eval_config) if packed.config_fingerprint else None
+    row.item_costs = packed.item_costs
+    row.cost_source = packed.cost_source
+
+
+def lock_version_for_write(session: Session, version_id: uuid.UUID) -> BenchmarkVersion:
+    """The version, locked shared for a write of its results until the request commits.
+
+    A retire locks it exclusively, so the two are serialised: a version that was live when the
+    request resolved it and is retired now was retired while this write was in flight, and the
+    write is refused (409, nothing stored) instead of landing in a retired version."""
+    version = get_version(session, version_id)
+    was_live = version.retired_at is None
+    BenchmarkVersionRepository(session).lock(version.id)
+    if was_live and version.retired_at is not None:
+        raise Conflict(
+            f"version {version.version} of benchmark {version.benchmark.name!r} was retired "
+            "while this write was in flight; nothing was stored (push again: the name now "
+            "means its newest version that is not retired)",
+            field="benchmark",
+            message="retired during the request",
+        )
+    return version
 
 
 def store_results(
@@ -168,13 +244,14 @@ def store_results(
     Identical results are a no-op; different results need ``replace`` (else 409); replaced
     results are archived for ``keep_for`` (:func:`restore_results` brings them back).
     """
-    version = get_version(session, version_id)
+    version = lock_version_for_write(session, version_id)
     index = item_index(version)
     packed = pack(parsed, item_positions(parsed, index), index.n_items)
     # Concurrent uploads for one model queue here: the second sees the first's committed row
     # (identical results: 200 unchanged) instead of losing a unique-constraint race (409).
     LanguageModelRepository(session).lock_name(model_ref.name)
     model = get_or_create_model(session, model_ref)
+    set_metadata(session, version.benchmark.project_id, [(model, model_ref)])
     repo = ModelResultRepository(session)
     existing = repo.get_for(version.id, model.id)
     if existing is not None:
@@ -209,15 +286,18 @@ def store_results(
     return row, status
 
 
-def to_public(row: ModelResult, n_items_total: int) -> ModelResultPublic:
+def to_public(
+    row: ModelResult, n_items_total: int, meta: ModelMetadata | None = None
+) -> ModelResultPublic:
+    """``meta``: the metadata of the row's project for the model (None: it has recorded none)."""
     return ModelResultPublic(
         version_id=row.benchmark_version_id,
         model=ModelPublic(
             id=row.model.id,
             name=row.model.name,
-            params_b=row.model.params_b,
-            family=row.model.family,
-            tags=list(row.model.tags or []),
+            params_b=meta.params_b if meta is not None else None,
+            family=meta.family if meta is not None else None,
+            tags=list(meta.tags or []) if meta is not None else [],
         ),
         n_items=row.n_items,
         coverage=row.n_items / n_items_total,
@@ -240,13 +320,16 @@ def to_public(row: ModelResult, n_items_total: int) -> ModelResultPublic:
 
 
 def to_public_for(session: Session, row: ModelResult) -> ModelResultPublic:
-    return to_public(row, get_version(session, row.benchmark_version_id).n_items)
+    version = get_version(session, row.benchmark_version_id)
+    meta = metadata_of(session, version, [row.model_id]).get(row.model_id)
+    return to_public(row, version.n_items, meta)
 
 
 def list_results(session: Session, version_id: uuid.UUID) -> list[ModelResultPublic]:
     version = get_version(session, version_id)
     rows = ModelResultRepository(session).summaries(version.id)
-    return [to_public(r, version.n_items) for r in rows]
+    meta = metadata_of(session, version, [r.model_id for r in rows])
+    return [to_public(r, version.n_items, meta.get(r.model_id)) for r in rows]
 
 
 def find_model(session: Session, model: str) -> LanguageModel | None:
@@ -270,8 +353,10 @@ def delete_results(
 ) -> ModelResultArchive:
     """Delete a model's results on a version (``model``: its name or id); they are archived
     for ``keep_for`` and can be restored. Returns the archived copy."""
-    version = get_version(session, version_id)
+    version = lock_version_for_write(session, version_id)
     found = find_model(session, model)
+    if found is not None:  # serialised with every other write of this model's results
+        LanguageModelRepository(session).lock_name(found.name)
     repo = ModelResultRepository(session)
     row = repo.get_for(version.id, found.id, with_vectors=True) if found is not None else None
     if found is None or row is None:
@@ -291,10 +376,13 @@ def restore_results(
 ) -> tuple[ModelResult, ModelResultArchive, ModelResultArchive | None]:
     """Put back the newest replaced or deleted results of ``model`` (name or id) on a version;
     see :func:`restore_archived`."""
-    version = get_version(session, version_id)
+    version = lock_version_for_write(session, version_id)
     found = find_model(session, model)
     if found is None:
         raise NotFound(f"model {model!r} has no earlier results on benchmark {version_id}")
+    # serialised with every other write of this model's results: what is read below (the
+    # newest archived copy, the current row) is what the previous writer committed
+    LanguageModelRepository(session).lock_name(found.name)
     restored = restore_archived(session, version.id, found.id, keep_for=keep_for)
     idempotency.invalidate(session, idempotency.results_resource(version.id, found.id))
     return restored
@@ -353,27 +441,27 @@ def load_matrix(
         rows = [rows[i] for i in perm]
         names = wanted
     m = len(rows)
-    binary = np.fromiter((r[2] for r in rows), dtype=bool, count=m)
+    binary = np.fromiter((r[1] for r in rows), dtype=bool, count=m)
     if m == 0:
         correct = np.empty((0, n), dtype=np.float64)
     elif binary.all():
-        correct = _unpack_bits([r[3] for r in rows], n).astype(np.float64)
+        correct = _unpack_bits([r[2] for r in rows], n).astype(np.float64)
     else:
         correct = np.empty((m, n), dtype=np.float64)
         idx = np.flatnonzero(binary)
         if idx.size:
-            correct[idx] = _unpack_bits([rows[i][3] for i in idx], n)
+            correct[idx] = _unpack_bits([rows[i][2] for i in idx], n)
         idx = np.flatnonzero(~binary)
-        correct[idx] = np.frombuffer(b"".join(rows[i][3] for i in idx), dtype="<f4").reshape(-1, n)
+        correct[idx] = np.frombuffer(b"".join(rows[i][2] for i in idx), dtype="<f4").reshape(-1, n)
     confidence = None
-    if m and all(r[4] is not None for r in rows):
-        packed = np.frombuffer(b"".join([r[4] for r in rows]), dtype="<f4").reshape(m, n)
+    if m and all(r[3] is not None for r in rows):
+        packed = np.frombuffer(b"".join([r[3] for r in rows]), dtype="<f4").reshape(m, n)
         confidence = packed.astype(np.float64)
     coverage = np.ones((m, n), dtype=bool)
-    partial = np.fromiter((r[5] is not None for r in rows), dtype=bool, count=m)
+    partial = np.fromiter((r[4] is not None for r in rows), dtype=bool, count=m)
     if partial.any():
         idx = np.flatnonzero(partial)
-        coverage[idx] = _unpack_bits([rows[i][5] for i in idx], n).astype(bool)
+        coverage[idx] = _unpack_bits([rows[i][4] for i in idx], n).astype(bool)
         correct[~coverage] = np.nan
         if confidence is not None:
             confidence[~coverage] = np.nan
@@ -390,14 +478,13 @@ def export_npz(session: Session, benchmark_version_id: uuid.UUID) -> tuple[bytes
     """
     version = get_version(session, benchmark_version_id)
     mat = load_matrix(session, version.id)
-    params = (
-        {
-            r.name: r.params_b
-            for r in LanguageModelRepository(session).get_by_names(mat.model_names.tolist())
-        }
+    models = (
+        LanguageModelRepository(session).get_by_names(mat.model_names.tolist())
         if mat.model_names.size
-        else {}
+        else []
     )
+    meta = metadata_of(session, version, [m.id for m in models])  # this project's sizes only
+    params = {m.name: meta[m.id].params_b for m in models if m.id in meta}
     full = bool(mat.coverage.all())
     finite = np.nan_to_num(mat.correct, nan=0.0)
     is_binary = full and bool(np.all((finite == 0.0) | (finite == 1.0)))

@@ -27,6 +27,12 @@ from app.ingest import (
     parse_lm_eval_config,
     parse_lm_eval_samples,
 )
+from app.ingest.corpus_metrics import refuse_corpus_metric
+from app.ingest.logs.archive import BoundedZip, is_zip
+from app.ingest.logs.eee import is_eee_instances, parse_eee_instances
+from app.ingest.logs.helm import is_helm_run_spec, is_helm_stats, parse_helm_run
+from app.ingest.logs.inspect import is_inspect_eval, is_inspect_json, parse_inspect_log
+from app.ingest.types import ItemCosts
 from app.schemas.results import ModelCreate, ResultsCreate
 
 JSON_TYPES = frozenset({"application/json"})
@@ -53,6 +59,9 @@ _EXTENSIONS = {
     ".csv": "text/csv",
     ".parquet": "application/vnd.apache.parquet",
 }
+# ``?format=``: which parser reads the upload; ``auto`` tells Inspect logs by their content and
+# the rest by media type / file extension, as before.
+FORMATS = ("auto", "inspect", "every-eval-ever", "helm", "lm-eval", "csv", "json")
 
 
 class UnsupportedMediaType(DomainError):
@@ -105,6 +114,39 @@ class ParseOptions:
     task: str | None = None
     item_key: str = "doc_hash"
     subject_field: str | None = None
+    format: str = "auto"
+
+
+def log_format(part: UploadPart, fmt: str = "auto") -> str | None:
+    """``"inspect"`` / ``"every-eval-ever"`` when the part is (or is forced to be read as) an
+    Inspect log or Every Eval Ever instances, else None (the media type decides)."""
+    if fmt in ("inspect", "every-eval-ever"):
+        return fmt
+    if fmt != "auto":
+        return None
+    if is_eee_instances(part.data):
+        return "every-eval-ever"
+    name = (part.filename or "").lower()
+    # the name first: telling a zip by its members costs a read of its central directory
+    if (name.endswith(".eval") and part.data[:2] == b"PK") or is_inspect_eval(part.data):
+        return "inspect"
+    if is_inspect_json(part.data):
+        return "inspect"
+    return None
+
+
+def _forced_type(part: UploadPart, fmt: str) -> str | None:
+    """The media type ``?format=`` imposes (``None``: go by the part's own type)."""
+    if fmt == "csv":
+        return "text/csv"
+    if fmt == "json":
+        return "application/json"
+    if fmt == "lm-eval":
+        return "application/vnd.apache.parquet" if part.data[:4] == b"PAR1" else NDJSON_DEFAULT
+    return None
+
+
+NDJSON_DEFAULT = "application/x-ndjson"
 
 
 def media_type(header: str | None) -> str:
@@ -138,7 +180,8 @@ def _json_results(data: bytes) -> tuple[ParsedResults, ModelCreate]:
         raise InvalidInput(f"{exc.error_count()} invalid field(s)", errors=errors) from None
     if body.results is not None:
         plain = {
-            k: (v if isinstance(v, float) else v.model_dump()) for k, v in body.results.items()
+            k: (v if isinstance(v, float) else v.model_dump(exclude_none=True))
+            for k, v in body.results.items()
         }
         parsed = parse_keyed(plain, samples=body.samples)
     else:
@@ -148,6 +191,7 @@ def _json_results(data: bytes) -> tuple[ParsedResults, ModelCreate]:
             body.item_ids,
             samples=body.samples,
             within_variance=body.within_variance,
+            costs=body.costs.model_dump() if body.costs is not None else None,
         )
     return parsed, body.model_ref
 
@@ -176,9 +220,14 @@ def parse_samples_part(part: UploadPart, mt: str, opts: ParseOptions) -> ParsedR
 
 
 def _parse_part(part: UploadPart, opts: ParseOptions) -> tuple[ParsedResults, ModelCreate | None]:
-    mt = resolve_media_type(part, RESULT_TYPES - {MULTIPART})
     if not part.data.strip():
         raise InvalidInput("empty upload", field=(), message="no content")
+    fmt = log_format(part, opts.format)
+    if fmt == "inspect":
+        return parse_inspect_log(part.data, metric=opts.metric, filename=part.filename), None
+    if fmt == "every-eval-ever":
+        return parse_eee_instances(part.data, metric=opts.metric, filename=part.filename), None
+    mt = _forced_type(part, opts.format) or resolve_media_type(part, RESULT_TYPES - {MULTIPART})
     if mt in JSON_TYPES:
         return _json_results(part.data)
     if mt in CSV_TYPES:
@@ -237,6 +286,16 @@ def merge(parsed: Sequence[ParsedResults]) -> ParsedResults:
     within = None
     if all(p.within_variance is not None for p in parsed):
         within = np.concatenate([p.within_variance for p in parsed])
+    counts = None
+    if any(p.sample_counts is not None for p in parsed):
+        counts = np.concatenate(
+            [
+                p.sample_counts
+                if p.sample_counts is not None
+                else np.full(p.n_items, p.k, dtype=np.int32)
+                for p in parsed
+            ]
+        )
     return ParsedResults(
         item_ids=ids,
         correct=correct,
@@ -246,7 +305,55 @@ def merge(parsed: Sequence[ParsedResults]) -> ParsedResults:
         filter=filters.pop() if len(filters) == 1 else None,
         samples=parsed[0].samples,
         within_variance=within,
+        sample_counts=counts,
+        costs=merge_costs(parsed),
+        model=parsed[0].model,
+        task=parsed[0].task if len({p.task for p in parsed}) == 1 else None,
     )
+
+
+def merge_costs(parsed: Sequence[ParsedResults]) -> ItemCosts | None:
+    """The files' per-item costs end to end (NaN where a file reports none)."""
+    if all(p.costs is None for p in parsed):
+        return None
+    fields = {}
+    for name in ("input_tokens", "output_tokens", "seconds", "usd"):
+        columns = [getattr(p.costs, name) if p.costs is not None else None for p in parsed]
+        if all(c is None for c in columns):
+            fields[name] = None
+            continue
+        fields[name] = np.concatenate(
+            [
+                c if c is not None else np.full(p.n_items, np.nan)
+                for c, p in zip(columns, parsed, strict=True)
+            ]
+        )
+    sources = dict.fromkeys(p.costs.source for p in parsed if p.costs is not None)
+    return ItemCosts(**fields, source="; ".join(sources))
+
+
+def _log_model(results: Sequence[ParsedResults], single: bool) -> ModelCreate | None:
+    """The one model the logs name (Inspect ``eval.model``); several models are refused."""
+    named = [(k, p.model) for k, p in enumerate(results, start=1) if p.model]
+    models = dict.fromkeys(m for _, m in named)
+    if len(models) > 1:
+        k, other = next((k, m) for k, m in named if m != named[0][1])
+        raise InvalidInput(
+            f"the logs are of several models ({', '.join(models)}): upload one model's logs",
+            field=("file", k, "eval.model") if not single else ("eval", "model"),
+            message=f"model {other!r} differs from {named[0][1]!r} (file {named[0][0]})",
+        )
+    if not models:
+        return None
+    name = next(iter(models))
+    try:
+        return ModelCreate(name=name)
+    except ValidationError as exc:
+        raise InvalidInput(
+            f"the log's model name {name!r} is not a valid model name",
+            field=("eval", "model"),
+            message=exc.errors()[0]["msg"],
+        ) from None
 
 
 def with_config(
@@ -270,6 +377,58 @@ def with_config(
     return replace(merged, eval_config=cfg or None)
 
 
+def expand_archives(parts: Sequence[UploadPart]) -> list[UploadPart]:
+    """A ``.zip`` part that is not an Inspect log, replaced by its files (bounded inflation, in
+    name order; folders and macOS metadata left out), so a zipped output folder uploads like
+    its files."""
+    out: list[UploadPart] = []
+    for k, part in enumerate(parts, start=1):
+        zipped = (part.filename or "").lower().endswith(".zip") or part.media_type in (
+            "application/zip",
+            "application/x-zip-compressed",
+        )
+        if not (zipped and is_zip(part.data)) or is_inspect_eval(part.data):
+            out.append(part)
+            continue
+        try:
+            archive = BoundedZip(part.data)
+            names = sorted(
+                n
+                for n in archive.names()
+                if not n.endswith("/")
+                and "__MACOSX" not in n
+                and not n.rsplit("/", 1)[-1].startswith(".")
+            )
+            members = [UploadPart("", archive.read(n), n) for n in names]
+        except IngestError as exc:
+            raise ingest_error(exc, file=k if len(parts) > 1 else None) from None
+        if not members:
+            raise InvalidInput("the zip holds no file", field="file", message="empty archive")
+        out.extend(members)
+    return out
+
+
+def helm_runs(parts: Sequence[UploadPart], fmt: str = "auto") -> dict[int, int | None]:
+    """HELM runs in the upload: 1-based index of each ``per_instance_stats.json`` part -> index
+    of its ``run_spec.json`` (the one in the same folder, or the only one), or None."""
+    if fmt not in ("auto", "helm"):
+        return {}
+    stats = [k for k, p in enumerate(parts, start=1) if is_helm_stats(p.data)]
+    specs = [k for k, p in enumerate(parts, start=1) if is_helm_run_spec(p.data)]
+
+    def folder(k: int) -> str:
+        name = parts[k - 1].filename or ""
+        return name.rsplit("/", 1)[0] if "/" in name else ""
+
+    pairs: dict[int, int | None] = {}
+    for k in stats:
+        same = [j for j in specs if folder(j) == folder(k)]
+        pairs[k] = (
+            same[0] if len(same) == 1 else (specs[0] if len(specs) == len(stats) == 1 else None)
+        )
+    return pairs
+
+
 def parse_results_upload(
     parts: Sequence[UploadPart], opts: ParseOptions, *, model: ModelCreate | None
 ) -> tuple[ParsedResults, ModelCreate]:
@@ -280,13 +439,25 @@ def parse_results_upload(
     results: list[ParsedResults] = []
     configs: list[tuple[int, dict]] = []
     body_model: ModelCreate | None = None
+    helm = helm_runs(parts, opts.format)
+    specs = {j for j in helm.values() if j is not None}
     for k, part in enumerate(parts, start=1):
-        obj = lm_eval_results_json(part)
+        if k in specs:
+            continue  # read with its run's per_instance_stats.json
+        if k in helm:
+            spec = parts[helm[k] - 1].data if helm[k] is not None else None
+            try:
+                results.append(parse_helm_run(part.data, spec, metric=opts.metric))
+            except IngestError as exc:
+                raise ingest_error(exc, file=k if len(parts) > 1 else None) from None
+            continue
+        obj = None if log_format(part, opts.format) else lm_eval_results_json(part)
         if obj is not None:
             configs.append((k, obj))
             continue
         try:
             parsed, ref = _parse_part(part, opts)
+            refuse_corpus_metric(parsed.metric)  # whatever parser produced it (issue 35)
         except IngestError as exc:
             raise ingest_error(exc, file=k if len(parts) > 1 else None) from None
         results.append(parsed)
@@ -297,7 +468,9 @@ def parse_results_upload(
             field="file",
             message="add the samples_*.jsonl files",
         )
-    ref = body_model or model
+    ref = body_model or model or _log_model(results, len(parts) == 1)
+    if model is not None:
+        _log_model(results, len(parts) == 1)  # several models in the logs: refused even so
     if ref is None:
         raise InvalidInput(
             "which model are these results for?",
@@ -313,7 +486,39 @@ def parse_sample_logs(parts: Sequence[UploadPart], opts: ParseOptions) -> list[P
     if not parts:
         raise InvalidInput("empty upload", field=(), message="no file")
     out = []
+    helm = helm_runs(parts, opts.format)
+    specs = {j for j in helm.values() if j is not None}
     for k, part in enumerate(parts, start=1):
+        if k in specs:
+            continue
+        if k in helm:
+            spec = parts[helm[k] - 1].data if helm[k] is not None else None
+            try:
+                try:
+                    out.append(parse_helm_run(part.data, spec, metric=opts.metric))
+                except AmbiguousChoiceError as amb:
+                    out.append(parse_helm_run(part.data, spec, metric=amb.choices["metric"][0]))
+            except IngestError as exc:
+                raise ingest_error(exc, file=k if len(parts) > 1 else None) from None
+            continue
+        if log_format(part, opts.format) == "every-eval-ever":
+            try:
+                try:
+                    out.append(parse_eee_instances(part.data, metric=opts.metric))
+                except AmbiguousChoiceError as amb:
+                    out.append(parse_eee_instances(part.data, metric=amb.choices["metric"][0]))
+            except IngestError as exc:
+                raise ingest_error(exc, file=k if len(parts) > 1 else None) from None
+            continue
+        if log_format(part, opts.format) == "inspect":
+            try:
+                try:
+                    out.append(parse_inspect_log(part.data, metric=opts.metric))
+                except AmbiguousChoiceError as amb:
+                    out.append(parse_inspect_log(part.data, metric=amb.choices["metric"][0]))
+            except IngestError as exc:
+                raise ingest_error(exc, file=k if len(parts) > 1 else None) from None
+            continue
         mt = resolve_media_type(part, SAMPLE_TYPES - {MULTIPART})
         try:
             try:

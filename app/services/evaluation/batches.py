@@ -31,6 +31,7 @@ from app.ingest import ParsedResults
 from app.schemas.sessions import SessionItem, SessionPublic
 from app.services.catalog.benchmarks import item_index
 from app.services.catalog.matrices import doc_ids
+from app.services.evaluation.lifecycle import conclusion
 
 MAX_LISTED = 20  # items named in one error
 
@@ -256,6 +257,7 @@ def reply_as_of(
             "difference": h.difference,
             "decision": h.decision,
             "state": h.state,
+            "conclusion": conclusion(row, h.state, items_used=h.items_used, decision=h.decision),
             "history": public.history[:number],
             "next_items": items,
             "samples": samples,

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
+from app.core.sequential.population import estimand_sentence
 from app.db.base import utcnow
 from app.db.models import EvaluationSession
 from app.db.repositories.sessions import EvaluationSessionRepository
@@ -97,6 +98,7 @@ def list_sessions(
                 baseline=r.baseline_name,
                 goal=r.goal,  # type: ignore[arg-type]
                 policy=r.policy,  # type: ignore[arg-type]
+                estimand=r.estimand,  # type: ignore[arg-type]
                 state=state_of(r, idle_hours),  # type: ignore[arg-type]
                 decision=r.decision,  # type: ignore[arg-type]
                 items_used=r.items_used,
@@ -108,3 +110,24 @@ def list_sessions(
         ],
         next_cursor=encode_cursor(rows[-1].created_at, rows[-1].id) if more else None,
     )
+
+
+def conclusion(
+    row: EvaluationSession,
+    state: str,
+    *,
+    items_used: int | None = None,
+    decision: str | None = None,
+) -> str:
+    """The session's answer in one sentence naming its estimand (the CLI prints it at the end,
+    the session page shows it); ``items_used``/``decision``: as of an earlier batch."""
+    about = f"about {estimand_sentence(row.estimand, row.n_items)}"
+    used = f"{row.items_used if items_used is None else items_used} of {row.n_items} items"
+    if state == "decided":
+        return f"Decided ({row.decision if decision is None else decision}) after {used}, {about}."
+    if state == "exhausted" and row.baseline_name is not None:
+        return (
+            f"Not decided after {used}: they do not separate {row.model_name} from "
+            f"{row.baseline_name} at alpha = {row.alpha:g}, {about}."
+        )
+    return f"{state.capitalize()} after {used}, {about}."

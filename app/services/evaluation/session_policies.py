@@ -25,8 +25,9 @@ from __future__ import annotations
 import numpy as np
 
 from app.core.sequential.active import DrawRecord
+from app.core.sequential.confidence_sequences import CSState
 from app.core.sequential.fluid import ItemBank
-from app.core.sequential.one_sided import (
+from app.core.sequential.gating.one_sided import (
     GridTrack,
     OneSidedState,
     goal_decision,
@@ -36,6 +37,8 @@ from app.core.sequential.one_sided import (
     track_bounds,
 )
 from app.core.sequential.policies import (
+    POLICY_BET,
+    POLICY_C,
     UNIFORM_POLICIES,
     PolicyState,
     point_estimate,
@@ -46,6 +49,13 @@ from app.core.sequential.policies import (
     policy_update,
     replay,
 )
+from app.core.sequential.population import (
+    GENERALIZED,
+    check_estimand,
+    population_cs_init,
+    population_cs_interval,
+    population_cs_update,
+)
 
 
 def batch_uniforms(seed: int, step: int, k: int) -> np.ndarray:
@@ -53,34 +63,104 @@ def batch_uniforms(seed: int, step: int, k: int) -> np.ndarray:
     return np.random.default_rng([int(seed), int(step)]).random((1, int(k)))
 
 
-def _draw(st: PolicyState, bank: ItemBank | None, seed: int, step: int, k: int):
-    if st.policy in UNIFORM_POLICIES:  # the seeded permutation, as every uniform session had
+def _draw(st: PolicyState, bank: ItemBank | None, seed: int, step: int, k: int, costs=None):
+    if st.policy in UNIFORM_POLICIES and costs is None:  # the seeded permutation, as always
         t = int(st.cs.t[0])
         perm = np.random.default_rng(int(seed)).permutation(st.cs.n_items)
         return policy_record(st, bank, perm[None, t : t + k])
-    return policy_draw(st, bank, k, batch_uniforms(seed, step, k))
+    return policy_draw(st, bank, k, batch_uniforms(seed, step, k), costs=costs)
 
 
 def start(
-    policy: str, n_items: int, *, bank: ItemBank | None, alpha: float, seed: int, k: int
+    policy: str,
+    n_items: int,
+    *,
+    bank: ItemBank | None,
+    alpha: float,
+    seed: int,
+    k: int,
+    costs=None,
+    gamma: float | None = None,
+    estimand: str = "benchmark",
+    paired: bool = False,
 ) -> tuple[dict, np.ndarray]:
     """Engine state of a new session and its first batch (item positions in draw order).
 
     ``random`` and ``assisted`` serve the seeded permutation ``default_rng(seed).permutation(N)``
     in order (uniform draws without replacement); the others draw batch ``j`` with the uniforms
-    of ``default_rng([seed, j])``.
+    of ``default_rng([seed, j])``. ``costs`` (predicted per-item costs, stored with the session)
+    makes every policy draw cost-aware with the floor ``gamma``
+    (:func:`app.core.sequential.policies.allocation_scores`), uniforms as the others; the
+    IRT policies then bet as ``assisted`` does (the variant measured in bench/bench_cost.py).
+    ``estimand="generalized"`` (a uniform policy without costs only) adds the item-population
+    confidence sequences (:mod:`app.core.sequential.population`): ``"pop_acc"`` for the model's
+    mean and, when ``paired`` (a baseline), ``"pop_diff"`` for ``(d + 1) / 2``.
     """
-    st = policy_init(policy, n_items, bank=bank, alpha=alpha)
-    rec = _draw(st, bank, seed, 0, k)
+    check_estimand(estimand)
+    if estimand == GENERALIZED and (policy not in UNIFORM_POLICIES or costs is not None):
+        raise ValueError("estimand: generalized needs a uniformly random order")
+    kw: dict = {}
+    if costs is not None:
+        kw["gamma"] = gamma
+        if policy != "random":
+            kw.update(bet=POLICY_BET["assisted"], c=POLICY_C["assisted"])
+    st = policy_init(policy, n_items, bank=bank, alpha=alpha, **kw)
+    rec = _draw(st, bank, seed, 0, k, costs)
     parts = {"policy": st.to_dict(), "draws": rec.to_dict(), "inputs": {"theta": st.theta.copy()}}
+    if estimand == GENERALIZED:
+        parts["pop_acc"] = population_cs_init(n_items, alpha=alpha).to_dict()
+        if paired:
+            parts["pop_diff"] = population_cs_init(n_items, alpha=alpha).to_dict()
     return parts, rec.items[0]
+
+
+def is_generalized(parts: dict) -> bool:
+    """Whether the engine state carries the item-population (generalized) sequences."""
+    return "pop_acc" in parts
+
+
+def _feed_population(parts: dict, x: np.ndarray, base_x: np.ndarray | None) -> dict:
+    out = dict(parts)
+    acc = population_cs_update(CSState.from_dict(parts["pop_acc"]), x[None, :])
+    out["pop_acc"] = acc.to_dict()
+    if "pop_diff" in parts:
+        if base_x is None:
+            raise ValueError("base_x: a paired generalized session needs the baseline's values")
+        pair = (x - np.asarray(base_x, dtype=np.float64) + 1.0) / 2.0
+        diff = population_cs_update(CSState.from_dict(parts["pop_diff"]), pair[None, :])
+        out["pop_diff"] = diff.to_dict()
+    return out
+
+
+def population_intervals(parts: dict) -> tuple[tuple, tuple | None]:
+    """``(estimate, lower, upper)`` for the model's generalized accuracy and, with a baseline,
+    for the generalized difference ``Delta = 2 m - 1`` (the sample means as estimates)."""
+
+    def read(d: dict) -> tuple[float | None, float, float]:
+        cs = CSState.from_dict(d)
+        lo, hi = population_cs_interval(cs)
+        t = int(cs.t[0])
+        return (float(cs.total[0] / t) if t else None), float(lo[0]), float(hi[0])
+
+    est = read(parts["pop_acc"])
+    if "pop_diff" not in parts:
+        return est, None
+    m, lo, hi = read(parts["pop_diff"])
+    return est, (None if m is None else 2.0 * m - 1.0, 2.0 * lo - 1.0, 2.0 * hi - 1.0)
 
 
 def _on_lattice(x: np.ndarray) -> bool:
     return bool(np.all((x == 0) | (x == 1)))
 
 
-def feed(parts: dict, bank: ItemBank | None, x: np.ndarray, prev: np.ndarray) -> dict:
+def feed(
+    parts: dict,
+    bank: ItemBank | None,
+    x: np.ndarray,
+    prev: np.ndarray,
+    *,
+    base_x: np.ndarray | None = None,
+) -> dict:
     """Apply the open batch's values ``x`` (in the order served); returns new parts.
 
     Parameters
@@ -92,6 +172,8 @@ def feed(parts: dict, bank: ItemBank | None, x: np.ndarray, prev: np.ndarray) ->
         Values of the open batch in [0, 1].
     prev : ndarray, shape (t,)
         Values of the items applied before, in the order served.
+    base_x : ndarray, shape (k,), optional
+        The baseline's values on the batch (a generalized session with a baseline).
     """
     st = PolicyState.from_dict(parts["policy"])
     draws = DrawRecord.from_dict(parts["draws"])
@@ -113,6 +195,8 @@ def feed(parts: dict, bank: ItemBank | None, x: np.ndarray, prev: np.ndarray) ->
     values = np.asarray(x, dtype=np.float64)[None, :]
     policy_update(st, bank, pending, values, inplace=True)
     out = {**parts, "policy": st.to_dict(), "draws": draws.to_dict()}
+    if is_generalized(parts):
+        out = _feed_population(out, np.asarray(x, dtype=np.float64), base_x)
     if "one_sided" in parts:  # a one-sided goal: its tests read the very same draws
         out |= _feed_one_sided(parts, pending, values)
     return out
@@ -125,7 +209,7 @@ def start_one_sided(
     """Add a one-sided goal's tests (``noninferior``, ``superior``) to a new session's parts.
 
     They consume the policy's own draws (any predictable design, the same predictions), so the
-    decision spends all of ``alpha`` on its side (:mod:`app.core.sequential.one_sided`); the
+    decision spends all of ``alpha`` on its side (:mod:`app.core.sequential.gating.one_sided`); the
     tracked grid (``k / N``) gives the reported bound.
     """
     target, side, al = goal_tests(goal, baseline_mean, margin, alpha)
@@ -150,6 +234,13 @@ def _feed_one_sided(parts: dict, pending: DrawRecord, values: np.ndarray) -> dic
     return {"one_sided": st.to_dict(), "one_sided_grid": _track_dict(track)}
 
 
+def one_sided_difference(parts: dict, goal: str, baseline_mean, margin) -> tuple[float, ...]:
+    """``(lower, upper, threshold)`` of a one-sided goal for the difference from the baseline."""
+    _, lo, hi = one_sided_reading(parts, goal)
+    b, d = float(baseline_mean), float(margin or 0.0)
+    return lo - b, hi - b, (-d if goal == "noninferior" else d)
+
+
 def one_sided_reading(parts: dict, goal: str) -> tuple[str, float, float]:
     """``(decision, lower bound, upper bound)`` of a one-sided goal, bounds for the model's mean
     (the lower test's bound and the upper test's)."""
@@ -165,14 +256,15 @@ def one_sided_reading(parts: dict, goal: str) -> tuple[str, float, float]:
 
 
 def draw_next(
-    parts: dict, bank: ItemBank | None, *, seed: int, step: int, k: int
+    parts: dict, bank: ItemBank | None, *, seed: int, step: int, k: int, costs=None
 ) -> tuple[dict, np.ndarray]:
     """Draw batch ``step`` (``k`` items) after every served item has its value.
 
-    Returns the new parts and the batch's item positions in draw order.
+    Returns the new parts and the batch's item positions in draw order. ``costs``: as in
+    :func:`start` (the same stored costs at every batch).
     """
     st = PolicyState.from_dict(parts["policy"])
-    rec = _draw(st, bank, seed, step, k)
+    rec = _draw(st, bank, seed, step, k, costs)
     draws = DrawRecord.concatenate([DrawRecord.from_dict(parts["draws"]), rec])
     thetas = np.concatenate([_thetas(parts, st), st.theta], axis=0)
     return {**parts, "draws": draws.to_dict(), "inputs": {"theta": thetas}}, rec.items[0]
@@ -201,8 +293,11 @@ __all__ = [
     "batch_uniforms",
     "draw_next",
     "feed",
+    "is_generalized",
     "mean_interval",
+    "one_sided_difference",
     "one_sided_reading",
+    "population_intervals",
     "start",
     "start_one_sided",
 ]

@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from app.core.sequential.confidence_sequences import decide, decision_names, precision_met
+from app.core.sequential.population import GENERALIZED, estimand_sentence
 from app.db.base import utcnow
 from app.db.models import BenchmarkVersion, EvaluationSession, Job
 from app.db.repositories.sessions import EvaluationSessionRepository
@@ -55,7 +56,13 @@ from app.services.catalog.benchmarks import get_version, item_index
 from app.services.catalog.matrices import full_matrix
 from app.services.catalog.names import did_you_mean
 from app.services.catalog.results import load_matrix, store_results
-from app.services.evaluation import batches, legacy_engines, lifecycle, session_policies
+from app.services.evaluation import (
+    batches,
+    legacy_engines,
+    lifecycle,
+    session_costs,
+    session_policies,
+)
 from app.services.platform import jobs as job_service
 
 STATES = ("open", "decided", "exhausted", "abandoned")
@@ -141,9 +148,9 @@ def open_batch(row: EvaluationSession) -> np.ndarray:
     return _order(row)[row.items_used : row.items_used + row.open_size]
 
 
-def _interval(value, lo, hi, basis: str) -> Interval:
+def _interval(value, lo, hi, basis: str, estimand: str = "benchmark") -> Interval:
     v = None if value is None else float(value)
-    return Interval(value=v, lower=float(lo), upper=float(hi), basis=basis)  # type: ignore[arg-type]
+    return Interval(value=v, lower=float(lo), upper=float(hi), basis=basis, estimand=estimand)  # type: ignore[arg-type]
 
 
 def _estimates(
@@ -152,6 +159,10 @@ def _estimates(
     """Current accuracy and difference intervals from the engine state."""
     base = _baseline(row)
     bank = _bank(session, row) if row.policy != "random" else None
+    if session_policies.is_generalized(parts):  # issue 38: items like these, paired with B
+        est, dif = session_policies.population_intervals(parts)
+        gen = None if dif is None else _interval(*dif, "design", GENERALIZED)
+        return _interval(*est, "design", GENERALIZED), gen
     if legacy_engines.is_legacy(parts):
         est, dif, basis = legacy_engines.intervals(
             row.policy, parts, base=base, bank=bank, alpha=row.alpha
@@ -200,12 +211,9 @@ def _judge(
 def _one_sided_bounds(row: EvaluationSession, base) -> OneSidedBounds | None:
     if row.goal not in ONE_SIDED_GOALS or base is None:
         return None
-    _, lo, hi = session_policies.one_sided_reading(unpack_state(row.engine_state), row.goal)
-    b = float(base.mean())
-    d = float(row.margin or 0.0)
-    return OneSidedBounds(
-        lower=lo - b, upper=hi - b, threshold=-d if row.goal == "noninferior" else d
-    )
+    parts = unpack_state(row.engine_state)
+    lo, hi, thr = session_policies.one_sided_difference(parts, row.goal, base.mean(), row.margin)
+    return OneSidedBounds(lower=lo, upper=hi, threshold=thr)
 
 
 def to_public(
@@ -220,11 +228,14 @@ def to_public(
     version = version or get_version(session, row.benchmark_version_id)
     items, samples = batches.batch_items(version, open_batch(row))
     history = [HistoryRow.model_validate(h) for h in row.history or []]
+    parts = unpack_state(row.engine_state)
     if history:
         est, diff = history[-1].estimate, history[-1].difference
     else:
-        est, diff = _estimates(session, row, unpack_state(row.engine_state))
+        est, diff = _estimates(session, row, parts)
     base = _baseline(row)
+    state = lifecycle.state_of(row, idle_hours)
+    cost_part = parts.get("cost")
     return SessionPublic(
         id=row.id,
         version_id=version.id,
@@ -234,6 +245,8 @@ def to_public(
         baseline=row.baseline_name,
         goal=row.goal,  # type: ignore[arg-type]
         policy=row.policy,  # type: ignore[arg-type]
+        estimand=row.estimand,  # type: ignore[arg-type]
+        estimand_text=estimand_sentence(row.estimand, row.n_items),
         alpha=row.alpha,
         margin=row.margin,
         precision=row.precision,
@@ -241,7 +254,8 @@ def to_public(
         max_items=row.max_items,
         seed=int(row.seed),
         n_items=row.n_items,
-        state=lifecycle.state_of(row, idle_hours),  # type: ignore[arg-type]
+        state=state,  # type: ignore[arg-type]
+        conclusion=lifecycle.conclusion(row, state),
         decision=row.decision,  # type: ignore[arg-type]
         step=len(row.history or []),
         items_used=row.items_used,
@@ -255,6 +269,26 @@ def to_public(
         stored_result=row.stored_result,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        cost_aware=session_costs.design_costs(cost_part) is not None,
+        budgets=_budgets(row, cost_part, est, diff),
+    )
+
+
+def _budgets(row: EvaluationSession, cost_part, est: Interval, diff: Interval | None):
+    """The session's budgets, with the rough cost-to-decision prediction of a decide goal."""
+    if cost_part is None:
+        return []
+    half = gap = None
+    if row.goal == "decide" and diff is not None:
+        half = (diff.upper - diff.lower) / 2
+        gap = abs((diff.upper + diff.lower) / 2)
+    return session_costs.public(
+        cost_part,
+        seen=_order(row)[: row.items_used],
+        items_used=row.items_used,
+        is_open=row.state == "open",
+        half_width=half,
+        gap=gap,
     )
 
 
@@ -300,9 +334,7 @@ def _check(body: SessionCreate, n_items: int) -> int:
     if body.goal in ONE_SIDED_GOALS and body.baseline is None:
         errors.append(FieldIssue(("baseline",), f"goal {body.goal!r} compares with a baseline"))
     if body.goal == "noninferior" and body.margin is None:
-        errors.append(
-            FieldIssue(("margin",), "goal 'noninferior' needs a margin (0.02 = 2 points)")
-        )
+        errors.append(FieldIssue(("margin",), "goal 'noninferior' needs a margin (0.02 = 2 pts)"))
     if body.goal == "precision" and body.margin is not None:
         errors.append(FieldIssue(("margin",), "not with goal 'precision'"))
     if body.goal != "precision" and body.precision is not None:
@@ -315,6 +347,39 @@ def _check(body: SessionCreate, n_items: int) -> int:
     if errors:
         raise InvalidInput("invalid session", errors=errors)
     return max_items
+
+
+def _estimand(body: SessionCreate) -> str:
+    """Default: ``generalized`` with a baseline and a uniform order (omitted or ``random``
+    policy: a verdict's and a leaderboard's question, so the surfaces agree on a pair), else
+    ``benchmark`` (the IRT policies' draws depend on the items, so they answer for these N)."""
+    uniform = body.policy in (None, "random") and not body.cost_aware
+    one_sided = body.goal in ONE_SIDED_GOALS  # its tests are about these N items (issue 34)
+    estimand = body.estimand or (
+        GENERALIZED if body.baseline is not None and uniform and not one_sided else "benchmark"
+    )
+    if estimand == GENERALIZED and one_sided:
+        raise InvalidInput(
+            f"goal {body.goal!r} decides with one-sided tests on benchmark accuracy (these N "
+            "items); estimand 'generalized' is not available for it yet",
+            field="estimand",
+            message="not with a one-sided goal",
+        )
+    if estimand == GENERALIZED and body.cost_aware:
+        raise InvalidInput(
+            "cost-aware draws weigh items by their cost; estimand 'generalized' serves items in a "
+            "uniformly random order",
+            field="cost_aware",
+            message="generalized needs uniform draws",
+        )
+    if estimand == GENERALIZED and not uniform:
+        raise InvalidInput(
+            f"policy {body.policy!r} estimates benchmark accuracy; estimand 'generalized' serves "
+            "items in a uniformly random order (policy random)",
+            field="policy",
+            message="generalized needs policy random",
+        )
+    return estimand
 
 
 def _default_policy(session: Session, version: BenchmarkVersion) -> str:
@@ -335,7 +400,9 @@ def create_session(
     base = None if body.baseline is None else _baseline_values(session, version, body.baseline)
     seed = job_service.new_seed() if body.seed is None else int(body.seed)
     k = min(body.batch_size, max_items)
-    policy = body.policy or _default_policy(session, version)
+    estimand = _estimand(body)
+    policy = body.policy or ("random" if estimand == GENERALIZED else None)
+    policy = policy or _default_policy(session, version)
     bank = None
     if policy != "random":
         fit = irt_fits.get_fit(session, version.id)
@@ -343,7 +410,21 @@ def create_session(
             job, created = irt_fits.request_fit(session, version.id)
             return None, job, created
         bank = irt_fits.item_bank(fit)
-    parts, order = session_policies.start(policy, n, bank=bank, alpha=body.alpha, seed=seed, k=k)
+    cost_part = session_costs.start(session, version, body)
+    parts, order = session_policies.start(
+        policy,
+        n,
+        bank=bank,
+        alpha=body.alpha,
+        seed=seed,
+        k=k,
+        costs=session_costs.design_costs(cost_part),
+        gamma=session_costs.design_gamma(cost_part),
+        estimand=estimand,
+        paired=base is not None,
+    )
+    if cost_part is not None:
+        parts["cost"] = cost_part
     if body.goal in ONE_SIDED_GOALS:
         assert base is not None
         parts = session_policies.start_one_sided(
@@ -356,6 +437,7 @@ def create_session(
         baseline_name=body.baseline,
         goal=body.goal,
         policy=policy,
+        estimand=estimand,
         alpha=body.alpha,
         margin=body.margin,
         precision=body.precision,
@@ -400,16 +482,27 @@ def _apply(session, row, parts, x, prev, batch):
             bank=bank,
         )
     else:
-        parts = session_policies.feed(parts, bank, x, prev)
+        base = _baseline(row)
+        base_x = None if base is None else base[batch]
+        parts = session_policies.feed(parts, bank, x, prev, base_x=base_x)
     est, diff = _estimates(session, row, parts)
     row.state, row.decision = _judge(row, est, diff, parts)
+    if row.state == "open" and session_costs.exhausted(parts.get("cost")):
+        row.state = "exhausted"  # the budget is spent: undecided, with what it spent
     k = min(row.batch_size, row.max_items - row.items_used) if row.state == "open" else 0
     nxt = None
     if k and fluid_state is not None:
         nxt = legacy_engines.next_items(bank, fluid_state, k)
     elif k and not legacy_engines.is_legacy(parts):
         step = len(row.history or []) + 1
-        parts, nxt = session_policies.draw_next(parts, bank, seed=int(row.seed), step=step, k=k)
+        parts, nxt = session_policies.draw_next(
+            parts,
+            bank,
+            seed=int(row.seed),
+            step=step,
+            k=k,
+            costs=session_costs.design_costs(parts.get("cost")),
+        )
     if nxt is not None:
         row.order = np.concatenate([_order(row), nxt]).astype("<i4").tobytes()
     row.open_size = k
@@ -443,6 +536,8 @@ def post_results(
     prev = _values(row)
     parts = unpack_state(row.engine_state)
     batch = open_batch(row)
+    if "cost" in parts:
+        parts["cost"] = session_costs.spend(parts["cost"], parsed, version, batch)
     row.binary = bool(row.binary and legacy_engines.on_lattice(x))
     row.items_used += batch.size
     parts, est, diff = _apply(session, row, parts, x, prev, batch)

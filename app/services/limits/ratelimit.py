@@ -287,39 +287,64 @@ class RateLimits:
 
     @staticmethod
     def _auth_units(prefix: str, client: str) -> list[str]:
-        return [f"auth-prefix:{prefix}", f"auth-client:{client}"]
+        return [f"auth-prefix:{prefix}", f"auth-client:{client}", f"auth-pair:{prefix}:{client}"]
 
     def check_auth_attempt(self, prefix: str, client: str) -> None:
-        """Before an argon2 verification: refuse (429) when this key prefix or this client
-        address has no failed attempt left (AUTH_ATTEMPTS_BURST, refilled at
-        AUTH_ATTEMPTS_PER_SECOND). Only failures spend them: :meth:`auth_failed`."""
+        """Before an argon2 verification: refuse (429) when this client address, or this
+        address on this key prefix, has no failed attempt left (AUTH_ATTEMPTS_BURST, refilled
+        at AUTH_ATTEMPTS_PER_SECOND). The prefix's own bucket (every address together) refuses
+        only addresses that failed on it themselves: ~10 bad secrets a second on a known
+        prefix from elsewhere do not lock out the holder of the right secret (issue 39).
+        Only failures spend attempts: :meth:`auth_failed`."""
         if self.auth_attempts is None:
             return
-        decision = self.auth_attempts.take(self._auth_units(prefix, client), 0)  # a look
+        policy = self.auth_attempts.policy
+        units = self._auth_units(prefix, client)
+        on_prefix, on_client, pair = self.auth_attempts.buckets.take_each(
+            [(u, policy) for u in units], 0
+        )  # a look at each
+        failed_here = pair.remaining < policy.burst - 1e-6  # this address failed on the prefix
+        short = [on_client, pair] + ([on_prefix] if failed_here else [])
+        decision = min(short, key=lambda d: d.remaining)
         if decision.remaining < 1:
-            retry = max(1, math.ceil((1 - decision.remaining) / decision.policy.rate))
+            retry = max(1, math.ceil((1 - decision.remaining) / policy.rate))
             raise TooManyRequests(
                 f"too many failed API key attempts for this key prefix or address "
-                f"(AUTH_ATTEMPTS_BURST={decision.policy.burst:g}, AUTH_ATTEMPTS_PER_SECOND="
-                f"{decision.policy.rate:g}); retry after {retry} s",
+                f"(AUTH_ATTEMPTS_BURST={policy.burst:g}, AUTH_ATTEMPTS_PER_SECOND="
+                f"{policy.rate:g}); retry after {retry} s",
                 limit="auth-attempts",
                 retry_after=retry,
                 holds_caller=True,
             )
 
     def auth_failed(self, prefix: str, client: str) -> None:
-        """A wrong or unknown key was presented: spend one attempt of the prefix and address."""
+        """A wrong or unknown key was presented: spend one attempt of the prefix, the address
+        and the pair."""
         if self.auth_attempts is not None:
-            self.auth_attempts.take(self._auth_units(prefix, client), 1)
+            policy = self.auth_attempts.policy
+            for unit in self._auth_units(prefix, client):
+                self.auth_attempts.buckets.take(unit, 1, policy)
 
     def charge(self, caller: Caller | None, cost: float, what: str) -> Decision | None:
         """Take ``cost`` from ``caller``'s buckets; raises 429 when short. None when the
         caller is exempt or limits are off."""
         if self.limiter is None or caller is None or caller.exempt or cost <= 0:
             return None
-        decision = self.limiter.take(caller.units, cost)
+        return self.charge_units(caller, caller.charged_units(), cost, what)
+
+    def charge_units(
+        self, caller: Caller, units: Sequence[str], cost: float, what: str
+    ) -> Decision | None:
+        """Take ``cost`` from these of ``caller``'s buckets (429 when one is short). A project
+        bucket's refusal does not hold the key (its requests to other projects go on)."""
+        if self.limiter is None or caller.exempt or cost <= 0 or not units:
+            return None
+        decision = self.limiter.take(units, cost)
         if not decision.allowed:
-            raise refusal(decision, cost, what, dict(caller.labels).get(decision.unit, ""))
+            error = refusal(decision, cost, what, dict(caller.labels).get(decision.unit, ""))
+            if unit_kind(decision.unit) == PROJECT:
+                error.holds_caller = False
+            raise error
         return decision
 
 

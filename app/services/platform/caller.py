@@ -8,7 +8,8 @@ scripts): their work is not limited.
 from __future__ import annotations
 
 import contextvars
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,15 @@ class Caller:
     units: tuple[str, ...]
     exempt: bool = False
     labels: tuple[tuple[str, str], ...] = ()  # unit -> readable name (a project's)
+    # the project units this request touched so far (a target's project was checked), and
+    # what charges a project unit when it is first touched (set by the API)
+    touched: set[str] = field(default_factory=set, compare=False)
+    on_touch: Callable[[str], None] | None = field(default=None, compare=False)
+
+    def charged_units(self) -> tuple[str, ...]:
+        """The buckets a charge takes from: the key's, and the projects the request touched
+        (issue 39: never another project's bucket the key merely holds a role on)."""
+        return tuple(u for u in self.units if not u.startswith("project:") or u in self.touched)
 
     @property
     def projects(self) -> tuple[str, ...]:
@@ -29,3 +39,17 @@ class Caller:
 
 # Set per request by the API (app.api.deps); None outside requests (worker tasks, scripts).
 CALLER: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("caller", default=None)
+
+
+def touch_project(project_id: object) -> None:
+    """The request acts on this project (its target's project was checked): charge its
+    bucket, once per request, when the caller draws on it."""
+    caller = CALLER.get()
+    if caller is None:
+        return
+    unit = f"project:{project_id}"
+    if unit in caller.touched or unit not in caller.units:
+        return
+    caller.touched.add(unit)
+    if caller.on_touch is not None:
+        caller.on_touch(unit)

@@ -7,7 +7,9 @@ Checked when a job is inserted (:func:`app.services.platform.jobs.create_job` an
 * ``JOB_QUOTA`` queued + running jobs of the key (429 naming the limit, ``Retry-After``);
 * ``ANALYSIS_MAX_COST``: one analysis' cost, runs x sizes x methods (the protocol's subset
   draws; 422 on ``runs`` naming the limit), and ``ANALYSIS_COST_QUOTA`` for the key's queued
-  and running analyses together (429).
+  and running analyses together (429). A coverage study counts too, at
+  :data:`COVERAGE_DRAW_COST` analysis draws per draw of its own (:func:`job_cost`; 422 on
+  ``repeats`` above ``ANALYSIS_MAX_COST``).
 * per project, every key with a role on it together: ``PROJECT_JOB_QUOTA`` queued + running
   jobs (429, ``"limit": "project-jobs"``) and ``PROJECT_ANALYSIS_COST_QUOTA`` for their active
   analyses (429, ``"limit": "project-analysis-cost"``); a key on several projects counts towards
@@ -30,6 +32,10 @@ from app.errors import FieldIssue, InvalidInput, TooManyRequests
 from app.services.platform.caller import CALLER
 
 ANALYSIS_KIND = "analysis"
+COVERAGE_KIND = "coverage"
+#: One coverage draw in analysis draws: a default study (5 repeats x 3 sizes x 3 methods)
+#: costs 9,000, so a key's ANALYSIS_COST_QUOTA (60,000) holds six at once, not JOB_QUOTA's 20.
+COVERAGE_DRAW_COST = 200
 RETRY_SECONDS = 30
 
 
@@ -52,6 +58,23 @@ def analysis_cost(params: Mapping[str, Any]) -> int:
     )
 
 
+def job_cost(kind: str, params: Mapping[str, Any]) -> int:
+    """What a job takes from the cost quotas, in an analysis' subset draws: an analysis its
+    draws; a coverage study (issue 39: it was outside the quotas) ``repeats x sizes x methods``
+    draws, each worth :data:`COVERAGE_DRAW_COST` (a draw of it selects, calibrates and scores
+    up to 120 held-out models with every estimator and interval); other kinds nothing."""
+    if kind == ANALYSIS_KIND:
+        return analysis_cost(params)
+    if kind == COVERAGE_KIND:
+        draws = (
+            int(params.get("repeats", 0))
+            * len(params.get("sizes", ()))
+            * len(params.get("methods", ()))
+        )
+        return draws * COVERAGE_DRAW_COST
+    return 0
+
+
 def owner() -> str | None:
     """The key the job is submitted for (None outside requests)."""
     caller = CALLER.get()
@@ -63,7 +86,20 @@ def check_new_job(session: Session, kind: str, params: Mapping[str, Any]) -> Non
     caller = CALLER.get()
     if caller is None or caller.exempt:
         return
-    cost = analysis_cost(params) if kind == ANALYSIS_KIND else 0
+    cost = job_cost(kind, params)
+    if kind == COVERAGE_KIND and cost > QUOTAS.analysis_max_cost:
+        raise InvalidInput(
+            f"this coverage study costs repeats x sizes x methods x {COVERAGE_DRAW_COST} = "
+            f"{cost:,} subset draws; the limit per job is {QUOTAS.analysis_max_cost:,} "
+            "(ANALYSIS_MAX_COST): fewer repeats, sizes or methods",
+            errors=[
+                FieldIssue(
+                    ("repeats",),
+                    f"repeats x sizes x methods x {COVERAGE_DRAW_COST} = {cost:,} exceeds "
+                    f"ANALYSIS_MAX_COST = {QUOTAS.analysis_max_cost:,}",
+                )
+            ],
+        )
     if cost > QUOTAS.analysis_max_cost:
         raise InvalidInput(
             f"this analysis costs runs x sizes x methods = {params['runs']} x "
@@ -101,7 +137,7 @@ def check_new_job(session: Session, kind: str, params: Mapping[str, Any]) -> Non
 
 
 def _queued_cost(jobs: Sequence[Any]) -> int:
-    return sum(analysis_cost(j.params) for j in jobs if j.kind == ANALYSIS_KIND)
+    return sum(job_cost(j.kind, j.params) for j in jobs)
 
 
 def _check_project(session: Session, project: str, label: str | None, cost: int) -> None:

@@ -5,8 +5,12 @@ results and renders the answer.
 
 Matrix: every model of the version with 0/1 results (:func:`app.services.catalog.results.load_matrix`),
 with the coverage mask when some model lacks items (pairs are then compared on the items both
-models have, accuracies on each model's own). Models with non-binary scores cannot be ranked by
-exact tests: they are left out (listed in ``excluded``; 422 when asked for by name). The decoded
+models have, accuracies on each model's own). When a chosen model's scores are graded (in
+[0, 1], not 0/1; issue 35) the exact tests do not apply and the board is the graded one
+(:func:`app.core.ranking.graded.graded_leaderboard`: paired t-tests from one Gram matrix, the same
+multiplicity rule, rank intervals and tiers) over every chosen model with results on every item
+(the others are listed in ``excluded``); a subset's board of graded scores is refused naming the
+full-benchmark board and ``score`` instead. The decoded
 matrix is cached per process under the version's results stamp
 (:func:`app.db.repositories.subsets.results_stamp`: count and newest ``updated_at``), as are the
 computed leaderboards and their renderings, so a repeated request costs one small query.
@@ -37,6 +41,7 @@ import pydantic_core
 from prometheus_client import Counter
 from sqlalchemy.orm import Session
 
+from app.core.ranking.graded import graded_leaderboard
 from app.core.ranking.leaderboard import CORRECTIONS, Leaderboard, leaderboard_for_selection
 from app.core.ranking.leaderboard import leaderboard as core_leaderboard
 from app.core.ranking.stored_counts import PairCounts, leaderboard_from_counts
@@ -130,6 +135,12 @@ class ResultsMatrix:
     coverage: np.ndarray  # bool
     binary: np.ndarray  # bool per model: every covered result is 0 or 1
     n_own: np.ndarray  # items each model covers
+    # float32 scores (0 where not covered) when some model's scores are graded (issue 35)
+    scores: np.ndarray | None = None
+
+    def graded_rows(self, rows: np.ndarray) -> bool:
+        """Some of ``rows`` has graded scores: the board is the graded one."""
+        return self.scores is not None and not bool(self.binary[rows].all())
 
 
 @dataclass(frozen=True)
@@ -169,8 +180,10 @@ def results_matrix(session: Session, version_id: uuid.UUID) -> ResultsMatrix:
     correct = (values == 1.0).astype(np.uint8)
     correct[~binary] = 0
     coverage = np.array(mat.coverage[order], dtype=bool)
-    for a in (correct, coverage):
-        a.setflags(write=False)
+    scores = None if binary.all() else np.ascontiguousarray(values, dtype=np.float32)
+    for a in (correct, coverage, scores):
+        if a is not None:
+            a.setflags(write=False)
     entry = ResultsMatrix(
         stamp=stamp,
         names=names,
@@ -179,6 +192,7 @@ def results_matrix(session: Session, version_id: uuid.UUID) -> ResultsMatrix:
         coverage=coverage,
         binary=binary,
         n_own=coverage.sum(axis=1),
+        scores=scores,
     )
     _MATRICES.put(version_id, entry)
     _BOARDS.discard_where(lambda k: k[0] == version_id and k[1] != stamp)
@@ -195,19 +209,20 @@ def _matches(names: np.ndarray, pattern: str) -> np.ndarray:
 
 
 def _subset_selection(session: Session, version: BenchmarkVersion, sid: str) -> Selection:
+    """The subset ``sid`` of this version. A subset of any other version is answered exactly
+    like a missing one (issue 39): the answer must not tell a caller that an id of another
+    project exists, nor which version it belongs to."""
+    unknown = NotFound(
+        f"benchmark version {version.benchmark.name}@v{version.version} has no subset {sid}",
+        field="subset",
+        message="unknown subset of this benchmark version",
+    )
     try:
         row = get_subset(session, sid)
     except NotFound:
-        raise NotFound(
-            f"subset {sid} does not exist", field="subset", message="unknown subset"
-        ) from None
+        raise unknown from None
     if row.benchmark_version_id != version.id:
-        raise InvalidInput(
-            f"subset {sid} belongs to benchmark version {row.benchmark_version_id}, not to "
-            f"{version.benchmark.name}@v{version.version} ({version.id})",
-            field="subset",
-            message="a subset of another benchmark version",
-        )
+        raise unknown
     return to_selection(row)
 
 
@@ -233,6 +248,25 @@ def _select(
             chosen |= _matches(rm.names, query.match)
     usable = rm.binary & (rm.n_own > 0)
     reason = np.where(rm.binary, "no results", "non-binary scores").astype(object)
+    if rm.scores is not None and not rm.binary[chosen & (rm.n_own > 0)].all():
+        # graded scores among the chosen (issue 35): the graded board ranks every chosen model
+        # with results on every item (0/1 ones included); paired tests need shared items
+        if selection is not None:
+            raise InvalidInput(
+                "a subset's leaderboard of graded scores (not 0/1) is not available: its "
+                "exact tests need 0/1 results. Rank on the full benchmark (leave out --subset), "
+                "or score each model on the subset (`benchslice score SUBSET PATH`: betting "
+                "intervals for graded scores)",
+                field="subset",
+                message="graded scores: use the full-benchmark leaderboard",
+            )
+        full_cov = rm.n_own == rm.coverage.shape[1]
+        usable = full_cov
+        reason = np.where(
+            rm.n_own > 0,
+            "partial coverage (a graded leaderboard needs every item: push the missing ones)",
+            "no results",
+        ).astype(object)
     if selection is not None:
         on_subset = rm.coverage[:, selection.indices].all(axis=1)
         reason = np.where(usable & ~on_subset, "no results on some subset items", reason)
@@ -252,7 +286,8 @@ def _select(
 
 def _top(rm: ResultsMatrix, rows: np.ndarray, top: int, selection: Selection | None):
     if selection is None:
-        acc = rm.correct[rows].sum(axis=1) / rm.n_own[rows]
+        values = rm.scores if rm.scores is not None else rm.correct  # graded: their scores
+        acc = values[rows].sum(axis=1) / rm.n_own[rows]
     elif selection.method == "random":
         acc = rm.correct[np.ix_(rows, selection.indices)].mean(axis=1)
     else:
@@ -300,6 +335,16 @@ def _compute(
             message="fewer than 2 models",
         )
     names = rm.names[rows]
+    if rm.graded_rows(rows):
+        assert rm.scores is not None
+        board = EXPENSIVE.call(
+            "a leaderboard",
+            graded_leaderboard,
+            rm.scores[rows],
+            alpha=query.alpha,
+            correction=query.correction,
+        )
+        return _finish(rm, version, query, rows, excluded, names, board, key)
     # cost-aware admission: the tests run in a bounded pool of child processes at a lower CPU
     # priority (all models' matrix is sent to a child once per results stamp)
     tests = {"alpha": query.alpha, "correction": query.correction, "mid_p": query.mid_p}
@@ -333,6 +378,11 @@ def _compute(
             coverage=None if cov.all() else cov,
             **tests,
         )
+    return _finish(rm, version, query, rows, excluded, names, board, key)
+
+
+def _finish(rm, version, query, rows, excluded, names, board, key) -> ComputedLeaderboard:
+    """The computed board with its info, cached under ``key``."""
     if board.unshared_pairs.size:
         a, b = board.unshared_pairs[0]
         raise InvalidInput(

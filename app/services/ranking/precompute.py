@@ -109,7 +109,8 @@ def compute_health_panel(session: Session, version: BenchmarkVersion) -> dict[st
     """Item flags (:func:`app.core.items.health.item_health`) over the models with full 0/1
     results, as the JSON-able fields of the page's panel (at most 50 flagged items listed)."""
     fm = matrices.full_matrix(session, version.id)
-    n_models = int(fm.correct.shape[0])
+    y = fm.scores if fm.scores is not None else fm.correct  # graded scores too (issue 35)
+    n_models = int(y.shape[0])
     if n_models < MIN_HEALTH_MODELS:
         return {
             "n_items": version.n_items,
@@ -118,9 +119,9 @@ def compute_health_panel(session: Session, version: BenchmarkVersion) -> dict[st
             "n_flagged": 0,
             "effective_informative": 0.0,
             "flagged": [],
-            "error": "item health needs at least 3 models with full 0/1 results",
+            "error": "item health needs at least 3 models with results on every item",
         }
-    health = item_health(fm.correct)
+    health = item_health(y)
     s = health.summary()
     flagged = np.flatnonzero(health.flagged())
     index = item_index(version)

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, object_session
 
 from app.core.results import AgreementCurve, MDADResult, ProtocolResult
 from app.core.selectors import SELECTORS
+from app.core.selectors.dpp import guaranteed_size
 from app.db.base import utcnow
 from app.db.models import Analysis, BenchmarkVersion, Job
 from app.db.repositories.analyses import AnalysisRepository
@@ -251,6 +252,17 @@ def check_against_benchmark(
         if n > n_seen
     ]
     methods = params.get("methods", ())
+    if "dpp" in methods:  # its trimming drops items: refuse what would fail in the job
+        cap = guaranteed_size(n_seen)
+        errors += [
+            FieldIssue(
+                ("sizes", i),
+                f"size {n}: the DPP draws at most {cap} of the seen half's {n_seen} items (its "
+                "1%/99% trimming of up to 4 components drops the rest)",
+            )
+            for i, n in enumerate(params["sizes"])
+            if cap < n <= n_seen
+        ]
     if per_subtask is not None and per_subtask.size > 1 and "subtask_stratified" in methods:
         cap = int(per_subtask.size * per_subtask.min())
         errors += [

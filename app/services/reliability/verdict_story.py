@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 
+from app.core.sequential.population import estimand_sentence
 from app.formatting import count, p_equals, pct, prob, pts
 from app.schemas.subsets import NextStep, VerdictPublic
 
@@ -26,6 +27,8 @@ def basis_note(basis: str, *, n_pairs: int | None = None, runs: int | None = Non
         return f"exact (hypergeometric, no sampling error{pairs})"
     if basis == "exact_stratified":
         return "exact (stratified by subtask)"
+    if basis == "simulated":
+        return "simulated over random subsets (graded scores)"
     runs_text = f"{runs} runs" if runs else "its runs"
     return f"estimated from the latest analysis' agreement curves (bootstrap, {runs_text})"
 
@@ -59,9 +62,27 @@ def _full_benchmark(v: VerdictPublic, n_items: int) -> str:
     )
 
 
+def _graded_full_benchmark(v: VerdictPublic) -> str:
+    g = v.graded
+    assert g is not None
+    kind = "exact" if g.test == "sign_flip_exact" else "Monte Carlo"
+    test = f"paired sign-flip permutation test ({kind}, graded scores) {p_equals(g.p_value)}"
+    if g.test != "sign_flip_exact":
+        test += f" ± {prob(g.p_value_mc_error)}"
+    scores = f"mean difference {pts(abs(g.mean_difference))}, scores differ on {g.n_nonzero} items"
+    if v.full_benchmark_differs:
+        return f"Full benchmark ({g.n_items} items): different ({test}; {scores})."
+    return (
+        f"Full benchmark ({g.n_items} items): not significantly different ({test} ≥ "
+        f"{v.full_benchmark_alpha:g}; {scores})."
+    )
+
+
 def _subset(v: VerdictPublic) -> str:
     reach = "reaches" if v.distinguishable else "is below"
     how = "exact" if v.basis.startswith("exact") else "from the analysis' curves"
+    if v.basis == "simulated" and v.graded is not None:
+        how = f"simulated, ± {prob(v.graded.p_same_order_mc_error)} Monte Carlo error"
     return (
         f"A {v.method} subset of {v.size} items orders them as the full benchmark with "
         f"P = {prob(v.p_same_order)} ({how}; {reach} the {prob(v.threshold)} needed)."
@@ -126,6 +147,9 @@ def tell(v: VerdictPublic, ref: str, n_items: int) -> VerdictPublic:
         v.full_benchmark_differs = bool(
             v.paired.status == "decidable" and v.paired.mcnemar_p < FULL_BENCHMARK_ALPHA
         )
+    if v.graded is not None:
+        v.full_benchmark_alpha = FULL_BENCHMARK_ALPHA
+        v.full_benchmark_differs = bool(v.graded.p_value < FULL_BENCHMARK_ALPHA)
     v.benchmark = ref
     v.headline = headline(v)
     step = next_step(v, ref)
@@ -133,5 +157,12 @@ def tell(v: VerdictPublic, ref: str, n_items: int) -> VerdictPublic:
     answers = [_subset(v), f"Next: {step.text}"]
     if v.paired is not None:
         answers.insert(0, _full_benchmark(v, n_items))
+    elif v.graded is not None:
+        answers.insert(0, _graded_full_benchmark(v))
     v.answers = answers
+    v.estimand_text = (
+        f"the full-benchmark answer is about {estimand_sentence('generalized', n_items)}, as in "
+        f"`evaluate` with a baseline and the leaderboard; the subset answers ask whether a random "
+        f"subset orders the pair as these {n_items} items do"
+    )
     return v

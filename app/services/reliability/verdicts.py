@@ -28,25 +28,29 @@ from app.core.reliability.planning import plan as core_plan
 from app.core.reliability.planning import verdict as core_verdict
 from app.core.results import MDADResult, Verdict
 from app.core.selectors import SELECTORS
+from app.core.sequential.cost import random_subset_cost
 from app.db.models.benchmark import BenchmarkVersion
 from app.errors import Conflict, InvalidInput, NotFound
 from app.schemas.subsets import (
     PairedOutcomePublic,
     PlanPublic,
+    SubsetCost,
     SubsetVerdictPublic,
     VerdictPublic,
 )
+from app.services.catalog.benchmarks import get_version, predicted_item_costs
 from app.services.catalog.matrices import (
     FullMatrix,
     fresh_matrix,
     full_matrix,
     model_row,
     on_matrix_reload,
+    score_row,
 )
 from app.services.limits.children import Shared
 from app.services.limits.expensive import EXPENSIVE
 from app.services.platform.caching import MB, BoundedCache, SingleFlight, memoized
-from app.services.reliability import verdict_story
+from app.services.reliability import graded_verdicts, verdict_story
 from app.services.reliability.paired import check_min_discordant, paired_public, significance
 from app.services.selection import drift
 from app.services.selection.subsets import get_subset
@@ -160,14 +164,16 @@ def pair_verdict(
             message="same as model_a",
         )
     fm = full_matrix(session, version_id)
-    a = model_row(fm, model_a, "model_a")
-    b = model_row(fm, model_b, "model_b")
     if size > fm.n_items:
         raise InvalidInput(
             f"size {size} exceeds the benchmark's {fm.n_items} items",
             field="size",
             message=f"at most {fm.n_items}",
         )
+    if fm.graded and (model_a not in fm.rows or model_b not in fm.rows):
+        return _graded_pair_verdict(session, fm, model_a, model_b, size, method, threshold)
+    a = model_row(fm, model_a, "model_a")
+    b = model_row(fm, model_b, "model_b")
     pair = fm.correct[[a, b]]
     paired = paired_public(pair[0], pair[1], min_discordant)
     ref = version_ref(session, version_id)
@@ -189,6 +195,34 @@ def pair_verdict(
     public.basis_note = verdict_story.basis_note(v.basis, runs=stored.runs)
     verdict_story.tell(public, ref, fm.n_items)
     public.warnings = drift.pair_warnings(session, version_id, model_a, model_b)
+    return public
+
+
+def _graded_pair_verdict(
+    session: Session,
+    fm: FullMatrix,
+    model_a: str,
+    model_b: str,
+    size: int,
+    method: str,
+    threshold: float,
+) -> VerdictPublic:
+    """A pair with graded scores (:mod:`app.services.reliability.graded_verdicts`)."""
+    a = score_row(fm, model_a, "model_a")
+    b = score_row(fm, model_b, "model_b")
+    ref = version_ref(session, fm.version_id)
+    if method not in EXACT_METHODS:
+        raise Conflict(
+            f"model {model_a if model_a not in fm.rows else model_b!r} has graded scores; "
+            f"verdicts of method {method!r} are read from an analysis' 0/1 agreement curves. "
+            f"Use --method random (simulated for graded scores), or a fixed subset's verdict "
+            f"(`benchslice verdict --subset SUBSET ...`)",
+            field="method",
+            message="graded scores: use method random",
+        )
+    public = graded_verdicts.graded_verdict(fm, a, b, model_a, model_b, size, threshold)
+    verdict_story.tell(public, ref, fm.n_items)
+    public.warnings = drift.pair_warnings(session, fm.version_id, model_a, model_b)
     return public
 
 
@@ -322,6 +356,8 @@ def plan_size(
             "model_a and model_b must differ", field="model_b", message="same as model_a"
         )
     fm_all = full_matrix(session, version_id)
+    if fm_all.graded and method in EXACT_METHODS:
+        return _graded_plan(fm_all, gap, probability, model_a, model_b, alpha, power)
     rows = None
     if model_a is not None and model_b is not None:
         rows = (model_row(fm_all, model_a, "model_a"), model_row(fm_all, model_b, "model_b"))
@@ -359,6 +395,58 @@ def plan_size(
         size=size,
         basis=basis,  # type: ignore[arg-type]
         evidence=evidence,
+        significance=sig,
+        cost=[] if size is None else plan_costs(session, version_id, int(size)),
+    )
+
+
+def plan_costs(session: Session, version_id: uuid.UUID, size: int) -> list[SubsetCost]:
+    """Expected cost (and spread over random subsets) of ``size`` items, per stored unit."""
+    version = get_version(session, version_id)
+    out = []
+    for unit, per_item, sources in predicted_item_costs(session, version):
+        mean, sd = random_subset_cost(per_item, min(size, per_item.size))
+        out.append(
+            SubsetCost(
+                unit=unit,  # type: ignore[arg-type]
+                expected=mean,
+                sd=sd,
+                source="predicted from stored models (" + ", ".join(sources) + "): per item "
+                "the median over models; spread over random subsets of this size",
+            )
+        )
+    return out
+
+
+def _graded_plan(
+    fm: FullMatrix,
+    gap: float,
+    probability: float,
+    model_a: str | None,
+    model_b: str | None,
+    alpha: float,
+    power: float,
+) -> PlanPublic:
+    """The plan of a benchmark with graded scores: simulated MDADs over every full-coverage
+    model (:func:`app.services.reliability.graded_verdicts.graded_plan`)."""
+    assert fm.score_rows is not None
+    if len(fm.score_rows) < 2:
+        raise Conflict(
+            "planning needs at least two models with results on every item; push another "
+            "(`benchslice push --benchmark NAME PATH`)"
+        )
+    rows = None
+    if model_a is not None and model_b is not None:
+        rows = (score_row(fm, model_a, "model_a"), score_row(fm, model_b, "model_b"))
+    sig = graded_verdicts.graded_significance(fm, gap, alpha=alpha, power=power, rows=rows)
+    size, cells = graded_verdicts.graded_plan(fm, gap, probability)
+    return PlanPublic(
+        gap=gap,
+        method="random",
+        probability=probability,
+        size=size,
+        basis="simulated",
+        evidence=graded_verdicts.plan_evidence(fm, cells),
         significance=sig,
     )
 
@@ -435,12 +523,18 @@ def subset_verdict(
             message="same as model_a",
         )
     fm = full_matrix(session, row.benchmark_version_id)
-    a = model_row(fm, model_a, "model_a")
-    b = model_row(fm, model_b, "model_b")
+    if fm.graded and (model_a not in fm.rows or model_b not in fm.rows):
+        assert fm.scores is not None
+        a, b = score_row(fm, model_a, "model_a"), score_row(fm, model_b, "model_b")
+        pair_rows = fm.scores[[a, b]].astype(np.float64)
+    else:
+        a, b = model_row(fm, model_a, "model_a"), model_row(fm, model_b, "model_b")
+        pair_rows = fm.correct[[a, b]].astype(np.float64)
     idx = np.frombuffer(row.indices, dtype="<i8")
     w = np.frombuffer(row.weights, dtype="<f8")
-    est = fm.correct[[a, b]][:, idx].astype(np.float64) @ w
-    gap = float(fm.accuracy[a] - fm.accuracy[b])
+    est = pair_rows[:, idx] @ w
+    full_acc = pair_rows.mean(axis=1)
+    gap = float(full_acc[0] - full_acc[1])
     d_est = float(est[0] - est[1])
     same = bool(np.copysign(1.0, d_est) == np.copysign(1.0, gap) and d_est != 0)
     fresh = None
@@ -461,8 +555,8 @@ def subset_verdict(
         subset_id=row.id,
         model_a=model_a,
         model_b=model_b,
-        full_accuracy_a=float(fm.accuracy[a]),
-        full_accuracy_b=float(fm.accuracy[b]),
+        full_accuracy_a=float(full_acc[0]),
+        full_accuracy_b=float(full_acc[1]),
         gap=gap,
         subset_estimate_a=float(est[0]),
         subset_estimate_b=float(est[1]),
@@ -479,6 +573,7 @@ def subset_verdict(
 
 
 def clear_caches() -> None:
+    graded_verdicts.clear_caches()
     for cache in (_MDADS, _VERDICTS):
         cache.clear()
     _exact_verdict.cache_clear()  # type: ignore[attr-defined]

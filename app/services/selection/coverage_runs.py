@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from app.core.scoring.coverage import coverage_study
 from app.core.selectors import SELECTORS
+from app.core.selectors.dpp import guaranteed_size
 from app.db.models import Job
 from app.db.repositories.jobs import JobRepository
 from app.errors import InvalidInput
@@ -68,7 +69,7 @@ def validate_params(params: dict[str, Any], *, pre: tuple = ("params",)) -> dict
     """``version_id`` (required), ``methods``, ``sizes``, ``repeats`` (422 naming the field,
     under ``pre``: ``params`` for ``POST /v1/jobs``, nothing for the benchmark's own route)."""
     params = dict(params)
-    unknown = sorted(set(params) - {"version_id", "methods", "sizes", "repeats"})
+    unknown = sorted(set(params) - {"version_id", "methods", "sizes", "repeats", "extrapolation"})
     if unknown:
         raise InvalidInput("unknown parameter", field=(*pre, unknown[0]))
     try:
@@ -96,12 +97,18 @@ def validate_params(params: dict[str, Any], *, pre: tuple = ("params",)) -> dict
         raise InvalidInput(
             f"repeats: expected an integer in [1, {MAX_REPEATS}]", field=(*pre, "repeats")
         )
-    return {
+    extrapolation = params.get("extrapolation", False)
+    if not isinstance(extrapolation, bool):
+        raise InvalidInput("extrapolation: expected true or false", field=(*pre, "extrapolation"))
+    out = {
         "version_id": str(vid),
         "methods": sorted(set(methods), key=methods.index),
         "sizes": sizes,
         "repeats": int(repeats),
     }
+    if extrapolation:  # issue 38 (absent when false: earlier requests keep their parameters)
+        out["extrapolation"] = True
+    return out
 
 
 def _population(session: Session, version_id: uuid.UUID):
@@ -124,6 +131,15 @@ def request_run(
             f"sizes: {too_big[0]} is not below the benchmark's {version.n_items} items",
             field="sizes",
         )
+    if "dpp" in clean["methods"]:  # its trimming drops items: refuse what would fail
+        cap = guaranteed_size(version.n_items)
+        over = [s for s in clean["sizes"] if s > cap]
+        if over:
+            raise InvalidInput(
+                f"sizes: {over[0]} is above the {cap} items the DPP always draws from "
+                f"{version.n_items} (its 1%/99% trimming drops the rest)",
+                field="sizes",
+            )
     correct, _ = _population(session, version.id)
     if correct.shape[0] < MIN_MODELS:
         raise InvalidInput(
@@ -149,19 +165,30 @@ def run_coverage(session: Session, job: Job, ctx: job_service.JobContext) -> Non
     if m < MIN_MODELS:
         raise ValueError(f"only {m} models with full results (need {MIN_MODELS})")
     n_targets = min(MAX_TARGETS, max(2, m // 4))
-    ctx.progress(0, 1)
-    table = coverage_study(
-        correct,
-        params["methods"],
-        [s for s in params["sizes"] if s < version.n_items],
-        repeats=params["repeats"],
-        n_sources=m - n_targets,
-        n_targets=n_targets,
-        subtasks=subtasks,
-        seed=int(job.seed),
-    )
-    ctx.progress(1, 1)
-    rows = [{k: _finite(getattr(r, k)) for k in ROW_FIELDS} for r in table.rows if r.cases > 0]
+    splits = [
+        "random",
+        *(["weak_to_strong", "strong_to_weak"] if params.get("extrapolation") else []),
+    ]
+    rows = []
+    for i, split in enumerate(splits):  # issue 38: the extrapolation splits after the usual one
+        ctx.progress(i, len(splits))
+        table = coverage_study(
+            correct,
+            params["methods"],
+            [s for s in params["sizes"] if s < version.n_items],
+            repeats=params["repeats"],
+            n_sources=m - n_targets,
+            n_targets=n_targets,
+            subtasks=subtasks,
+            seed=int(job.seed),
+            split=split,
+        )
+        rows += [
+            {**{k: _finite(getattr(r, k)) for k in ROW_FIELDS}, "split": split}
+            for r in table.rows
+            if r.cases > 0
+        ]
+    ctx.progress(len(splits), len(splits))
     job.result = {
         "version_id": str(version.id),
         "seed": int(job.seed),

@@ -14,10 +14,11 @@ from dataclasses import replace
 
 import numpy as np
 
+from app.core.estimation.bounded import betting_interval, pass_at_k
 from app.core.estimation.stats import repeated_samples_estimate
 from app.core.results import Selection
 from app.ingest import ParsedResults
-from app.schemas.quality import RepeatedSamplesPublic
+from app.schemas.quality import PassAtKPublic, RepeatedSamplesPublic
 from app.schemas.subsets import EstimatePublic
 
 ESTIMATOR = "repeated_samples"
@@ -46,6 +47,12 @@ def repeated_block(
         )
         within = align(carrier)
     est = repeated_samples_estimate(y, k, within_variance=within, n_population=n_items)
+    counts = np.full(y.shape, k, dtype=np.float64)
+    if parsed.sample_counts is not None:
+        carrier = replace(
+            parsed, correct=np.asarray(parsed.sample_counts, np.float64), confidence=None
+        )
+        counts = np.asarray(align(carrier), dtype=np.float64)
     uniform = bool(np.allclose(selection.weights, 1.0 / selection.size))
     return RepeatedSamplesPublic(
         k=k,
@@ -62,7 +69,36 @@ def repeated_block(
         note=None
         if uniform
         else "weighted subset: the estimators' intervals apply; only the variance split is given",
+        pass_at_k=pass_at_k_block(y, counts) if uniform else [],
     )
+
+
+def pass_at_k_block(means: np.ndarray, counts: np.ndarray) -> list[PassAtKPublic]:
+    """pass@k for k = 1, 2, 4, ... up to the fewest samples of an item, when the samples are
+    0/1 (``mean x n_i`` whole numbers): each item one cluster, its unbiased pass@k the value."""
+    correct = means * counts
+    if counts.min() < 1 or np.abs(correct - np.round(correct)).max() > 1e-3:
+        return []
+    c = np.round(correct)
+    n_items = means.shape[0]
+    out = []
+    k = 1
+    while k <= counts.min():  # log2(K) values of k
+        per_item = pass_at_k(counts, c, k)
+        sd = float(per_item.std(ddof=1)) if n_items > 1 else 0.0
+        lo, hi = betting_interval(per_item)
+        out.append(
+            PassAtKPublic(
+                k=k,
+                value=float(per_item.mean()),
+                se=sd / np.sqrt(n_items),
+                ci_low=float(lo[0]),
+                ci_high=float(hi[0]),
+                var_items=sd**2,
+            )
+        )
+        k *= 2
+    return out
 
 
 def repeated_estimate(block: RepeatedSamplesPublic | None) -> list[EstimatePublic]:

@@ -27,11 +27,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import stats as _st
 from sqlalchemy.orm import Session
 
+from app.core.estimation.bounded import betting_interval, sign_flip_test
 from app.core.estimation.intervals import SMALL_N_METHODS, ReferenceCalibration
 from app.core.estimation.irt_estimates import item_bank
-from app.core.estimation.stats import compare_to_baseline
+from app.core.estimation.stats import compare_to_baseline, fpc
+from app.core.estimation.weighted import PROBABILITY_DESIGNS
 from app.core.reliability.mdad import DEFAULT_THRESHOLD
 from app.core.results import Selection
 from app.core.scoring.score_models import (
@@ -42,6 +45,7 @@ from app.core.scoring.score_models import (
     size_needed_for_gap,
     weighted_paired_comparison,
 )
+from app.core.scoring.support import PERSON_FIT_LIMIT, score_outside
 from app.db.models.subset import Subset, SubsetScore
 from app.errors import FieldIssue, InvalidInput
 from app.ingest import ParsedResults
@@ -52,12 +56,12 @@ from app.schemas.subsets import (
     SubsetScorePublic,
 )
 from app.services.catalog.benchmarks import get_version, item_index
-from app.services.catalog.matrices import FullMatrix, full_matrix, model_row
+from app.services.catalog.matrices import FullMatrix, full_matrix, model_row, score_row
 from app.services.platform.caching import MB, BoundedCache
-from app.services.selection import drift, repeats
+from app.services.selection import drift, extrapolation, repeats
 from app.services.selection.subsets import get_subset, to_selection
 
-PERSON_FIT_LIMIT = -2.0
+SIGN_FLIP_SEED = 35  # seed of a Monte Carlo sign-flip test (stored in the answer's test name)
 REFERENCE_CACHE_BYTES = 64 * MB
 
 
@@ -164,9 +168,16 @@ def reference_rows(fm: FullMatrix, row: Subset) -> list[int]:
     """Rows of the subset's source models with full results (every such model when the method
     records none)."""
     names = list(row.source_models or [])
+    rows = fm.score_rows if fm.score_rows is not None else fm.rows  # graded: every full model
     if names:
-        return [fm.rows[n] for n in names if n in fm.rows]
-    return list(range(fm.correct.shape[0]))
+        return [rows[n] for n in names if n in rows]
+    return list(range(len(rows)))
+
+
+def reference_matrix(fm: FullMatrix) -> np.ndarray:
+    """The matrix :func:`reference_rows` index: every full-coverage model's scores on a graded
+    benchmark (issue 35), else the 0/1 matrix."""
+    return fm.scores if fm.scores is not None else fm.correct
 
 
 def references(fm: FullMatrix, row: Subset, selection: Selection) -> References:
@@ -176,7 +187,7 @@ def references(fm: FullMatrix, row: Subset, selection: Selection) -> References:
     if hit is not None:
         return hit
     rows = reference_rows(fm, row)
-    ref = fm.correct[rows]  # a copy (fancy indexing) of the uint8 matrix
+    ref = reference_matrix(fm)[rows]  # a copy (fancy indexing) of the matrix
     ref.setflags(write=False)
     values = reference_estimates(selection, ref) if len(rows) else {}
     for v in values.values():
@@ -238,6 +249,7 @@ def population_shift(
             )
         if lz < PERSON_FIT_LIMIT:
             reasons.append(f"poor person fit (l_z = {lz:.2f} < {PERSON_FIT_LIMIT})")
+        reasons += _score_range(session, row, selection, y)[0]  # issue 38: the third sign
         return PopulationShift(
             checked="irt_ability_and_person_fit",
             flagged=bool(reasons),
@@ -249,29 +261,37 @@ def population_shift(
                 "person_fit_lz": lz,
             },
         )
-    fm = full_matrix(session, row.benchmark_version_id)
-    rows = reference_rows(fm, row)
-    details: dict[str, Any] = {"reference_models": len(rows)}
-    value = float(y @ selection.weights)
-    details["subset_estimate"] = value
-    if not rows:
+    reasons, details = _score_range(session, row, selection, y)
+    if not details["reference_models"]:
         return PopulationShift(
             checked="none",
             flagged=False,
             reasons=["no reference models with full results"],
             details=details,
         )
-    ref = fm.correct[rows][:, selection.indices].astype(np.float64) @ selection.weights
-    lo, hi = float(ref.min()), float(ref.max())
-    details.update({"reference_min": lo, "reference_max": hi})
-    reasons = []
-    if value < lo or value > hi:
-        reasons.append(
-            f"subset estimate {value:.3f} outside the reference models' range [{lo:.3f}, {hi:.3f}]"
-        )
     return PopulationShift(
         checked="accuracy_range", flagged=bool(reasons), reasons=reasons, details=details
     )
+
+
+def _score_range(
+    session: Session, row: Subset, selection: Selection, y: np.ndarray
+) -> tuple[list[str], dict[str, Any]]:
+    """A subset score no source model reached: ``(reasons, details)``."""
+    fm = full_matrix(session, row.benchmark_version_id)
+    rows = reference_rows(fm, row)
+    value = float(y @ selection.weights)
+    details: dict[str, Any] = {"reference_models": len(rows), "subset_estimate": value}
+    if not rows:
+        return [], details
+    ref = reference_matrix(fm)[rows][:, selection.indices].astype(np.float64) @ selection.weights
+    outside, lo, hi = score_outside([value], ref)
+    details.update({"reference_min": lo, "reference_max": hi})
+    if not outside[0]:
+        return [], details
+    return [
+        f"subset estimate {value:.3f} outside the reference models' range [{lo:.3f}, {hi:.3f}]"
+    ], details
 
 
 def baseline_comparison(
@@ -282,13 +302,10 @@ def baseline_comparison(
     baseline: str,
     threshold: float,
 ) -> BaselineComparison:
-    if not np.all((y == 0) | (y == 1)):
-        raise InvalidInput(
-            "a baseline comparison needs 0/1 results",
-            field="baseline",
-            message="the uploaded results are not 0/1",
-        )
     fm = full_matrix(session, row.benchmark_version_id)
+    graded = not np.all((y == 0) | (y == 1)) or (fm.graded and baseline not in fm.rows)
+    if graded:
+        return graded_baseline(fm, selection, y, baseline, threshold)
     b = model_row(fm, baseline, "baseline")
     base_full = fm.correct[b].astype(np.float64)
     k, n_items = selection.size, fm.n_items
@@ -310,6 +327,75 @@ def baseline_comparison(
         size_needed=needed,
         large_enough=needed is not None and k >= needed,
         threshold=threshold,
+    )
+
+
+def graded_baseline(
+    fm: FullMatrix, selection: Selection, y: np.ndarray, baseline: str, threshold: float
+) -> BaselineComparison:
+    """The comparison with a baseline when either side's scores are graded (issue 35).
+
+    ``d_i = y_i - b_i`` on the subset's items: the estimate and SE of
+    :func:`app.core.estimation.stats.compare_to_baseline` (weighted:
+    :func:`app.core.estimation.weighted.weighted_paired_comparison`), the paired sign-flip
+    permutation test in place of McNemar, and for a uniform random subset the betting interval
+    of the full-benchmark difference (of ``(d + 1) / 2``, finite-population). ``size_needed``
+    is the normal-approximation size ``Φ(|d̄| / SE_n) >= threshold`` (the 0/1 exact answer
+    needs discordant counts).
+    """
+    if fm.scores is not None and baseline in (fm.score_rows or {}):
+        base_full = fm.scores[score_row(fm, baseline, "baseline")].astype(np.float64)
+    else:
+        base_full = fm.correct[model_row(fm, baseline, "baseline")].astype(np.float64)
+    k, n_items = selection.size, fm.n_items
+    idx = np.asarray(selection.indices, dtype=np.int64)
+    d = y - base_full[idx]
+    uniform = bool(np.allclose(selection.weights, 1.0 / k))
+    if uniform:
+        mean = float(d.mean())
+        se = float(d.std(ddof=1) / np.sqrt(k) * np.sqrt(fpc(k, n_items))) if k > 1 else 0.0
+    else:
+        w = np.asarray(selection.weights, dtype=np.float64)
+        mean = float(w @ d / w.sum())
+        ss = float(np.sum(w**2 * (d - mean) ** 2)) / w.sum() ** 2
+        se = float(np.sqrt(fpc(k, n_items) * ss * k / (k - 1))) if k > 1 else 0.0
+    p_better = (
+        float(_st.norm.cdf(mean / se))
+        if se > 0
+        else (1.0 if mean > 0 else 0.0 if mean < 0 else 0.5)
+    )
+    test = sign_flip_test(d, seed=SIGN_FLIP_SEED)
+    ci_low = ci_high = None
+    if uniform and selection.method in PROBABILITY_DESIGNS:
+        lo, hi = betting_interval((d + 1.0) / 2.0, n_items)
+        ci_low, ci_high = float(2 * lo[0] - 1), float(2 * hi[0] - 1)
+    needed = None
+    sd = float(d.std(ddof=1)) if k > 1 else 0.0
+    if mean != 0 and sd > 0:
+        n0 = (float(_st.norm.ppf(threshold)) * sd / abs(mean)) ** 2
+        needed = int(min(n_items, np.ceil(n0 / (1.0 + (n0 - 1.0) / n_items))))
+    elif mean != 0:
+        needed = 1
+    return BaselineComparison(
+        baseline=baseline,
+        baseline_full_accuracy=float(base_full.mean()),
+        p_better=p_better,
+        mean_diff=mean,
+        se=se,
+        n_shared=k,
+        n_new_only=int(np.count_nonzero(d > 0)),
+        n_baseline_only=int(np.count_nonzero(d < 0)),
+        mcnemar_p=None,
+        size_needed=needed,
+        large_enough=needed is not None and k >= needed,
+        threshold=threshold,
+        test="sign_flip_exact" if test.method == "exact" else "sign_flip_monte_carlo",
+        p_value=test.p_value,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        note="graded scores: paired sign-flip permutation test (McNemar needs 0/1); "
+        "n_new_only / n_baseline_only count items where the new model scores higher / lower"
+        + ("; betting interval for the full-benchmark difference" if ci_low is not None else ""),
     )
 
 
@@ -351,6 +437,12 @@ def score_model(
     cmp = None
     if baseline is not None:
         cmp = baseline_comparison(session, row, selection, y, baseline, threshold)
+    answer, reason = extrapolation.choose_answer(
+        estimates,
+        shift,
+        benchmark=f"{version.benchmark.name}@v{version.version}",
+        size=max(50, selection.size),
+    )
     score = SubsetScore(
         subset_id=row.id,
         model_name=model_name,
@@ -371,6 +463,8 @@ def score_model(
         estimates=estimates,
         baseline=cmp,
         population_shift=shift,
+        answer=answer,
+        answer_reason=reason,
         created_at=score.created_at,
         repeated_samples=repeated,
         warnings=warnings,

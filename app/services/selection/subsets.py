@@ -34,6 +34,7 @@ from sqlalchemy.orm import Session
 from app.core.results import Selection
 from app.core.scoring.crossfit import crossfit_applies, with_out_of_fold
 from app.core.selectors import SELECTORS, make_selector
+from app.core.selectors.dpp import guaranteed_size
 from app.db.models.benchmark import BenchmarkVersion
 from app.db.models.job import Job
 from app.db.models.subset import Subset
@@ -45,7 +46,7 @@ from app.schemas.subsets import (
     SubsetProvenance,
     SubsetPublic,
 )
-from app.services.catalog.benchmarks import get_version, item_index
+from app.services.catalog.benchmarks import get_version, item_index, subset_costs
 from app.services.catalog.matrices import doc_ids
 from app.services.catalog.results import load_matrix
 from app.services.platform import jobs as job_service
@@ -59,7 +60,7 @@ ID_LENGTH = 64  # sha256 hex
 MIN_ID_PREFIX = 6  # shortest prefix resolved (the CLI and the pages show 12)
 PREFIX_CANDIDATES = 10  # candidates listed for an ambiguous prefix
 _HEX = re.compile(r"[0-9a-f]+")
-ExportFormat = Literal["json", "ids", "csv", "lm-eval"]
+ExportFormat = Literal["json", "ids", "csv", "lm-eval", "inspect"]
 _SUBSET_ADAPTER: TypeAdapter[Any] = TypeAdapter(SubsetCreate)
 
 
@@ -150,6 +151,16 @@ def resolve_request(
             field="size",
             message=f"at most {left}",
         )
+    if method == "dpp":  # its trimming drops items: refuse what would fail in the job
+        candidates = version.n_items - (excluded.size if excluded is not None else 0)
+        cap = guaranteed_size(candidates)
+        if size > cap:
+            raise InvalidInput(
+                f"size {size}: the DPP draws at most {cap} of {candidates} items (its 1%/99% "
+                "trimming of up to 4 components drops the rest)",
+                field="size",
+                message=f"at most {cap} for method dpp",
+            )
     names: list[str] = []
     keys: list[tuple[uuid.UUID, str]] = []
     if SELECTORS[method].uses_sources:
@@ -497,6 +508,7 @@ MEDIA_TYPES: dict[str, str] = {
     "ids": "application/json",
     "csv": "text/csv; charset=utf-8",
     "lm-eval": "application/json",
+    "inspect": "application/json",
 }
 
 
@@ -508,7 +520,9 @@ def render(public: SubsetPublic, fmt: ExportFormat) -> bytes:
     * ``csv``: ``item_id,doc_id,position,subtask,weight``;
     * ``lm-eval``: ``{task: [doc_id, ...]}`` with doc ids sorted, the JSON accepted by
       ``lm_eval --samples`` (task = the item's subtask, which is the lm-eval task name for
-      benchmarks created from sample logs).
+      benchmarks created from sample logs);
+    * ``inspect``: ``{task: [sample_id, ...]}``, the ids for ``inspect eval --sample-id`` per
+      task (an item ``{task}/{id}`` of a benchmark made from Inspect logs is sample ``id``).
     """
     if fmt == "json":
         return public.model_dump_json().encode()
@@ -523,6 +537,13 @@ def render(public: SubsetPublic, fmt: ExportFormat) -> bytes:
             item_id, subtask = safe_text(it.item_id), safe_text(it.subtask)
             writer.writerow([item_id, it.doc_id, it.position, subtask, repr(it.weight)])
         return buf.getvalue().encode()
+    if fmt == "inspect":
+        samples: dict[str, list[str]] = {}
+        for it in public.items:
+            prefix = f"{it.subtask}/"
+            sid = it.item_id[len(prefix) :] if it.item_id.startswith(prefix) else it.item_id
+            samples.setdefault(it.subtask, []).append(sid)
+        return json.dumps(dict(sorted(samples.items()))).encode()
     tasks: dict[str, list[int]] = {}
     for it in public.items:
         tasks.setdefault(it.subtask, []).append(it.doc_id)
@@ -569,6 +590,11 @@ def rendered_subset(session: Session, sid: str, fmt: ExportFormat) -> bytes:
         _RENDERED.put(key, (data, now))
         return data
     row = get_subset(session, sid)
-    data = render(to_public(row, get_version(session, row.benchmark_version_id)), fmt)
+    version = get_version(session, row.benchmark_version_id)
+    public = to_public(row, version)
+    if fmt == "json":
+        positions = np.array([it.position for it in public.items], dtype=np.int64)
+        public = public.model_copy(update={"cost": subset_costs(session, version, positions)})
+    data = render(public, fmt)
     _RENDERED.put(key, (data, now))
     return data

@@ -5,7 +5,7 @@ benchmarks with margins ``delta_k >= 0`` and answers PASS (``A`` is no worse tha
 than ``delta_k`` on every benchmark; with ``rule="no_regression_and_one_better"`` also better on
 at least one), FAIL (naming the regressed benchmarks) or INCONCLUSIVE (budget spent first).
 
-Tests per benchmark (:mod:`app.core.sequential.one_sided`), with ``m_k = B_k - delta_k``:
+Tests per benchmark (:mod:`app.core.sequential.gating.one_sided`), with ``m_k = B_k - delta_k``:
 
 * ``noninferior``: lower test at ``m_k``, level ``alpha`` (no correction for ``K``: a wrong PASS
   needs a miss on a benchmark with ``Delta_k <= -delta_k``, whatever the others do — the
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.core.sequential.one_sided import (
+from app.core.sequential.gating.one_sided import (
     LOWER,
     UPPER,
     GridTrack,
