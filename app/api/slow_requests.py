@@ -268,7 +268,7 @@ def install_header_deadline(seconds: float) -> bool:
 
     config = uvicorn_server_config()
     if config is None or not hasattr(config, "http_protocol_class"):
-        log.warning("not served by uvicorn: the request-header deadline is the server's own")
+        log.info("not served by uvicorn: the request-header deadline is the server's own")
         return False
     config.http_protocol_class = with_header_deadline(config.http_protocol_class, seconds)
     return True

@@ -78,9 +78,15 @@ def test_eval_and_json_logs_store_what_inspects_reader_reads(client: TestClient)
         body = r.json()
         assert body["model"]["name"] == f"mockllm/{model}" and body["n_items"] == 8
         stored[f"mockllm/{model}"] = _reader_means(path, "match")
-    # the JSON log of alpha is the same evaluation: stored again, nothing changes
+    # the JSON log of alpha is another run with the same answers: the same scores, other
+    # costs (working time), so it differs from what is stored (409) and replaces it on request
     r = client.post(url, files=_files((ARITH_JSON.name, ARITH_JSON.read_bytes())))
-    assert r.status_code == 200 and r.json()["status"] == "unchanged", r.text
+    assert r.status_code == 409, r.text
+    r = client.post(
+        url, params={"replace": "true"}, files=_files((ARITH_JSON.name, ARITH_JSON.read_bytes()))
+    )
+    assert r.status_code == 200 and r.json()["status"] == "replaced", r.text
+    assert r.json()["accuracy"] == pytest.approx(np.mean(list(stored["mockllm/alpha"].values())))
     m = _matrix(client, bench["id"])
     assert m["item_ids"].tolist() == [f"arith/q{k}" for k in range(8)]
     assert set(m["subtasks"].tolist()) == {"arith"}

@@ -145,7 +145,9 @@ def test_evaluate_runs_inspect_eval_until_it_decides(
     assert all(i.startswith("s") for i in ids.split(","))
 
     command = _gate_run(inspect_bin, "--sample-id {sample_ids} --log-dir {output}")
+    # estimand benchmark: accuracy on these 40 items, decidable before the last one
     args = ["-b", "insp-gate", "-m", "mock/candidate", "--baseline", "org/weak", "--batch", "8"]
+    args += ["--estimand", "benchmark"]
     run = cli(
         "evaluate",
         *args,
