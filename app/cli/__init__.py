@@ -15,6 +15,7 @@ module                                    commands
 :mod:`app.cli.analyses`                   ``analyze``
 :mod:`app.cli.leaderboard`                ``leaderboard``
 :mod:`app.cli.sessions`                   ``evaluate``, ``sessions``, ``simulate`` (no server)
+:mod:`app.cli.gates`                      ``gate`` (``--offline``: no server)
 :mod:`app.cli.keys`                       ``keys create|list|rotate|grant|revoke``,
                                           ``projects create|list|set-public`` (local admin)
 :mod:`app.cli.benchmarks`                 ``benchmarks list|show|items|coverage``, ``jobs get|wait|cancel``
@@ -30,6 +31,7 @@ from app.cli import (
     analyses,
     audit,
     benchmarks,
+    gates,
     keys,
     leaderboard,
     offline,
@@ -68,6 +70,7 @@ app.command("plan")(verdicts.plan)
 app.command("analyze")(analyses.analyze)
 app.command("leaderboard")(leaderboard.leaderboard)
 app.command("evaluate")(sessions.evaluate)
+app.command("gate")(gates.gate)
 app.command("sessions")(sessions.sessions)
 app.command("audit")(audit.audit)
 benchmarks.benchmarks_app.command("restore")(audit.restore)

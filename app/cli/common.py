@@ -30,7 +30,18 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+EXIT_PASS = 0
+EXIT_INCONCLUSIVE = 1
 EXIT_ERROR = 2
+EXIT_REGRESSION = 3
+#: The one exit-code table of ``gate`` (and the CI contract of ``docs/ci.md``): a decided
+#: regression and an inconclusive answer never exit 0.
+EXIT_CODES = {
+    "pass": EXIT_PASS,
+    "inconclusive": EXIT_INCONCLUSIVE,
+    "error": EXIT_ERROR,
+    "regression": EXIT_REGRESSION,
+}
 ALL_METHODS = "random,subtask_stratified,confidence_stratified,anchor_points,tiny_benchmarks,dpp"
 
 UrlOpt = typer.Option(

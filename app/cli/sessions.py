@@ -16,6 +16,7 @@ import typer
 
 from app.cli.common import (
     EXIT_ERROR,
+    EXIT_REGRESSION,
     ApiKeyOpt,
     JsonOpt,
     UrlOpt,
@@ -133,7 +134,11 @@ def evaluate(
     baseline: str | None = typer.Option(
         None, "--baseline", help="A model with full results on the benchmark (goal decide)"
     ),
-    goal: str = typer.Option("decide", "--goal", help="decide | precision"),
+    goal: str = typer.Option(
+        "decide",
+        "--goal",
+        help="decide | precision | noninferior (needs --margin) | superior (one-sided goals)",
+    ),
     estimand: str | None = typer.Option(
         None,
         "--estimand",
@@ -149,7 +154,9 @@ def evaluate(
         "Default: assisted when the benchmark has >= 10 models with full results, else random",
     ),
     alpha: float = typer.Option(0.05, "--alpha", help="Error level"),
-    margin: float | None = typer.Option(None, "--margin", help="Equivalence margin (decide)"),
+    margin: float | None = typer.Option(
+        None, "--margin", help="Equivalence margin (decide); the margin of noninferior / superior"
+    ),
     precision: float | None = typer.Option(None, "--precision", help="Target half-width"),
     batch: int = typer.Option(10, "--batch", min=1, help="Items per batch"),
     max_items: int | None = typer.Option(None, "--max-items", min=1, help="Default: all"),
@@ -193,7 +200,9 @@ def evaluate(
     estimate, interval). The command's own output goes to stderr, so with `--json` stdout is
     the final session alone. A failed batch leaves the session open: `--session ID` resumes it
     from that batch (a resent batch is never applied twice). Exit 0 when decided (or precise
-    enough), 1 when `--max-items` or a budget (`--max-cost`, `--max-tokens`) ran out first, 2 on errors (and for an abandoned session).
+    enough) and not worse, 1 when `--max-items` or a budget (`--max-cost`, `--max-tokens`) ran
+    out first (inconclusive), 2 on errors (and for an abandoned session), 3 when decided worse
+    than the baseline (a regression).
 
     Example:
 
@@ -226,8 +235,8 @@ def evaluate(
         raise typer.BadParameter("give exactly one of --run and --answers", param_hint="--run")
     if answers is not None and answers_model is None:
         raise typer.BadParameter("--answers needs --answers-model", param_hint="--answers-model")
-    if goal not in ("decide", "precision"):
-        raise typer.BadParameter("decide | precision", param_hint="--goal")
+    if goal not in ("decide", "precision", "noninferior", "superior"):
+        raise typer.BadParameter("decide | precision | noninferior | superior", param_hint="--goal")
     if estimand is not None and estimand not in ("benchmark", "generalized"):
         raise typer.BadParameter("benchmark | generalized", param_hint="--estimand")
     if policy is not None and policy not in ("random", "assisted", "neyman", "fluid"):
@@ -292,6 +301,8 @@ def evaluate(
         write_summary(summary, session_summary(s, base))
     if s.state == "exhausted":
         raise typer.Exit(EXIT_EXHAUSTED)
+    if s.decision in ("worse", "regressed", "not_superior", "on_margin"):  # never exit 0
+        raise typer.Exit(EXIT_REGRESSION)
 
 
 def sessions(
@@ -365,7 +376,11 @@ def simulate(
     orders: int = typer.Option(1, "--orders", min=1, help="Independent replays per pair"),
     alpha: float = typer.Option(0.05, "--alpha"),
     batch: int = typer.Option(10, "--batch", min=1),
-    goal: str = typer.Option("decide", "--goal", help="decide | precision"),
+    goal: str = typer.Option(
+        "decide",
+        "--goal",
+        help="decide | precision | noninferior (needs --margin) | superior (one-sided goals)",
+    ),
     margin: float | None = typer.Option(None, "--margin"),
     precision: float | None = typer.Option(None, "--precision"),
     max_items: int | None = typer.Option(None, "--max-items", min=1),

@@ -30,7 +30,7 @@ class SessionOperations(Transport):
         model: str,
         *,
         baseline: str | None = None,
-        goal: Literal["decide", "precision"] = "decide",
+        goal: Literal["decide", "precision", "noninferior", "superior"] = "decide",
         policy: Literal["random", "assisted", "neyman", "fluid"] | None = None,
         alpha: float = 0.05,
         margin: float | None = None,

@@ -14,7 +14,18 @@ MAX_SEED = 2**63 - 1
 Basis = Literal["design", "model"]
 Policy = Literal["random", "assisted", "neyman", "fluid"]
 SessionState = Literal["open", "decided", "exhausted", "abandoned"]
-Decision = Literal["undecided", "better", "worse", "equivalent", "precise"]
+Decision = Literal[
+    "undecided",
+    "better",
+    "worse",
+    "equivalent",
+    "precise",
+    "noninferior",
+    "regressed",
+    "superior",
+    "not_superior",
+    "on_margin",
+]
 Estimand = Literal["benchmark", "generalized"]
 ESTIMAND_DESCRIPTION = (
     "Which accuracy the intervals are about. benchmark: the mean over these N items (a finite "
@@ -45,11 +56,14 @@ class SessionCreate(BaseModel):
         pattern=MODEL_NAME_PATTERN,
         description="Model with full stored results on this benchmark (needed by goal=decide)",
     )
-    goal: Literal["decide", "precision"] = Field(
+    goal: Literal["decide", "precision", "noninferior", "superior"] = Field(
         default="decide",
         description="decide: stop when the interval for the difference excludes 0 (better/worse) "
         "or lies inside [-margin, margin] (equivalent); precision: stop when the interval's "
-        "half-width is at most `precision` (the difference's with a baseline, else the accuracy's)",
+        "half-width is at most `precision` (the difference's with a baseline, else the "
+        "accuracy's); noninferior: one-sided, decides noninferior (difference > -margin) or "
+        "regressed (< -margin); superior: one-sided, decides superior (difference > margin, "
+        "default 0) or not_superior; each one-sided test spends all of alpha on its side",
     )
     policy: Policy | None = Field(
         default=None,
@@ -62,7 +76,13 @@ class SessionCreate(BaseModel):
         "when the benchmark has an IRT fit or at least 10 models with full results, else random",
     )
     alpha: float = Field(default=0.05, gt=0.0, le=0.5, description="Error level")
-    margin: float | None = Field(default=None, ge=0.0, lt=1.0, description="Equivalence margin")
+    margin: float | None = Field(
+        default=None,
+        ge=0.0,
+        lt=1.0,
+        description="decide: equivalence margin; noninferior (required) / superior: the margin "
+        "of the one-sided question, in accuracy units (0.02 = 2 points)",
+    )
     precision: float | None = Field(
         default=None, gt=0.0, lt=1.0, description="Target half-width (goal=precision)"
     )
@@ -115,6 +135,12 @@ class SessionItem(BaseModel):
     item_id: str
     doc_id: int = Field(description="Position within the subtask (lm-eval doc_id)")
     subtask: str
+
+
+class OneSidedBounds(BaseModel):
+    lower: float = Field(description="Lower bound for the difference (above threshold: decided up)")
+    upper: float = Field(description="Upper bound for the difference (below threshold: down)")
+    threshold: float
 
 
 class Interval(BaseModel):
@@ -171,7 +197,7 @@ class SessionPublic(BaseModel):
     benchmark_version: int
     model: str
     baseline: str | None
-    goal: Literal["decide", "precision"]
+    goal: Literal["decide", "precision", "noninferior", "superior"]
     policy: Policy
     estimand: Estimand = Field(description=ESTIMAND_DESCRIPTION)
     estimand_text: str = Field(description="The estimand in one sentence, with N")
@@ -196,6 +222,12 @@ class SessionPublic(BaseModel):
     estimate: Interval = Field(description="The model's full-benchmark accuracy")
     difference: Interval | None = Field(description="Accuracy minus the baseline's (full)")
     baseline_accuracy: float | None
+    one_sided: OneSidedBounds | None = Field(
+        default=None,
+        description="goal noninferior / superior: the one-sided confidence bounds for the "
+        "difference (each at level alpha, from the goal's own tests) and the threshold they "
+        "are compared with (-margin, or +margin)",
+    )
     next_items: list[SessionItem] = Field(description="The open batch (empty once closed)")
     samples: dict[str, list[int]] = Field(
         description="The open batch for `lm_eval --samples`: {subtask: [doc_id, ...]}"

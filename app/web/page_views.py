@@ -176,6 +176,15 @@ DECISIONS = {
     "worse": "worse than the baseline (the interval for the difference lies below 0)",
     "equivalent": "equivalent to the baseline (the interval lies within the margin)",
     "precise": "precise enough (the interval is as narrow as requested)",
+    "noninferior": "no worse than the baseline by more than the margin (the one-sided lower "
+    "bound for the difference lies above minus the margin)",
+    "regressed": "worse than the baseline by more than the margin (the one-sided upper bound "
+    "lies below minus the margin)",
+    "superior": "better than the baseline by more than the margin (the one-sided lower bound "
+    "lies above it)",
+    "not_superior": "not better than the baseline by more than the margin (the one-sided upper "
+    "bound lies below it)",
+    "on_margin": "exactly on the margin with every item seen (not non-inferior)",
 }
 
 

@@ -119,7 +119,7 @@ def test_lm_eval_batches_resume_and_decide(
     assert before["state"] == "open" and before["step"] == 1 and before["items_used"] == 4
 
     resumed = cli("evaluate", "--session", sid, "--run", run_batch, "--json", **hf_env)
-    assert resumed.code == 0, resumed
+    assert resumed.code == 3, resumed  # decided worse: a regression exits 3
     final: dict[str, Any] = json.loads(resumed.stdout)  # stdout is the JSON document alone
     assert final["id"] == sid
     assert final["state"] == "decided" and final["decision"] == "worse", final
@@ -132,4 +132,4 @@ def test_lm_eval_batches_resume_and_decide(
     assert listed.code == 0, listed
     assert [(s["id"], s["state"]) for s in listed.json()["items"]] == [(sid, "decided")]
     again = cli("evaluate", "--session", sid, "--run", run_batch, **hf_env)
-    assert again.code == 0 and again.stdout.strip().endswith("decided: worse"), again
+    assert again.code == 3 and again.stdout.strip().endswith("decided: worse"), again

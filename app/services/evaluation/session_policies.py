@@ -27,6 +27,15 @@ import numpy as np
 from app.core.sequential.active import DrawRecord
 from app.core.sequential.confidence_sequences import CSState
 from app.core.sequential.fluid import ItemBank
+from app.core.sequential.gating.one_sided import (
+    GridTrack,
+    OneSidedState,
+    goal_decision,
+    goal_tests,
+    one_sided_init,
+    one_sided_update,
+    track_bounds,
+)
 from app.core.sequential.policies import (
     POLICY_BET,
     POLICY_C,
@@ -183,11 +192,67 @@ def feed(
         done = draws.take((slice(None), slice(0, t)))
         st.cs = replay(fresh, done, prev[None, :]) if t else fresh.cs
     pending = draws.take((slice(None), slice(t, None)))
-    policy_update(st, bank, pending, np.asarray(x, dtype=np.float64)[None, :], inplace=True)
+    values = np.asarray(x, dtype=np.float64)[None, :]
+    policy_update(st, bank, pending, values, inplace=True)
     out = {**parts, "policy": st.to_dict(), "draws": draws.to_dict()}
     if is_generalized(parts):
         out = _feed_population(out, np.asarray(x, dtype=np.float64), base_x)
+    if "one_sided" in parts:  # a one-sided goal: its tests read the very same draws
+        out |= _feed_one_sided(parts, pending, values)
     return out
+
+
+def start_one_sided(
+    parts: dict, goal: str, n_items: int, *, baseline_mean: float, margin: float | None,
+    alpha: float,
+) -> dict:  # fmt: skip
+    """Add a one-sided goal's tests (``noninferior``, ``superior``) to a new session's parts.
+
+    They consume the policy's own draws (any predictable design, the same predictions), so the
+    decision spends all of ``alpha`` on its side (:mod:`app.core.sequential.gating.one_sided`); the
+    tracked grid (``k / N``) gives the reported bound.
+    """
+    target, side, al = goal_tests(goal, baseline_mean, margin, alpha)
+    st = one_sided_init(n_items, target, side, al)
+    track = GridTrack.start(st, np.arange(n_items + 1) / n_items)
+    return {**parts, "one_sided": st.to_dict(), "one_sided_grid": _track_dict(track)}
+
+
+def _track_dict(track: GridTrack) -> dict:
+    return {"grid": track.grid, "log_capital": track.log_capital, "rejected": track.rejected}
+
+
+def _feed_one_sided(parts: dict, pending: DrawRecord, values: np.ndarray) -> dict:
+    st = OneSidedState.from_dict(parts["one_sided"])
+    g = parts["one_sided_grid"]
+    track = GridTrack(
+        grid=np.asarray(g["grid"], dtype=np.float64),
+        log_capital=np.asarray(g["log_capital"], dtype=np.float64).copy(),
+        rejected=np.asarray(g["rejected"], dtype=bool).copy(),
+    )
+    one_sided_update(st, pending, values, inplace=True, track=track)
+    return {"one_sided": st.to_dict(), "one_sided_grid": _track_dict(track)}
+
+
+def one_sided_difference(parts: dict, goal: str, baseline_mean, margin) -> tuple[float, ...]:
+    """``(lower, upper, threshold)`` of a one-sided goal for the difference from the baseline."""
+    _, lo, hi = one_sided_reading(parts, goal)
+    b, d = float(baseline_mean), float(margin or 0.0)
+    return lo - b, hi - b, (-d if goal == "noninferior" else d)
+
+
+def one_sided_reading(parts: dict, goal: str) -> tuple[str, float, float]:
+    """``(decision, lower bound, upper bound)`` of a one-sided goal, bounds for the model's mean
+    (the lower test's bound and the upper test's)."""
+    st = OneSidedState.from_dict(parts["one_sided"])
+    g = parts["one_sided_grid"]
+    track = GridTrack(
+        grid=np.asarray(g["grid"], dtype=np.float64),
+        log_capital=np.asarray(g["log_capital"], dtype=np.float64),
+        rejected=np.asarray(g["rejected"], dtype=bool),
+    )
+    bounds = track_bounds(st, track)[0]
+    return goal_decision(st, goal), float(bounds[0]), float(bounds[1])
 
 
 def draw_next(
@@ -230,6 +295,9 @@ __all__ = [
     "feed",
     "is_generalized",
     "mean_interval",
+    "one_sided_difference",
+    "one_sided_reading",
     "population_intervals",
     "start",
+    "start_one_sided",
 ]

@@ -44,7 +44,13 @@ from app.db.repositories.sessions import EvaluationSessionRepository
 from app.errors import Conflict, FieldIssue, InvalidInput, NotFound
 from app.ingest import ParsedResults
 from app.schemas.results import ModelCreate
-from app.schemas.sessions import HistoryRow, Interval, SessionCreate, SessionPublic
+from app.schemas.sessions import (
+    HistoryRow,
+    Interval,
+    OneSidedBounds,
+    SessionCreate,
+    SessionPublic,
+)
 from app.services.catalog import irt_fits
 from app.services.catalog.benchmarks import get_version, item_index
 from app.services.catalog.matrices import full_matrix
@@ -175,9 +181,18 @@ def _bank(session: Session, row: EvaluationSession):
     return irt_fits.item_bank(fit)
 
 
-def _judge(row: EvaluationSession, est: Interval, diff: Interval | None) -> tuple[str, str]:
+ONE_SIDED_GOALS = ("noninferior", "superior")
+
+
+def _judge(
+    row: EvaluationSession, est: Interval, diff: Interval | None, parts: dict | None = None
+) -> tuple[str, str]:
     """``(state, decision)`` after a batch."""
-    if row.goal == "decide":
+    if row.goal in ONE_SIDED_GOALS:  # the goal's own one-sided tests (all of alpha on a side)
+        assert parts is not None
+        decision = session_policies.one_sided_reading(parts, row.goal)[0]
+        done = decision != "undecided"
+    elif row.goal == "decide":
         assert diff is not None
         code = decide(diff.lower, diff.upper, margin=row.margin)
         decision = str(decision_names(code))
@@ -191,6 +206,14 @@ def _judge(row: EvaluationSession, est: Interval, diff: Interval | None) -> tupl
     if row.items_used >= row.max_items:
         return "exhausted", decision
     return "open", decision
+
+
+def _one_sided_bounds(row: EvaluationSession, base) -> OneSidedBounds | None:
+    if row.goal not in ONE_SIDED_GOALS or base is None:
+        return None
+    parts = unpack_state(row.engine_state)
+    lo, hi, thr = session_policies.one_sided_difference(parts, row.goal, base.mean(), row.margin)
+    return OneSidedBounds(lower=lo, upper=hi, threshold=thr)
 
 
 def to_public(
@@ -239,6 +262,7 @@ def to_public(
         estimate=est,
         difference=diff,
         baseline_accuracy=None if base is None else float(base.mean()),
+        one_sided=_one_sided_bounds(row, base),
         next_items=items,
         samples=samples,
         history=history,
@@ -307,8 +331,12 @@ def _check(body: SessionCreate, n_items: int) -> int:
         errors.append(FieldIssue(("baseline",), "goal 'decide' compares with a baseline"))
     if body.goal == "precision" and body.precision is None:
         errors.append(FieldIssue(("precision",), "goal 'precision' needs a target half-width"))
-    if body.goal != "decide" and body.margin is not None:
-        errors.append(FieldIssue(("margin",), "only with goal 'decide'"))
+    if body.goal in ONE_SIDED_GOALS and body.baseline is None:
+        errors.append(FieldIssue(("baseline",), f"goal {body.goal!r} compares with a baseline"))
+    if body.goal == "noninferior" and body.margin is None:
+        errors.append(FieldIssue(("margin",), "goal 'noninferior' needs a margin (0.02 = 2 pts)"))
+    if body.goal == "precision" and body.margin is not None:
+        errors.append(FieldIssue(("margin",), "not with goal 'precision'"))
     if body.goal != "precision" and body.precision is not None:
         errors.append(FieldIssue(("precision",), "only with goal 'precision'"))
     max_items = n_items if body.max_items is None else body.max_items
@@ -326,9 +354,17 @@ def _estimand(body: SessionCreate) -> str:
     policy: a verdict's and a leaderboard's question, so the surfaces agree on a pair), else
     ``benchmark`` (the IRT policies' draws depend on the items, so they answer for these N)."""
     uniform = body.policy in (None, "random") and not body.cost_aware
+    one_sided = body.goal in ONE_SIDED_GOALS  # its tests are about these N items (issue 34)
     estimand = body.estimand or (
-        GENERALIZED if body.baseline is not None and uniform else "benchmark"
+        GENERALIZED if body.baseline is not None and uniform and not one_sided else "benchmark"
     )
+    if estimand == GENERALIZED and one_sided:
+        raise InvalidInput(
+            f"goal {body.goal!r} decides with one-sided tests on benchmark accuracy (these N "
+            "items); estimand 'generalized' is not available for it yet",
+            field="estimand",
+            message="not with a one-sided goal",
+        )
     if estimand == GENERALIZED and body.cost_aware:
         raise InvalidInput(
             "cost-aware draws weigh items by their cost; estimand 'generalized' serves items in a "
@@ -389,6 +425,12 @@ def create_session(
     )
     if cost_part is not None:
         parts["cost"] = cost_part
+    if body.goal in ONE_SIDED_GOALS:
+        assert base is not None
+        parts = session_policies.start_one_sided(
+            parts, body.goal, n, baseline_mean=float(base.mean()), margin=body.margin,
+            alpha=body.alpha,
+        )  # fmt: skip
     row = EvaluationSession(
         benchmark_version_id=version.id,
         model_name=body.model,
@@ -444,7 +486,7 @@ def _apply(session, row, parts, x, prev, batch):
         base_x = None if base is None else base[batch]
         parts = session_policies.feed(parts, bank, x, prev, base_x=base_x)
     est, diff = _estimates(session, row, parts)
-    row.state, row.decision = _judge(row, est, diff)
+    row.state, row.decision = _judge(row, est, diff, parts)
     if row.state == "open" and session_costs.exhausted(parts.get("cost")):
         row.state = "exhausted"  # the budget is spent: undecided, with what it spent
     k = min(row.batch_size, row.max_items - row.items_used) if row.state == "open" else 0

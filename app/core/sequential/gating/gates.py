@@ -1,0 +1,595 @@
+"""Release gates: one decision for a suite of benchmarks (statistics-next §8).
+
+A gate compares a candidate ``A`` with a baseline ``B`` (full results stored) on ``K``
+benchmarks with margins ``delta_k >= 0`` and answers PASS (``A`` is no worse than ``B`` by more
+than ``delta_k`` on every benchmark; with ``rule="no_regression_and_one_better"`` also better on
+at least one), FAIL (naming the regressed benchmarks) or INCONCLUSIVE (budget spent first).
+
+Tests per benchmark (:mod:`app.core.sequential.gating.one_sided`), with ``m_k = B_k - delta_k``:
+
+* ``noninferior``: lower test at ``m_k``, level ``alpha`` (no correction for ``K``: a wrong PASS
+  needs a miss on a benchmark with ``Delta_k <= -delta_k``, whatever the others do — the
+  intersection-union principle, Berger 1982);
+* ``regressed``: upper test at ``m_k``, level ``alpha / K`` (a wrong FAIL is a miss on *any*
+  benchmark: Bonferroni, time-uniform because each bound is);
+* ``better`` (second rule only): lower test at ``B_k``, level ``alpha / K`` (a PASS is also
+  wrong when no ``Delta_k > 0``; a union over ``k``).
+
+So ``P(wrong PASS) <= alpha`` and ``P(wrong FAIL) <= alpha`` for every ``K``, every stopping
+time and every predictable allocation (each benchmark's tests are valid at each of its own draws).
+A benchmark whose exact mean lies on its margin (exhausted, neither test decided) is
+``on_margin``: not non-inferior, so the gate cannot pass; it fails naming it.
+
+Allocation (:func:`allocate`): a round hands out ``batch_size`` items per open benchmark (less
+when the budget is nearly spent), split in proportion to ``1 + progress_k``, where ``progress_k
+in [0, 1]`` is the larger fraction of the way its tests' log-capitals are to their thresholds — the
+benchmarks closest to deciding get up to twice the share; decided ones get nothing. It is a
+function of the past only (predictable), so it keeps every guarantee.
+
+Predictions (``prediction=``, the §7 control variate with uniform draws):
+
+* ``"random"``: ``f = 0`` (the one-sample CS of the candidate's mean);
+* ``"paired"``: ``f = b``, the baseline's own outcome (the paired CS);
+* ``"calibrated"``: ``f = P(a | b)`` fitted on the items seen before the round (least squares of
+  ``a`` on ``b`` with one pseudo-observation ``a = 1/2`` at ``b = 0`` and at ``b = 1``; for 0/1
+  ``b`` the two group means), which is ``b`` for a sibling and a constant (``random``) for an
+  unrelated pair.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.core.sequential.gating.one_sided import (
+    LOWER,
+    UPPER,
+    GridTrack,
+    OneSidedState,
+    OrderedBaseline,
+    affine_uniform_record,
+    one_sided_init,
+    one_sided_update,
+    track_bounds,
+)
+
+RULES = ("no_regression", "no_regression_and_one_better")
+PREDICTIONS = ("calibrated", "paired", "random")
+DEFAULT_PREDICTION = "calibrated"
+BENCH_STATES = ("open", "noninferior", "regressed", "better", "on_margin")
+OPEN, NONINFERIOR, REGRESSED, BETTER, ON_MARGIN = range(5)
+OUTCOMES = ("open", "pass", "fail", "inconclusive")
+G_OPEN, G_PASS, G_FAIL, G_INCONCLUSIVE = range(4)
+#: test columns of a benchmark's :class:`OneSidedState`
+T_NONINFERIOR, T_REGRESSED, T_BETTER = 0, 1, 2
+
+
+def _check_rule(rule: str) -> bool:
+    if rule not in RULES:
+        raise ValueError(f"rule: expected one of {RULES}, got {rule!r}")
+    return rule == RULES[1]
+
+
+def gate_tests(
+    baseline_mean, margin, *, alpha: float, n_benchmarks: int, rule: str, superiority: float = 0.0
+):
+    """Targets, sides and levels of one benchmark's tests in a gate of ``K`` benchmarks.
+
+    Parameters
+    ----------
+    baseline_mean : array_like, shape (S,)
+        ``B_k`` per gate (or a scalar).
+    margin : float
+        ``delta_k`` in [0, 1).
+    alpha : float
+    n_benchmarks : int
+        ``K``.
+    rule : str
+        One of :data:`RULES`.
+    superiority : float
+        Margin of the ``better`` test (``A > B + superiority``).
+
+    Returns
+    -------
+    target : ndarray, shape (S, P)
+    side : ndarray, shape (P,)
+    alpha : ndarray, shape (P,)
+        ``P = 2`` (non-inferior at ``alpha``, regressed at ``alpha / K``), 3 with the second rule
+        (better at ``alpha / K``).
+    """
+    one_better = _check_rule(rule)
+    if not (0.0 <= float(margin) < 1.0):
+        raise ValueError("margin: must lie in [0, 1)")
+    k = int(n_benchmarks)
+    b = np.atleast_1d(np.asarray(baseline_mean, dtype=np.float64))
+    m = np.clip(b - float(margin), 0.0, 1.0)
+    cols = [m, m]
+    sides = [LOWER, UPPER]
+    alphas = [alpha, alpha / k]
+    if one_better:
+        cols.append(np.clip(b + float(superiority), 0.0, 1.0))
+        sides.append(LOWER)
+        alphas.append(alpha / k)
+    return np.stack(cols, axis=1), np.asarray(sides, np.int8), np.asarray(alphas)
+
+
+def benchmark_codes(state: OneSidedState) -> np.ndarray:
+    """State of one benchmark in each gate (:data:`BENCH_STATES`), shape (S,).
+
+    ``regressed`` when the upper test rejected first (or in the same draw); else ``better`` when
+    the better test (if any) rejected; else ``noninferior``; ``on_margin`` when exhausted with
+    neither decided; else ``open``.
+    """
+    hit = state.hit
+    lo, up = hit[:, T_NONINFERIOR], hit[:, T_REGRESSED]
+    regressed = (up > 0) & ((lo == 0) | (up <= lo))
+    out = np.full(state.sessions, OPEN, dtype=np.int8)
+    out[(lo > 0) & ~regressed] = NONINFERIOR
+    if hit.shape[1] > T_BETTER:
+        out[(hit[:, T_BETTER] > 0) & ~regressed] = BETTER
+    out[regressed] = REGRESSED
+    out[(out == OPEN) & (state.t >= state.n_items)] = ON_MARGIN
+    return out
+
+
+def needs_items(codes, exhausted, rule: str) -> np.ndarray:
+    """Which benchmarks get items in the next round, shape (S, K).
+
+    Open ones; with the second rule also non-inferior ones while no benchmark of the gate is
+    better yet. Never an exhausted one, and nothing once the gate has an outcome.
+    """
+    one_better = _check_rule(rule)
+    c = np.asarray(codes)
+    ex = np.asarray(exhausted, dtype=bool)
+    want = c == OPEN
+    if one_better:
+        none_better = ~(c == BETTER).any(axis=1, keepdims=True)
+        want |= (c == NONINFERIOR) & none_better
+    return want & ~ex
+
+
+def gate_outcome(codes, exhausted, budget_left, rule: str) -> np.ndarray:
+    """Outcome of each gate (:data:`OUTCOMES`), shape (S,).
+
+    Parameters
+    ----------
+    codes : array_like, shape (S, K)
+        :func:`benchmark_codes` of every benchmark.
+    exhausted : array_like of bool, shape (S, K)
+    budget_left : array_like, shape (S,)
+        Items the gate may still serve.
+    rule : str
+    """
+    one_better = _check_rule(rule)
+    c = np.asarray(codes)
+    fine = np.isin(c, (NONINFERIOR, BETTER)).all(axis=1)
+    fail = ((c == REGRESSED) | (c == ON_MARGIN)).any(axis=1)
+    if one_better:
+        any_better = (c == BETTER).any(axis=1)
+        passed = fine & any_better
+        # every benchmark settled non-inferior and exhausted, none better: nothing left to learn
+        fail |= fine & ~any_better & np.asarray(exhausted, bool).all(axis=1)
+    else:
+        passed = fine
+    want = needs_items(c, exhausted, rule).any(axis=1)
+    out = np.full(c.shape[0], G_OPEN, dtype=np.int8)
+    out[~fail & ~passed & (np.asarray(budget_left) < 1)] = G_INCONCLUSIVE
+    out[~fail & ~passed & ~want] = G_INCONCLUSIVE
+    out[passed] = G_PASS
+    out[fail] = G_FAIL
+    return out
+
+
+def progress(state: OneSidedState) -> np.ndarray:
+    """How far each gate's benchmark is towards deciding, in [0, 1], shape (S,).
+
+    The largest ``log K / log(1 / alpha)`` over its tests (0 when no capital was won).
+    """
+    frac = np.clip(state.log_capital / state.log_threshold, 0.0, 1.0)
+    return frac.max(axis=1)
+
+
+def allocate(weights, want, remaining, batch_size: int, budget_left) -> np.ndarray:
+    """Items per benchmark in the next round, shape (S, K) of int64.
+
+    Parameters
+    ----------
+    weights : array_like, shape (S, K)
+        Positive shares (``1 + progress``).
+    want : array_like of bool, shape (S, K)
+        :func:`needs_items`.
+    remaining : array_like of int, shape (S, K)
+        Items not served yet per benchmark.
+    batch_size : int
+        Items per open benchmark per round.
+    budget_left : array_like of int, shape (S,)
+
+    Returns
+    -------
+    ndarray
+        The quota ``min(batch_size * open, budget_left)`` split by largest remainder in
+        proportion to ``weights`` over the wanted benchmarks, at least one item each while the
+        quota allows, at most what a benchmark has left.
+    """
+    w = np.where(want, np.asarray(weights, dtype=np.float64), 0.0)
+    n_open = want.sum(axis=1)
+    quota = np.minimum(int(batch_size) * n_open, np.maximum(np.asarray(budget_left), 0))
+    tot = w.sum(axis=1, keepdims=True)
+    share = np.divide(w * quota[:, None], tot, out=np.zeros_like(w), where=tot > 0)
+    base = np.floor(share).astype(np.int64)
+    short = quota - base.sum(axis=1)
+    frac = np.where(want, share - base, -1.0)
+    rank = np.argsort(np.argsort(-frac, axis=1, kind="stable"), axis=1, kind="stable")
+    base += (rank < short[:, None]) & want
+    return np.minimum(base, np.asarray(remaining, dtype=np.int64))
+
+
+def prediction_coefficients(kind: str, seen) -> tuple[np.ndarray, np.ndarray]:
+    """``(f0, f1)`` of the round's prediction ``f = f0 + (f1 - f0) b``, each shape (S,).
+
+    Parameters
+    ----------
+    kind : str
+        One of :data:`PREDICTIONS`.
+    seen : ndarray, shape (S, 6)
+        Sums over the items served so far: ``n, sum a, sum b, sum a b, sum b^2, sum a^2``.
+
+    Notes
+    -----
+    ``calibrated`` is the least-squares line of ``a`` on ``b`` through the seen items and the
+    pseudo-points ``(0, 1/2)``, ``(1, 1/2)``, read at ``b = 0`` and ``b = 1`` and clipped to
+    [0, 1] (for 0/1 results: ``(sum of a over the group + 1/2) / (group size + 1)`` per value of
+    ``b``); between them ``f`` is linear in ``b``, so it stays in [0, 1] for graded results too.
+    """
+    sums = np.asarray(seen, dtype=np.float64)
+    s = sums.shape[0]
+    if kind == "random":
+        return np.zeros(s), np.zeros(s)
+    if kind == "paired":
+        return np.zeros(s), np.ones(s)
+    if kind != "calibrated":
+        raise ValueError(f"prediction: expected one of {PREDICTIONS}, got {kind!r}")
+    n, sa, sb, sab, sbb = (sums[:, i] for i in range(5))
+    w = n + 2.0
+    mb, ma = (sb + 1.0) / w, (sa + 1.0) / w
+    var_b = (sbb + 1.0) / w - mb * mb
+    slope = ((sab + 0.5) / w - ma * mb) / np.maximum(var_b, 1e-12)
+    f0 = ma - slope * mb
+    return np.clip(f0, 0.0, 1.0), np.clip(f0 + slope, 0.0, 1.0)
+
+
+def refresh_residuals(state: OneSidedState, seen, f0, f1) -> None:
+    """Re-express the bet's statistics under the round's prediction, in place.
+
+    The bet estimates ``E[Y_t | past]`` by ``F_t`` plus the mean residual ``a - f`` of the seen
+    items; when ``f`` is refitted (``calibrated``) the residuals of earlier rounds are against an
+    older ``f``, which biases that mean. With ``f = f0 + (f1 - f0) b`` the residuals and their
+    sum of squares about their mean under the *current* ``f`` follow from the running sums
+    (``seen`` as in :func:`prediction_coefficients`): ``resid`` and ``sq`` of the state are set to
+    them. Both are functions of the past, so the bet stays predictable.
+    """
+    n, sa, sb, sab, sbb, saa = (np.asarray(seen, np.float64)[:, i] for i in range(6))
+    lo = np.asarray(f0, np.float64)
+    sl = np.asarray(f1, np.float64) - lo
+    resid = sa - lo * n - sl * sb
+    sq = saa - 2 * lo * sa - 2 * sl * sab + lo * lo * n + 2 * lo * sl * sb + sl * sl * sbb
+    with np.errstate(invalid="ignore", divide="ignore"):
+        centred = np.where(n > 0, sq - resid * resid / n, 0.0)
+    state.resid[:] = resid
+    state.sq[:] = np.maximum(centred, 0.0)
+
+
+@dataclass(frozen=True)
+class GateRun:
+    """Result of :func:`run_gates` for ``S`` gates of ``K`` benchmarks.
+
+    Attributes
+    ----------
+    outcome : ndarray of int8, shape (S,)
+        :data:`OUTCOMES`.
+    codes : ndarray of int8, shape (S, K)
+        :data:`BENCH_STATES`.
+    items : ndarray of int64, shape (S, K)
+        Items served per benchmark.
+    estimate : ndarray, shape (S, K)
+        ``Delta_hat``: candidate's sample mean minus the baseline's mean on the same items
+        (exact at exhaustion), NaN before any item.
+    rounds : ndarray of int64, shape (S,)
+    bounds : ndarray, shape (S, K, P), or None
+        With ``bounds=True``: each test's one-sided bound for ``Delta_k`` (the bound for ``A``
+        minus ``B_k``; column 0 the non-inferiority lower bound, 1 the regression upper bound,
+        2 the better lower bound), the CS of the very bets the gate used.
+    """
+
+    outcome: np.ndarray
+    codes: np.ndarray
+    items: np.ndarray
+    estimate: np.ndarray
+    rounds: np.ndarray
+    bounds: np.ndarray | None = None
+
+
+def gate_orders(seed: int, sizes, gates: int = 1) -> list[np.ndarray]:
+    """The serving order of every benchmark: ``default_rng([seed, k]).permutation(N_k)``.
+
+    With ``gates > 1`` (simulation) row ``s`` uses the seed ``[seed, k, s]``.
+    """
+    if gates == 1:
+        return [
+            np.random.default_rng([int(seed), k]).permutation(n)[None, :]
+            for k, n in enumerate(sizes)
+        ]
+    out = []
+    for k, n in enumerate(sizes):
+        rng = np.random.default_rng([int(seed), k, gates])
+        out.append(rng.permuted(np.tile(np.arange(n), (gates, 1)), axis=1))
+    return out
+
+
+@dataclass
+class GateState:
+    """Everything a gate of ``K`` benchmarks carries between rounds (persistable).
+
+    Attributes
+    ----------
+    tests : list of K OneSidedState
+        Each benchmark's tests (:func:`gate_tests`), one row per gate.
+    seen : list of K ndarray, shape (S, 6)
+        Sums over the served items (:func:`prediction_coefficients`).
+    left : ndarray of int64, shape (S,)
+        Items the gate may still serve.
+    rounds : ndarray of int64, shape (S,)
+    rule, prediction : str
+    batch_size : int
+    """
+
+    tests: list[OneSidedState]
+    seen: list[np.ndarray]
+    left: np.ndarray
+    rounds: np.ndarray
+    rule: str
+    prediction: str
+    batch_size: int
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.asarray([st.n_items for st in self.tests])
+
+    def status(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(codes (S, K), exhausted (S, K), outcome (S,))``."""
+        codes = np.stack([benchmark_codes(st) for st in self.tests], axis=1)
+        served = np.stack([st.t for st in self.tests], axis=1)
+        exhausted = served >= self.sizes[None, :]
+        return codes, exhausted, gate_outcome(codes, exhausted, self.left, self.rule)
+
+    def to_dict(self) -> dict:
+        out = {"left": self.left, "rounds": self.rounds, "rule": self.rule,
+               "prediction": self.prediction, "batch_size": self.batch_size}  # fmt: skip
+        for j, (st, sn) in enumerate(zip(self.tests, self.seen, strict=True)):
+            out |= {f"test{j}.{k}": v for k, v in st.to_dict().items()}
+            out[f"seen{j}"] = sn
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict) -> GateState:
+        k = sum(1 for name in d if str(name).startswith("seen"))
+        tests = []
+        for j in range(k):
+            pre = f"test{j}."
+            tests.append(OneSidedState.from_dict(
+                {n[len(pre):]: v for n, v in d.items() if str(n).startswith(pre)}))  # fmt: skip
+        return cls(
+            tests=tests,
+            seen=[np.asarray(d[f"seen{j}"], dtype=np.float64).reshape(-1, 6) for j in range(k)],
+            left=np.asarray(d["left"], dtype=np.int64).reshape(-1),
+            rounds=np.asarray(d["rounds"], dtype=np.int64).reshape(-1),
+            rule=str(d["rule"]),
+            prediction=str(d["prediction"]),
+            batch_size=int(d["batch_size"]),
+        )
+
+
+def gate_start(
+    baseline_means,
+    sizes,
+    margins,
+    *,
+    alpha: float = 0.05,
+    rule: str = "no_regression",
+    batch_size: int = 50,
+    budget: int | None = None,
+    prediction: str = DEFAULT_PREDICTION,
+) -> GateState:
+    """A new gate (``S`` of them for a simulation) before any item.
+
+    ``baseline_means``: K arrays of shape (S,), ``B_k`` per gate; ``sizes``: the K ``N_k``; the
+    other parameters as :func:`run_gates`.
+    """
+    k = len(sizes)
+    delta = np.broadcast_to(np.asarray(margins, dtype=np.float64), (k,))
+    if prediction not in PREDICTIONS:
+        raise ValueError(f"prediction: expected one of {PREDICTIONS}, got {prediction!r}")
+    tests = []
+    for j in range(k):
+        tg, sd, al = gate_tests(baseline_means[j], delta[j], alpha=alpha, n_benchmarks=k, rule=rule)
+        tests.append(one_sided_init(int(sizes[j]), tg, sd, np.broadcast_to(al, tg.shape)))
+    s = tests[0].sessions
+    total = int(sum(sizes)) if budget is None else int(budget)
+    return GateState(tests=tests, seen=[np.zeros((s, 6)) for _ in range(k)],
+                     left=np.full(s, total, dtype=np.int64), rounds=np.zeros(s, dtype=np.int64),
+                     rule=rule, prediction=prediction, batch_size=int(batch_size))  # fmt: skip
+
+
+def gate_plan(gs: GateState) -> np.ndarray:
+    """Items per benchmark in the next round, shape (S, K) (all 0 once a gate has its outcome)."""
+    codes, exhausted, outcome = gs.status()
+    want = needs_items(codes, exhausted, gs.rule) & (outcome == G_OPEN)[:, None]
+    weights = 1.0 + np.stack([progress(st) for st in gs.tests], axis=1)
+    served = np.stack([st.t for st in gs.tests], axis=1)
+    return allocate(weights, want, gs.sizes[None, :] - served, gs.batch_size, gs.left)
+
+
+def gate_records(gs: GateState, ordered, counts) -> list:
+    """The round's draws per benchmark: ``(f0, f1, record, live)``, or None when it gets none.
+
+    ``ordered``: the K :class:`OrderedBaseline` (serving orders, the baseline along them). A
+    function of the state only (nothing changes), so the items a round serves can be computed
+    when it is handed out and again when its results arrive.
+    """
+    out = []
+    for j, st in enumerate(gs.tests):
+        kmax = int(counts[:, j].max())
+        if kmax == 0:
+            out.append(None)
+            continue
+        f0, f1 = prediction_coefficients(gs.prediction, gs.seen[j])
+        rec, live = affine_uniform_record(ordered[j], f0, f1, st.t, kmax)
+        live &= np.arange(kmax)[None, :] < counts[:, j][:, None]
+        out.append((f0, f1, rec, live))
+    return out
+
+
+def gate_apply(gs: GateState, counts, records, cand_values, base_values, tracks=None) -> None:
+    """Feed a round's outcomes (in place).
+
+    Parameters
+    ----------
+    gs : GateState
+    counts : ndarray, shape (S, K)
+        :func:`gate_plan` of this round.
+    records : list
+        :func:`gate_records` of this round.
+    cand_values, base_values : list of K ndarray (or None), shape of each record's items
+        The candidate's and the baseline's results on the served items (padding ignored).
+    tracks : list of K GridTrack or None, optional
+        Updated with the same bets (reported bounds).
+    """
+    for j, item in enumerate(records):
+        if item is None:
+            continue
+        f0, f1, rec, live = item
+        a = np.where(live, np.asarray(cand_values[j], dtype=np.float64), 0.0)
+        b = np.where(live, np.asarray(base_values[j], dtype=np.float64), 0.0)
+        refresh_residuals(gs.tests[j], gs.seen[j], f0, f1)
+        track = None if tracks is None else tracks[j]
+        one_sided_update(gs.tests[j], rec, a, live=live, inplace=True, track=track)
+        sums = [live.sum(1), a.sum(1), b.sum(1), (a * b).sum(1), (b * b).sum(1), (a * a).sum(1)]
+        gs.seen[j] += np.stack(sums, axis=1)
+    gs.left -= np.asarray(counts).sum(axis=1)
+    gs.rounds += np.asarray(counts).sum(axis=1) > 0
+
+
+def run_gates(
+    candidates,
+    baselines,
+    margins,
+    *,
+    alpha: float = 0.05,
+    rule: str = "no_regression",
+    batch_size: int = 50,
+    budget: int | None = None,
+    prediction: str = DEFAULT_PREDICTION,
+    orders=None,
+    seed: int = 0,
+    bounds: bool = False,
+) -> GateRun:
+    """Run ``S`` gates to their outcomes on stored results (vectorised over gates).
+
+    Parameters
+    ----------
+    candidates, baselines : list of K arrays, shape (S, N_k) (or (N_k,) for one gate)
+        Per-item results in [0, 1] of the candidate and the baseline on each benchmark.
+    margins : array_like, shape (K,)
+        ``delta_k`` in [0, 1).
+    alpha, rule, batch_size, budget, prediction
+        As the gate's parameters (``budget`` in items; default the whole suite).
+    orders : list of K arrays of int, shape (S, N_k), optional
+        Serving orders; default :func:`gate_orders` ``(seed, sizes, S)``.
+    seed : int
+    bounds : bool
+        Also track every test's bound on the lattice ``k / N`` (``O(S P N)`` per item: for a
+        handful of gates, as the CLI and the service run them).
+
+    Returns
+    -------
+    GateRun
+        The rounds of :func:`gate_plan`, :func:`gate_records` and :func:`gate_apply` (what a
+        service runs one round per request) until every gate has its outcome.
+    """
+    cand = [np.atleast_2d(np.asarray(c, dtype=np.float64)) for c in candidates]
+    s = cand[0].shape[0]
+    base = [np.broadcast_to(np.asarray(b, dtype=np.float64), c.shape)
+            for b, c in zip(baselines, cand, strict=True)]  # fmt: skip
+    sizes = [c.shape[1] for c in cand]
+    if orders is None:
+        orders = gate_orders(seed, sizes, s)
+    orders = [np.broadcast_to(np.asarray(o, dtype=np.int64), c.shape)
+              for o, c in zip(orders, cand, strict=True)]  # fmt: skip
+    gs = gate_start([b.mean(axis=1) for b in base], sizes, margins, alpha=alpha, rule=rule,
+                    batch_size=batch_size, budget=budget, prediction=prediction)  # fmt: skip
+    ordered = [OrderedBaseline.build(b, o) for b, o in zip(base, orders, strict=True)]
+    tracks = [GridTrack.start(st, np.arange(n + 1) / n) if bounds else None
+              for st, n in zip(gs.tests, sizes, strict=True)]  # fmt: skip
+    while True:
+        counts = gate_plan(gs)
+        if not counts.any():
+            break
+        recs = gate_records(gs, ordered, counts)
+        take = [None if r is None else r[2].items for r in recs]
+        a = [
+            None if t is None else np.take_along_axis(c, t, 1)
+            for t, c in zip(take, cand, strict=True)
+        ]
+        b = [
+            None if t is None else np.take_along_axis(x, t, 1)
+            for t, x in zip(take, base, strict=True)
+        ]
+        gate_apply(gs, counts, recs, a, b, tracks if bounds else None)
+    codes, _, outcome = gs.status()
+    items = np.stack([st.t for st in gs.tests], axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        est = np.stack([(sn[:, 1] - sn[:, 2]) / sn[:, 0] for sn in gs.seen], axis=1)
+    out_bounds = None
+    if bounds:
+        out_bounds = np.stack(
+            [track_bounds(st, tr) - b.mean(axis=1)[:, None]
+             for st, tr, b in zip(gs.tests, tracks, base, strict=True)],
+            axis=1,
+        )  # fmt: skip
+    return GateRun(outcome=outcome, codes=codes, items=items, estimate=est, rounds=gs.rounds,
+                   bounds=out_bounds)  # fmt: skip
+
+
+__all__ = [
+    "BENCH_STATES",
+    "BETTER",
+    "DEFAULT_PREDICTION",
+    "G_FAIL",
+    "G_INCONCLUSIVE",
+    "G_OPEN",
+    "G_PASS",
+    "NONINFERIOR",
+    "ON_MARGIN",
+    "OPEN",
+    "OUTCOMES",
+    "PREDICTIONS",
+    "REGRESSED",
+    "RULES",
+    "GateRun",
+    "GateState",
+    "allocate",
+    "benchmark_codes",
+    "gate_apply",
+    "gate_orders",
+    "gate_outcome",
+    "gate_plan",
+    "gate_records",
+    "gate_start",
+    "gate_tests",
+    "needs_items",
+    "prediction_coefficients",
+    "progress",
+    "refresh_residuals",
+    "run_gates",
+]
