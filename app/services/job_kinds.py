@@ -6,7 +6,7 @@ The worker's runner (``worker.runner.execute_job``) looks a job's handler up her
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from types import MappingProxyType
@@ -32,6 +32,8 @@ PRECOMPUTE = partial(precompute.run_precompute, figures=plots.accuracy_histogram
 class JobKind:
     handler: JobHandler
     validate: ParamsValidator | None = None
+    # checks that need the database (e.g. sizes against the version's items), after validate
+    check: Callable[[Session, dict[str, Any]], None] | None = None
 
 
 JOB_KINDS: Mapping[str, JobKind] = MappingProxyType(
@@ -45,7 +47,9 @@ JOB_KINDS: Mapping[str, JobKind] = MappingProxyType(
         ),
         irt_fits.JOB_KIND: JobKind(handler=irt_fits.run_irt_fit, validate=irt_fits.validate_params),
         coverage_runs.JOB_KIND: JobKind(
-            handler=coverage_runs.run_coverage, validate=coverage_runs.validate_params
+            handler=coverage_runs.run_coverage,
+            validate=coverage_runs.validate_params,
+            check=coverage_runs.check_params,
         ),
         precompute.JOB_KIND: JobKind(handler=PRECOMPUTE, validate=precompute.validate_params),
     }
@@ -70,6 +74,8 @@ def submit_job(
     params = dict(params or {})
     if entry.validate is not None:
         params = entry.validate(params)
+    if entry.check is not None:
+        entry.check(session, params)
     return job_service.create_job(session, kind, params, seed)
 
 

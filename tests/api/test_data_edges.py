@@ -212,6 +212,14 @@ def test_dpp_sizes_are_checked_when_asked_for(client: TestClient, teams: Teams) 
         "/v1/benchmarks/dppsize/subsets", json={"method": "dpp", "size": 32, "seed": 1}, headers=a
     )
     assert ok.status_code in (200, 201, 202, 503), ok.text
+    # the generic job route checks a coverage study's sizes against the version too
+    version = client.get("/v1/benchmarks/dppsize", headers=a).json()["id"]
+    params = {"version_id": version, "methods": ["dpp"], "sizes": [36], "repeats": 1}
+    job = client.post("/v1/jobs", json={"kind": "coverage", "params": params}, headers=a)
+    assert job.status_code == 422 and "body.params.sizes" in _fields(job), job.text
+    too_many = {**params, "methods": ["random"], "sizes": [N_ITEMS]}
+    job = client.post("/v1/jobs", json={"kind": "coverage", "params": too_many}, headers=a)
+    assert job.status_code == 422 and "body.params.sizes" in _fields(job), job.text
 
 
 @pytest.mark.parametrize("word", ["yes", "no", "on", "y", "t"])

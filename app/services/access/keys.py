@@ -203,6 +203,7 @@ def rotate_key(
         raise InvalidInput("the grace period cannot be negative", field="grace")
     row = find_key(session, prefix_or_id)
     ApiKeyRepository(session).lock_for_change(row.id)  # after the key's in-flight writes
+    session.refresh(row)  # a rotation that committed while we waited: build on its secret
     if row.revoked:
         raise InvalidInput(f"key {row.prefix!r} is revoked", field="key")
     token = _token(row.prefix)

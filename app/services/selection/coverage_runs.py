@@ -125,11 +125,20 @@ def request_run(
     :data:`MIN_MODELS` models have full results."""
     version = get_version(session, version_id)
     clean = validate_params({**params, "version_id": str(version.id)}, pre=())
+    check_params(session, clean, pre=())
+    return job_service.create_job(session, JOB_KIND, clean, seed)
+
+
+def check_params(session: Session, clean: dict[str, Any], *, pre: tuple = ("params",)) -> None:
+    """What needs the version (422 naming the field, under ``pre``): ``sizes`` below its items
+    (and within what the DPP always draws), at least :data:`MIN_MODELS` full-result models.
+    Run for the benchmark's own route and for ``POST /v1/jobs`` alike."""
+    version = get_version(session, uuid.UUID(clean["version_id"]))
     too_big = [s for s in clean["sizes"] if s >= version.n_items]
     if too_big:
         raise InvalidInput(
             f"sizes: {too_big[0]} is not below the benchmark's {version.n_items} items",
-            field="sizes",
+            field=(*pre, "sizes"),
         )
     if "dpp" in clean["methods"]:  # its trimming drops items: refuse what would fail
         cap = guaranteed_size(version.n_items)
@@ -138,16 +147,15 @@ def request_run(
             raise InvalidInput(
                 f"sizes: {over[0]} is above the {cap} items the DPP always draws from "
                 f"{version.n_items} (its 1%/99% trimming drops the rest)",
-                field="sizes",
+                field=(*pre, "sizes"),
             )
     correct, _ = _population(session, version.id)
     if correct.shape[0] < MIN_MODELS:
         raise InvalidInput(
             f"a coverage study needs at least {MIN_MODELS} models with full results; "
             f"this benchmark has {correct.shape[0]}",
-            field="benchmark",
+            field=(*pre, "version_id") if pre else "benchmark",
         )
-    return job_service.create_job(session, JOB_KIND, clean, seed)
 
 
 def _finite(v: Any) -> Any:
