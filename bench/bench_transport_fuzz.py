@@ -241,6 +241,7 @@ def request_for(rng: np.random.Generator, data: Seeded) -> tuple[str, dict[str, 
 async def run(url: str, key: str, data: Seeded, args: argparse.Namespace) -> dict[str, Any]:
     statuses: Counter[tuple[str, int]] = Counter()
     errors: list[dict[str, Any]] = []
+    answered: dict[str, bool] = {}  # model named in the query -> some upload of it succeeded
     save = Path(args.save)
     queue: asyncio.Queue[int] = asyncio.Queue()
     for i in range(args.requests):
@@ -261,6 +262,9 @@ async def run(url: str, key: str, data: Seeded, args: argparse.Namespace) -> dic
                     status, r = 0, None
                     errors.append({"i": i, "kind": kind, "status": 0, "error": repr(exc)})
                 statuses[(kind, status)] += 1
+                named = (req.get("params") or {}).get("model")
+                if named is not None and kind != "get":  # the model this upload names
+                    answered[named] = answered.get(named, False) or 200 <= status < 300
                 if status >= 500:
                     save.mkdir(parents=True, exist_ok=True)
                     (save / f"{i}.json").write_text(
@@ -275,7 +279,39 @@ async def run(url: str, key: str, data: Seeded, args: argparse.Namespace) -> dic
     started = time.perf_counter()
     await asyncio.gather(*(client_loop() for _ in range(args.concurrency)))
     took = time.perf_counter() - started
-    return {"statuses": statuses, "errors": errors, "seconds": took}
+    return {"statuses": statuses, "errors": errors, "seconds": took, "answered": answered}
+
+
+def half_written(db_url: str, answered: dict[str, bool]) -> dict[str, list[str]]:
+    """What refused requests left behind: results of a model whose every upload was refused,
+    and model rows that nothing (no result, archive or metadata row) refers to."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            stored = set(
+                conn.scalars(
+                    text(
+                        "SELECT DISTINCT m.name FROM models m JOIN model_results r"
+                        " ON r.model_id = m.id"
+                    )
+                )
+            )
+            orphans = list(
+                conn.scalars(
+                    text(
+                        "SELECT m.name FROM models m WHERE NOT EXISTS (SELECT 1 FROM"
+                        " model_results r WHERE r.model_id = m.id) AND NOT EXISTS (SELECT 1"
+                        " FROM model_result_archive a WHERE a.model_id = m.id) AND NOT EXISTS"
+                        " (SELECT 1 FROM model_metadata d WHERE d.model_id = m.id)"
+                    )
+                )
+            )
+    finally:
+        engine.dispose()
+    refused_only = sorted(n for n, ok in answered.items() if not ok and n in stored)
+    return {"results_of_refused_models": refused_only, "orphan_models": sorted(orphans)}
 
 
 def main() -> int:
@@ -302,6 +338,7 @@ def main() -> int:
             data = seed(client, name="fuzz")
         key = create_key(db, ["write"], name="fuzzer")
         out = asyncio.run(run(stack.api.url, key, data, args))
+        leftovers = half_written(db, out["answered"])
     total = sum(out["statuses"].values())
     by_status = Counter()
     for (_kind, status), count in out["statuses"].items():
@@ -316,7 +353,16 @@ def main() -> int:
     print(f"answers >= 500 or no answer: {len(five)}")
     for e in five[:20]:
         print("  ", e)
-    return 1 if five else 0
+    refused = sum(not ok for ok in out["answered"].values())
+    print(
+        f"half-written: {len(leftovers['results_of_refused_models'])} stored results of the "
+        f"{refused} query-named models whose every upload was refused; "
+        f"{len(leftovers['orphan_models'])} model rows nothing refers to"
+    )
+    for name, rows in leftovers.items():
+        if rows:
+            print("  ", name, rows[:20])
+    return 1 if five or any(leftovers.values()) else 0
 
 
 if __name__ == "__main__":

@@ -182,7 +182,9 @@ def test_audit_endpoint_filters_paginates_and_is_for_admins(
     flat = [e["id"] for p in pages for e in p]
     assert flat == [e["id"] for e in mine] and len(pages) == 4  # 7 rows, 2 a page
     only = client.get(
-        "/v1/audit", params={"action": "results.delete"}, headers=teams.instance_admin
+        "/v1/audit",
+        params={"action": "results.delete", "project": "team-a"},
+        headers=teams.instance_admin,
     ).json()["items"]
     assert [e["target"]["model"] for e in only] == ["org/a0"]
     everything = client.get("/v1/audit", headers=teams.instance_admin).json()["items"]

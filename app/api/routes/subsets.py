@@ -25,6 +25,7 @@ from app.api.responses import AUTH, UNSUPPORTED
 from app.api.uploads import UPLOAD_BODY, IdempotencyKeyHeader, UploadDep, replay_upload
 from app.core.reliability.mdad import DEFAULT_THRESHOLD
 from app.queue import enqueue_job_after_commit
+from app.schemas.benchmarks import MODEL_NAME_PATTERN
 from app.schemas.jobs import JobPublic
 from app.schemas.results import ModelCreate
 from app.schemas.subsets import (
@@ -182,7 +183,13 @@ def score_on_subset(
     settings: SettingsDep,
     actor: ActorDep,
     model: Annotated[
-        str | None, Query(min_length=1, max_length=300, description="Model name (non-JSON uploads)")
+        str | None,
+        Query(
+            min_length=1,
+            max_length=300,
+            pattern=MODEL_NAME_PATTERN,
+            description="Model name (non-JSON uploads)",
+        ),
     ] = None,
     baseline: Annotated[
         str | None, Query(min_length=1, max_length=300, description="Model with full results")

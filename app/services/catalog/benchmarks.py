@@ -82,7 +82,7 @@ def create_version(
     errors = []
     seen: dict[str, int] = {}
     for i, item_id in enumerate(ids):
-        if "\x00" in item_id:  # every path (sample logs too): an export would drop it
+        if "\x00" in str(item_id):  # every path (sample logs too): an export would drop it
             errors.append(FieldIssue(("items", i, "id"), "an item id cannot contain NUL"))
         elif item_id in seen:
             errors.append(
