@@ -153,7 +153,9 @@ def test_the_table_lists_every_kind_with_its_handler_and_validator() -> None:
         "analysis": JobKind(analysis_jobs.run_analysis, analyses.validate_params),
         "subset": JobKind(subsets.run_subset_job, subsets.validate_job_params),
         "irt_fit": JobKind(irt_fits.run_irt_fit, irt_fits.validate_params),
-        "coverage": JobKind(coverage_runs.run_coverage, coverage_runs.validate_params),
+        "coverage": JobKind(
+            coverage_runs.run_coverage, coverage_runs.validate_params, coverage_runs.check_params
+        ),
         "precompute_views": JobKind(job_kinds.PRECOMPUTE, precompute.validate_params),
     }
     with pytest.raises(TypeError):
