@@ -212,6 +212,15 @@ class SessionPublic(BaseModel):
         description="open: takes the batch in next_items; decided / exhausted: closed; "
         "abandoned: open but idle for longer than SESSION_IDLE_HOURS (takes no more batches)"
     )
+    outcome: Literal["open", "decided", "inconclusive", "abandoned"] = Field(
+        description="What the session came to: decided (see decision), inconclusive (its items "
+        "or a cost budget ran out before its test decided: CI's exit code 1, never a pass), "
+        "open, or abandoned"
+    )
+    stopped_by: Literal["decision", "max_items", "budget"] | None = Field(
+        description="Why a closed session stopped: its test decided, max_items was reached, or a "
+        "cost budget (max_cost / max_tokens) ran out; null while open"
+    )
     conclusion: str = Field(
         description="The session's answer in one sentence naming its estimand (what the CLI "
         "prints at the end and the session page shows)"

@@ -102,6 +102,9 @@ def test_budget_stops_within_one_batch_and_labels_its_source(
         body = _post(client, sid, body, correct[a], ids)
     bud = body["budgets"][0]
     assert body["state"] == "exhausted" and body["decision"] == "undecided"
+    # a spent budget is INCONCLUSIVE, named as such, with the budget that ran out
+    assert body["outcome"] == "inconclusive" and body["stopped_by"] == "budget"
+    assert body["conclusion"].startswith("Inconclusive (the tokens budget ran out)")
     assert bud["exhausted"] and bud["spent"] >= budget
     assert bud["spent"] <= budget + np.sort(ITEM_COST * 1.2)[-5:].sum()  # one batch, worst case
     assert "measured on this candidate (5 items)" in bud["spent_source"]
@@ -116,6 +119,7 @@ def test_budget_stops_within_one_batch_and_labels_its_source(
     assert bud["spent"] == pytest.approx(expect, rel=1e-6)
     page = client.get(f"/ui/sessions/{sid}")
     assert page.status_code == 200 and "Cost (tokens)" in page.text and "used up" in page.text
+    assert "INCONCLUSIVE</strong>: a cost budget ran out" in page.text
 
 
 def test_cost_aware_draws_favour_cheap_items_and_replay(

@@ -198,6 +198,11 @@ def test_max_items_ends_exhausted(client: TestClient, small) -> None:
     if bodies[-1]["state"] == "exhausted":
         assert sizes == [0, 4, 8, 10]
         assert bodies[-1]["decision"] == "undecided"
+        assert bodies[-1]["outcome"] == "inconclusive" and bodies[-1]["stopped_by"] == "max_items"
+        assert bodies[-1]["conclusion"].startswith("Inconclusive (max_items = 10 reached)")
+    else:
+        assert bodies[-1]["outcome"] == "decided" and bodies[-1]["stopped_by"] == "decision"
+    assert bodies[0]["outcome"] == "open" and bodies[0]["stopped_by"] is None
     # the seed was drawn and stored: the order is reproducible from it
     seed = bodies[0]["seed"]
     perm = np.random.default_rng(seed).permutation(30)

@@ -31,7 +31,7 @@ from app.ingest import ParsedResults
 from app.schemas.sessions import SessionItem, SessionPublic
 from app.services.catalog.benchmarks import item_index
 from app.services.catalog.matrices import doc_ids
-from app.services.evaluation.lifecycle import conclusion
+from app.services.evaluation.lifecycle import conclusion, outcome_of, stopped_by
 
 MAX_LISTED = 20  # items named in one error
 
@@ -257,6 +257,8 @@ def reply_as_of(
             "difference": h.difference,
             "decision": h.decision,
             "state": h.state,
+            "outcome": outcome_of(h.state),
+            "stopped_by": stopped_by(h.state, []),
             "conclusion": conclusion(row, h.state, items_used=h.items_used, decision=h.decision),
             "history": public.history[:number],
             "next_items": items,

@@ -112,22 +112,51 @@ def list_sessions(
     )
 
 
+#: what a reader is told a session came to, by its state: a session whose items or budget ran out
+#: before its test decided is INCONCLUSIVE (what CI's exit code 1 says), never a pass
+OUTCOMES = {"open": "open", "decided": "decided", "exhausted": "inconclusive", ABANDONED: ABANDONED}
+
+
+def outcome_of(state: str) -> str:
+    """``open`` / ``decided`` / ``inconclusive`` (items or budget spent first) / ``abandoned``."""
+    return OUTCOMES[state]
+
+
+def stopped_by(state: str, spent_budgets: list[str]) -> str | None:
+    """Why a closed session stopped: ``decision``, ``budget`` (a cost budget ran out) or
+    ``max_items``; None while open (or abandoned)."""
+    if state == "decided":
+        return "decision"
+    if state == "exhausted":
+        return "budget" if spent_budgets else "max_items"
+    return None
+
+
 def conclusion(
     row: EvaluationSession,
     state: str,
     *,
     items_used: int | None = None,
     decision: str | None = None,
+    spent_budgets: list[str] | None = None,
 ) -> str:
     """The session's answer in one sentence naming its estimand (the CLI prints it at the end,
-    the session page shows it); ``items_used``/``decision``: as of an earlier batch."""
+    the session page shows it); ``items_used``/``decision``: as of an earlier batch;
+    ``spent_budgets``: the units of the budgets that ran out (an exhausted session names them)."""
     about = f"about {estimand_sentence(row.estimand, row.n_items)}"
     used = f"{row.items_used if items_used is None else items_used} of {row.n_items} items"
     if state == "decided":
         return f"Decided ({row.decision if decision is None else decision}) after {used}, {about}."
-    if state == "exhausted" and row.baseline_name is not None:
-        return (
-            f"Not decided after {used}: they do not separate {row.model_name} from "
-            f"{row.baseline_name} at alpha = {row.alpha:g}, {about}."
+    if state == "exhausted":
+        why = (
+            f"the {' and '.join(spent_budgets)} budget ran out"
+            if spent_budgets
+            else f"max_items = {row.max_items} reached"
         )
+        if row.baseline_name is not None:
+            return (
+                f"Inconclusive ({why}). Not decided after {used}: they do not separate "
+                f"{row.model_name} from {row.baseline_name} at alpha = {row.alpha:g}, {about}."
+            )
+        return f"Inconclusive ({why}): not decided after {used}, {about}."
     return f"{state.capitalize()} after {used}, {about}."

@@ -150,6 +150,37 @@ def exhausted(part: dict | None) -> bool:
     return bool((~budget_open(spent[has], limits[has])).any())
 
 
+def session_budgets(
+    part: dict | None,
+    *,
+    goal: str,
+    difference,
+    seen: np.ndarray,
+    items_used: int,
+    is_open: bool,
+) -> list[BudgetState]:
+    """A session's budgets, with the rough cost-to-decision prediction of a ``decide`` goal
+    (``difference``: its current interval for the difference)."""
+    if part is None:
+        return []
+    half = gap = None
+    if goal == "decide" and difference is not None:
+        half = (difference.upper - difference.lower) / 2
+        gap = abs((difference.upper + difference.lower) / 2)
+    return public(part, seen=seen, items_used=items_used, is_open=is_open, half_width=half, gap=gap)
+
+
+def spent_budgets(part: dict | None) -> list[str]:
+    """Units of the budgets that are used up (``spent >= limit``), in the session's order."""
+    if part is None:
+        return []
+    limits = np.asarray(part["limits"], dtype=np.float64)
+    spent = np.asarray(part["spent"], dtype=np.float64)
+    units = np.asarray(part["units"]).tolist()
+    gone = np.isfinite(limits) & ~budget_open(spent, np.where(np.isfinite(limits), limits, np.inf))
+    return [str(u) for u, g in zip(units, gone.tolist(), strict=True) if g]
+
+
 def _source(measured: int, guessed: int) -> str:
     if guessed == 0 and measured:
         return MEASURED
@@ -217,7 +248,9 @@ __all__ = [
     "design_gamma",
     "exhausted",
     "public",
+    "session_budgets",
     "spend",
+    "spent_budgets",
     "start",
     "unit_costs",
 ]

@@ -236,6 +236,7 @@ def to_public(
     base = _baseline(row)
     state = lifecycle.state_of(row, idle_hours)
     cost_part = parts.get("cost")
+    spent = session_costs.spent_budgets(cost_part) if state == "exhausted" else []
     return SessionPublic(
         id=row.id,
         version_id=version.id,
@@ -255,7 +256,9 @@ def to_public(
         seed=int(row.seed),
         n_items=row.n_items,
         state=state,  # type: ignore[arg-type]
-        conclusion=lifecycle.conclusion(row, state),
+        outcome=lifecycle.outcome_of(state),  # type: ignore[arg-type]
+        stopped_by=lifecycle.stopped_by(state, spent),  # type: ignore[arg-type]
+        conclusion=lifecycle.conclusion(row, state, spent_budgets=spent),
         decision=row.decision,  # type: ignore[arg-type]
         step=len(row.history or []),
         items_used=row.items_used,
@@ -270,25 +273,14 @@ def to_public(
         created_at=row.created_at,
         updated_at=row.updated_at,
         cost_aware=session_costs.design_costs(cost_part) is not None,
-        budgets=_budgets(row, cost_part, est, diff),
-    )
-
-
-def _budgets(row: EvaluationSession, cost_part, est: Interval, diff: Interval | None):
-    """The session's budgets, with the rough cost-to-decision prediction of a decide goal."""
-    if cost_part is None:
-        return []
-    half = gap = None
-    if row.goal == "decide" and diff is not None:
-        half = (diff.upper - diff.lower) / 2
-        gap = abs((diff.upper + diff.lower) / 2)
-    return session_costs.public(
-        cost_part,
-        seen=_order(row)[: row.items_used],
-        items_used=row.items_used,
-        is_open=row.state == "open",
-        half_width=half,
-        gap=gap,
+        budgets=session_costs.session_budgets(
+            cost_part,
+            goal=row.goal,
+            difference=diff,
+            seen=_order(row)[: row.items_used],
+            items_used=row.items_used,
+            is_open=row.state == "open",
+        ),
     )
 
 
