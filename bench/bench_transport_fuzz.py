@@ -7,8 +7,11 @@ models (``tests.support.stack.seed``; labelled synthetic).
 
 Each request is drawn from a seeded generator (``--seed``): a results upload in one of the
 formats (``.npz`` matrix, parquet details, lm-eval JSONL, CSV, JSON, multipart of several
-files), first built valid and then mutated (byte flips, truncation, crafted ``.npy`` headers
-and shapes, extreme numbers, odd names, deep nesting, wrong media types), or a GET of a read
+files; and the log formats: Inspect ``.eval`` archives and JSON logs, Every Eval Ever
+sidecars, HELM runs, zips of logs, each from the fixtures under ``tests/fixtures``), first built
+valid and then mutated (byte flips, truncation, crafted ``.npy`` headers and shapes, JSON leaves
+and subtrees replaced or nested deep, archive members mutated, dropped or lying about their
+sizes, extreme numbers, odd names, wrong media types), or a GET of a read
 route with random query values (leaderboard, verdict, items, results, audit). Reported: the
 status counts, every answer >= 500 (kind, status, body head; the inputs are saved under
 ``--save``), the requests per second. Target: 0 answers >= 500 in >= 10,000 requests.
@@ -163,6 +166,177 @@ def _json(rng: np.random.Generator, data: Seeded) -> bytes:
     return _mutate(rng, raw) if rng.random() < 0.3 else raw
 
 
+# --- the log formats (issue 36): Inspect .eval / JSON logs, Every Eval Ever sidecars, HELM runs --
+FIXTURES = ROOT / "tests" / "fixtures"
+INSPECT_EVAL = FIXTURES / "inspect" / "logs" / "eval" / "arith_alpha.eval"
+INSPECT_JSON = FIXTURES / "inspect" / "logs" / "json" / "arith_alpha.json"
+EEE_SIDECAR = next((FIXTURES / "eee" / "converted" / "graded").rglob("*_samples.jsonl"))
+HELM_RUN = FIXTURES / "helm" / "runs" / "simple1:model=simple_model1"
+WEIRD_JSON: list[Any] = [
+    None,
+    True,
+    "",
+    "x" * 5000,
+    -1,
+    10**30,
+    1e308,
+    [],
+    {},
+    [[[[[]]]]],
+    {"a": {"b": {"c": 1}}},
+    "NaN",
+    "../x",
+    "a\x00b",
+]
+
+
+def _json_mutate(rng: np.random.Generator, doc: Any) -> Any:
+    """A few random leaves or subtrees of ``doc`` replaced, deleted or nested deep."""
+    for _ in range(int(rng.integers(1, 4))):
+        node, parent, key = doc, None, None
+        for _depth in range(int(rng.integers(1, 8))):
+            if isinstance(node, dict) and node:
+                parent, key = node, list(node)[int(rng.integers(len(node)))]
+            elif isinstance(node, list) and node:
+                parent, key = node, int(rng.integers(len(node)))
+            else:
+                break
+            node = parent[key]
+        if parent is None:
+            continue
+        how = rng.integers(3)
+        if how == 0 and isinstance(parent, dict):
+            del parent[key]
+        elif how == 1:
+            depth = int(rng.integers(50, 3000))
+            parent[key] = json.loads("[" * depth + "]" * depth)
+        else:
+            parent[key] = WEIRD_JSON[int(rng.integers(len(WEIRD_JSON)))]
+    return doc
+
+
+def _json_bytes_mutated(rng: np.random.Generator, raw: bytes) -> bytes:
+    if rng.random() < 0.5:
+        return _mutate(rng, raw)
+    try:
+        return json.dumps(_json_mutate(rng, json.loads(raw))).encode()
+    except (ValueError, RecursionError):
+        return _mutate(rng, raw)
+
+
+def _zip_mutated(rng: np.random.Generator, raw: bytes) -> bytes:
+    """A .eval archive: one member's JSON mutated and re-zipped, a member dropped or added, a
+    lying zstd member (tests/support/inspect_logs.py: sizes it does not hold), or bytes."""
+    how = rng.integers(4)
+    if how == 0:
+        return _mutate(rng, raw)
+    if how == 3:
+        from tests.support.inspect_logs import zip_bytes, zstd_member
+
+        declared = int(rng.choice([0, 1, 10**6, 10**9, 2**32 - 1]))
+        data = b"{" * int(rng.integers(1, 10**5))
+        return zip_bytes([zstd_member("header.json", data, declared=declared)])
+    from tests.support.inspect_logs import zip_bytes, zstd_member
+
+    names = list(INSPECT_MEMBERS)
+    target = names[int(rng.integers(len(names)))]
+    members = []
+    for name in names:
+        member = INSPECT_MEMBERS[name]
+        if name == target:
+            if how == 2:
+                continue  # a member missing
+            member = _json_bytes_mutated(rng, member)
+        members.append(zstd_member(name, member))
+    if rng.random() < 0.2:
+        members.append(zstd_member("samples/extra.json", b"\x00" * int(rng.integers(1, 4096))))
+    return zip_bytes(members)
+
+
+def _inspect_members() -> dict[str, bytes]:
+    from app.ingest.logs.archive import BoundedZip
+
+    archive = BoundedZip(INSPECT_EVAL.read_bytes())
+    return {name: archive.read(name) for name in archive.names()}
+
+
+INSPECT_MEMBERS = _inspect_members()
+
+
+def _log_files(rng: np.random.Generator, kind: str) -> list[tuple[str, tuple[str, bytes, str]]]:
+    octet = "application/octet-stream"
+    if kind == "inspect_eval":
+        data = INSPECT_EVAL.read_bytes()
+        data = _zip_mutated(rng, data) if rng.random() < 0.8 else data
+        return [("file", (INSPECT_EVAL.name, data, octet))]
+    if kind == "inspect_json":
+        data = _json_bytes_mutated(rng, INSPECT_JSON.read_bytes())
+        return [("file", (INSPECT_JSON.name, data, "application/json"))]
+    if kind == "eee":
+        lines = EEE_SIDECAR.read_bytes().splitlines()
+        rate = 0.0 if rng.random() < 0.4 else 0.1  # some sidecars intact
+        lines = [_json_bytes_mutated(rng, line) if rng.random() < rate else line for line in lines]
+        return [("file", (EEE_SIDECAR.name, b"\n".join(lines) + b"\n", octet))]
+    if kind == "helm":
+        files = []
+        for name in ("per_instance_stats.json", "run_spec.json"):
+            data = (HELM_RUN / name).read_bytes()
+            if rng.random() < 0.4:
+                data = _json_bytes_mutated(rng, data)
+            if rng.random() < 0.9:  # sometimes half a run
+                files.append(("file", (f"{HELM_RUN.name}/{name}", data, "application/json")))
+        return files or [("file", (f"{HELM_RUN.name}/run_spec.json", b"{}", "application/json"))]
+    # a zip of logs, as CI uploads a directory
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for _ in range(int(rng.integers(1, 4))):
+            (_, (name, data, _media)), *_ = _log_files(rng, "inspect_eval")
+            archive.writestr(f"logs/{rng.integers(99)}-{name}", data)
+    data = _mutate(rng, out.getvalue()) if rng.random() < 0.3 else out.getvalue()
+    return [("file", ("logs.zip", data, "application/zip"))]
+
+
+LOG_KINDS = ["inspect_eval", "inspect_json", "eee", "helm", "logs_zip"]
+LOG_BENCHMARK = {  # which seeded benchmark (its items) each log kind is uploaded to
+    "inspect_eval": "inspect",
+    "inspect_json": "inspect",
+    "logs_zip": "inspect",
+    "eee": "eee",
+    "helm": "helm",
+}
+LOG_RIGHT_METRIC = {  # the metric that makes an intact log of the kind unambiguous
+    "inspect_eval": "match",
+    "inspect_json": "match",
+    "logs_zip": "match",
+    "eee": "closeness:mean",
+    "helm": "max_prob",
+}
+LOG_METRICS = [None, "match", "closeness:mean", "partial:mean", "max_prob", "exact_match", "x"]
+
+
+def seed_logs(client: httpx.Client, prefix: str = "fuzz") -> dict[str, str]:
+    """The benchmarks the log kinds are uploaded to, each created from its own fixture log."""
+    made = {}
+    for name, files, query in (
+        ("inspect", [("file", (INSPECT_EVAL.name, INSPECT_EVAL.read_bytes(), "x/y"))], {}),
+        ("eee", [("file", (EEE_SIDECAR.name, EEE_SIDECAR.read_bytes(), "x/y"))], {}),
+        (
+            "helm",
+            [
+                ("file", (f"{HELM_RUN.name}/{n}", (HELM_RUN / n).read_bytes(), "application/json"))
+                for n in ("per_instance_stats.json", "run_spec.json")
+            ],
+            {},
+        ),
+    ):
+        r = client.post(
+            "/v1/benchmarks/from-samples", params={"name": f"{prefix}-{name}", **query}, files=files
+        )
+        assert r.status_code == 201, r.text
+        made[name] = r.json()["id"]
+    return made
+
+
 UPLOADS = {
     "npz": (_npz, "application/x-npz", "/results/matrix"),
     "jsonl": (_jsonl, "application/x-ndjson", "/results"),
@@ -208,7 +382,32 @@ def request_for(rng: np.random.Generator, data: Seeded) -> tuple[str, dict[str, 
             if rng.random() < 0.5
         }
         return "get", {"method": "GET", "url": path, "params": params}
-    kind = str(rng.choice([*UPLOADS, "multipart"]))
+    kind = str(rng.choice([*UPLOADS, "multipart", *LOG_KINDS]))
+    if kind in LOG_KINDS:
+        params = {"model": f"fz/{kind}{rng.integers(99)}"}
+        metric = (
+            LOG_RIGHT_METRIC[kind]
+            if rng.random() < 0.5
+            else LOG_METRICS[int(rng.integers(len(LOG_METRICS)))]
+        )
+        if metric is not None:
+            params["metric"] = metric
+        if rng.random() < 0.1:
+            params["format"] = str(rng.choice(["inspect", "helm", "eee", "csv", "x"]))
+        if rng.random() < 0.05:  # a new benchmark from a fuzzed log
+            return kind, {
+                "method": "POST",
+                "url": "/v1/benchmarks/from-samples",
+                "params": {"name": f"fz-new-{rng.integers(10**6)}"},
+                "files": _log_files(rng, kind),
+            }
+        bid = data.extra["logs"][LOG_BENCHMARK[kind]]
+        return kind, {
+            "method": "POST",
+            "url": f"/v1/benchmarks/{bid}/results",
+            "params": params,
+            "files": _log_files(rng, kind),
+        }
     if kind == "multipart":
         files = []
         for _ in range(int(rng.integers(1, 4))):
@@ -272,6 +471,8 @@ async def run(url: str, key: str, data: Seeded, args: argparse.Namespace) -> dic
                     )
                     if "content" in req:
                         (save / f"{i}.body").write_bytes(req["content"])
+                    for k, (_field, (fname, fdata, _media)) in enumerate(req.get("files", [])):
+                        (save / f"{i}.{k}.{Path(fname).name}").write_bytes(fdata)
                     errors.append(
                         {"i": i, "kind": kind, "status": status, "body": r.text[:300] if r else ""}
                     )
@@ -336,6 +537,7 @@ def main() -> int:
     ):
         with stack.client(stack.admin_key) as client:
             data = seed(client, name="fuzz")
+            data.extra["logs"] = seed_logs(client)
         key = create_key(db, ["write"], name="fuzzer")
         out = asyncio.run(run(stack.api.url, key, data, args))
         leftovers = half_written(db, out["answered"])
@@ -349,6 +551,9 @@ def main() -> int:
     for (kind, _), count in out["statuses"].items():
         kinds[kind] += count
     print("kinds:", dict(sorted(kinds.items())))
+    for kind in sorted(kinds):
+        per = {st: c for (k, st), c in sorted(out["statuses"].items()) if k == kind}
+        print(f"  {kind}: {per}")
     five = [e for e in out["errors"] if e["status"] >= 500 or e["status"] == 0]
     print(f"answers >= 500 or no answer: {len(five)}")
     for e in five[:20]:
