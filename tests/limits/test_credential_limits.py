@@ -15,12 +15,10 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from sqlalchemy import create_engine
-from sqlalchemy.orm import Session
 
 from tests.conftest import _RUN_ID, ADMIN_DATABASE_URL, TEST_REDIS_URL
 from tests.support.procs import migrated_database
-from tests.support.stack import Stack, create_key, running_stack
+from tests.support.stack import Stack, create_key, project_keys, running_stack
 
 pytestmark = pytest.mark.integration
 
@@ -58,19 +56,8 @@ def small_buckets() -> Iterator[Stack]:
 
 
 def _keys(stack: Stack, projects: list[str], roles: dict[str, dict[str, str]]) -> dict[str, str]:
-    """Projects created and keys with per-project ``roles`` (name -> {project: role}); each
-    test's keys on projects of their own, so no test drains another's project bucket."""
-    from app.services.access.keys import create_key as create_project_key
-    from app.services.access.projects import create_project
-
-    engine = create_engine(stack.database_url)
-    try:
-        with Session(engine) as session, session.begin():
-            for project in projects:
-                create_project(session, project)
-            return {name: create_project_key(session, name, r)[1] for name, r in roles.items()}
-    finally:
-        engine.dispose()
+    """Each test's keys on projects of their own, so no test drains another's project bucket."""
+    return project_keys(stack.database_url, projects, roles)
 
 
 def _codes(stack: Stack, requests: list[tuple[str, str]]) -> list[int]:

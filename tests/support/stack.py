@@ -36,6 +36,27 @@ def create_key(
     return token
 
 
+def project_keys(
+    database_url: str, projects: Sequence[str], roles: dict[str, dict[str, str]]
+) -> dict[str, str]:
+    """``projects`` created and one key per entry of ``roles`` (key name -> {project: role});
+    returns the plaintexts by key name."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.orm import Session
+
+    from app.services.access.keys import create_key as _create
+    from app.services.access.projects import create_project
+
+    engine = create_engine(database_url)
+    try:
+        with Session(engine) as session, session.begin():
+            for project in projects:
+                create_project(session, project)
+            return {name: _create(session, name, r)[1] for name, r in roles.items()}
+    finally:
+        engine.dispose()
+
+
 def wait_job(client: httpx.Client, url: str, timeout: float = 120.0) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     body: dict[str, Any] = {}
