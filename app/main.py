@@ -21,6 +21,7 @@ from app.api.routes import (
     analyses,
     audit,
     benchmarks,
+    gates,
     health,
     items,
     jobs,
@@ -117,6 +118,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(subsets.router, prefix=API_PREFIX)
     app.include_router(leaderboards.router, prefix=API_PREFIX)
     app.include_router(sessions.router, prefix=API_PREFIX)
+    app.include_router(gates.router, prefix=API_PREFIX)
     app.include_router(items.router, prefix=API_PREFIX)
     app.include_router(audit.router, prefix=API_PREFIX)
     install_docs(app)

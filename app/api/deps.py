@@ -297,6 +297,18 @@ def writable_job(principal: WritePrincipal, job_id: uuid.UUID, session: SessionD
     return ownership.check_writable(session, principal, "job", job_id)
 
 
+@needs("read", "gate")
+def readable_gate(
+    principal: ReadPrincipal, gate_id: uuid.UUID, session: SessionDep
+) -> Project | None:
+    return ownership.check_readable(session, principal, "gate", gate_id)
+
+
+@needs("write", "gate")
+def writable_gate(principal: WritePrincipal, gate_id: uuid.UUID, session: SessionDep) -> Project:
+    return ownership.check_writable(session, principal, "gate", gate_id)
+
+
 ReadableSubset = Annotated[Project | None, Depends(readable_subset)]
 WritableSubset = Annotated[Project, Depends(writable_subset)]
 ReadableSession = Annotated[Project | None, Depends(readable_session)]
@@ -304,6 +316,8 @@ WritableSession = Annotated[Project, Depends(writable_session)]
 ReadableAnalysis = Annotated[Project | None, Depends(readable_analysis)]
 ReadableJob = Annotated[Project | None, Depends(readable_job)]
 WritableJob = Annotated[Project, Depends(writable_job)]
+ReadableGate = Annotated[Project | None, Depends(readable_gate)]
+WritableGate = Annotated[Project, Depends(writable_gate)]
 
 
 class ProjectChooser:
@@ -333,6 +347,16 @@ def get_project_chooser(principal: WritePrincipal, session: SessionDep) -> Proje
 
 
 ProjectChooserDep = Annotated[ProjectChooser, Depends(get_project_chooser)]
+
+
+@needs("write", "body")
+def gate_creator(principal: WritePrincipal) -> Principal:
+    """A gate belongs to its first benchmark's project: the service checks ``write`` there once
+    it has resolved the body's benchmarks (and ``read`` on the others)."""
+    return principal
+
+
+GateCreator = Annotated[Principal, Depends(gate_creator)]
 
 
 def _scalar_query_params(request: Request) -> set[str]:

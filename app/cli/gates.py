@@ -1,5 +1,7 @@
 """``benchslice gate``: one release decision for a suite of benchmarks (issue 34).
 
+Without ``--offline`` the gate runs on the server (:mod:`app.cli.gate_server`): created, or
+resumed when one is open for the same question, its rounds answered from ``--answers``.
 ``--offline`` runs the gate of :mod:`app.core.sequential.gating.gates` on local stored results (a
 matrix per benchmark, ``--answers NAME=FILE``, holding both the candidate's and the baseline's
 rows): the same engine, seed rule and output as a gate of the service. The reports a CI job
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
@@ -26,7 +29,10 @@ from app.cli.common import (
     EXIT_INCONCLUSIVE,
     EXIT_PASS,
     EXIT_REGRESSION,
+    ApiKeyOpt,
     JsonOpt,
+    UrlOpt,
+    api,
     err,
     fail,
     print_json,
@@ -168,6 +174,48 @@ def run_offline(
     }
 
 
+def _on_server(
+    names, files, run, model, answers_model, baseline, margins, settings, resume, url, api_key
+) -> dict[str, Any]:
+    """Create (or resume) the gate on the server and answer its rounds: from ``files``, or by
+    running ``run`` once per round."""
+    from app.cli.gate_server import candidate_values, drive, find_open, run_rounds, server_doc
+
+    try:
+        answers = [candidate_values(files[n], answers_model or model, n) for n in files]
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    body = {
+        "model": model,
+        "benchmarks": [{"benchmark": n, "baseline": baseline, "margin": margins[n]}
+                       for n in names],
+        "alpha": settings["alpha"],
+        "rule": settings["rule"],
+        "prediction": settings["prediction"],
+        "batch_size": settings["batch"],
+        "seed": settings["seed"],
+    }  # fmt: skip
+    if settings["budget"] is not None:
+        body["budget"] = settings["budget"]
+    say = err  # progress on stderr: stdout stays the one document --json promises
+    with api(url, api_key) as client, tempfile.TemporaryDirectory(prefix="bs-gate-") as tmp:
+        gate = find_open(client, body) if resume else None
+        if gate is not None:
+            say(f"resuming gate {gate.id} at round {gate.round + 1}")
+        else:
+            gate = client.create_gate(body)
+            say(f"gate {gate.id}")
+        try:
+            if run is not None:
+                gate = run_rounds(client, gate, run, Path(tmp), say)
+            else:
+                gate = drive(client, gate, answers, say)
+        except (ValueError, RuntimeError) as exc:
+            raise fail(f"{exc}\ngate {gate.id} stays open at that round: rerun the same "
+                       "command to resume it") from None  # fmt: skip
+    return server_doc(gate)
+
+
 # -- reports ------------------------------------------------------------------------------------
 def _key(name: str) -> str:
     """A step-output name: letters, digits and ``_`` only."""
@@ -289,6 +337,13 @@ def gate(
     answers_model: str | None = typer.Option(
         None, "--answers-model", help="Row of the --answers matrices holding the candidate"
     ),
+    run: str | None = typer.Option(
+        None,
+        "--run",
+        help="Command evaluating one round of every open benchmark (server gates): {samples} "
+        "is replaced by the samples file (lm_eval --samples: each task's doc ids), {tasks} by "
+        "the round's comma-separated tasks, {output} by the folder to write sample logs to",
+    ),
     offline: bool = typer.Option(
         False, "--offline", help="Run on local files, without a server (same engine and output)"
     ),
@@ -307,6 +362,11 @@ def gate(
         None, "--junit", dir_okay=False, help="Write a JUnit XML report (one case per benchmark)"
     ),
     as_json: bool = JsonOpt,
+    resume: bool = typer.Option(
+        True, "--resume/--new", help="Resume an open gate asking the same question (server)"
+    ),
+    url: str | None = UrlOpt,
+    api_key: str | None = ApiKeyOpt,
 ) -> None:
     """Decide, for a suite, whether the candidate is no worse than the baseline by more than the
     margin on every benchmark: PASS, FAIL (naming the regressed benchmarks) or INCONCLUSIVE.
@@ -314,21 +374,29 @@ def gate(
     P(wrong PASS) <= alpha and P(wrong FAIL) <= alpha whatever the number of benchmarks (one-sided
     confidence sequences; statistics-next §8). Exit 0 pass, 1 inconclusive, 2 error, 3 regression.
 
+    Without --offline the gate runs on the server: created (or resumed when one is open for the
+    same question), each round run with --run (one call for every open benchmark) or answered
+    from --answers, each round counted once.
+
     Example:
+
+        benchslice gate --model org/new --baseline org/old --margin 0.02 --benchmark mmlu --benchmark gsm8k --run 'lm_eval --model hf --model_args pretrained=org/new --tasks {tasks} --samples {samples} --log_samples --output_path {output}'
 
         benchslice gate --offline --model org/new --baseline org/old --margin 0.02 --benchmark gpqa --answers gpqa=gpqa.npz
     """
     from app.core.sequential.gating.gates import PREDICTIONS, RULES
 
-    if not offline:
-        raise fail("gates on a server are not available yet: use --offline with --answers")
     names = list(benchmark)
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise typer.BadParameter(f"{dupes[0]!r} given twice", param_hint="--benchmark")
     files = {k: Path(v) for k, v in _pairs(answers, "--answers").items()}
+    if run is not None and (files or offline):
+        raise typer.BadParameter(
+            "give --run (a server gate) or --answers for every benchmark", param_hint="--run"
+        )
     for n in names:
-        if n not in files:
+        if n not in files and run is None:
             raise typer.BadParameter(f"no --answers {n}=FILE", param_hint="--answers")
     extra = [k for k in files if k not in names]
     if extra:
@@ -342,19 +410,15 @@ def gate(
     if budget is not None and budget < batch:
         raise typer.BadParameter(f"below one batch ({batch})", param_hint="--budget")
     margins = _margins(list(margin), names)
-    doc = run_offline(
-        files,
-        model=answers_model or model,
-        baseline=baseline,
-        margins=margins,
-        alpha=alpha,
-        rule=rule,
-        batch=batch,
-        budget=budget,
-        seed=seed,
-        prediction=prediction,
-    )
-    doc["model"] = model
+    settings = {"alpha": alpha, "rule": rule, "batch": batch, "budget": budget, "seed": seed,
+                "prediction": prediction}  # fmt: skip
+    if offline:
+        doc = run_offline(files, model=answers_model or model, baseline=baseline,
+                          margins=margins, **settings)  # fmt: skip
+        doc["model"] = model
+    else:
+        doc = _on_server(names, files, run, model, answers_model, baseline, margins, settings,
+                         resume, url, api_key)  # fmt: skip
     if as_json:
         print_json(doc)
     else:

@@ -67,7 +67,7 @@ def _line(s: SessionPublic) -> str:
     )
 
 
-def _stderr_fd() -> int | None:
+def stderr_fd() -> int | None:
     """Where the command's stdout goes: our stderr (None, inherit, when it has no descriptor,
     as under a test runner capturing it)."""
     try:
@@ -106,7 +106,7 @@ def _run_batch(
         .replace("{output}", shlex.quote(str(output)))
     )
     sys.stdout.flush()
-    done = subprocess.run(cmd, shell=True, check=False, stdout=_stderr_fd())  # the user's command
+    done = subprocess.run(cmd, shell=True, check=False, stdout=stderr_fd())  # the user's command
     if done.returncode != 0:
         raise fail(
             f"the command exited with {done.returncode} on batch {number}: {cmd}\n"

@@ -15,7 +15,8 @@ retried upload is a no-op on the server.
 Layout: :mod:`~app.client.transport` sends requests (httpx, auth, retries, uploads, waiting for
 jobs) and :mod:`~app.client.errors` turns problems into exceptions; the operations, one module per
 area (:mod:`~app.client.benchmarks`, :mod:`~app.client.subsets`, :mod:`~app.client.analyses`,
-:mod:`~app.client.leaderboards`, :mod:`~app.client.jobs`,
+:mod:`~app.client.leaderboards`, :mod:`~app.client.sessions`, :mod:`~app.client.gates`,
+:mod:`~app.client.jobs`,
 :mod:`~app.client.audit`), build on the transport;
 :class:`Client` brings them together.
 """
@@ -26,6 +27,7 @@ from app.client.analyses import AnalysisOperations
 from app.client.audit import AuditOperations
 from app.client.benchmarks import BenchmarkOperations, UploadReply
 from app.client.errors import BenchsliceConnectionError, BenchsliceError, JobFailedError
+from app.client.gates import GateOperations
 from app.client.jobs import JobOperations
 from app.client.leaderboards import LeaderboardOperations
 from app.client.sessions import SessionOperations, SessionStart
@@ -52,6 +54,7 @@ class Client(
     AnalysisOperations,
     LeaderboardOperations,
     SessionOperations,
+    GateOperations,
     JobOperations,
     AuditOperations,
 ):

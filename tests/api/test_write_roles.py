@@ -38,6 +38,10 @@ WRITE_ROUTES: dict[tuple[str, str], tuple[str, str] | None] = {
     ("POST", "/v1/benchmarks/{benchmark}/sessions"): ("write", "benchmark"),
     ("POST", "/v1/subsets/{subset_id}/scores"): ("write", "subset"),
     ("POST", "/v1/sessions/{session_id}/results"): ("write", "session"),
+    ("POST", "/v1/gates"): ("write", "body"),
+    ("POST", "/v1/gates/{gate_id}/results"): ("write", "gate"),
+    ("POST", "/v1/gates/{gate_id}/results/files"): ("write", "gate"),
+    ("POST", "/v1/gates/{gate_id}/abandon"): ("write", "gate"),
     ("POST", "/v1/jobs"): ("write", "body"),
     ("POST", "/v1/jobs/{job_id}/cancel"): ("write", "job"),
     # the browser view's login form: checks a key, writes no project data (issue 26's room)

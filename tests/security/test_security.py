@@ -50,6 +50,7 @@ def _fill(path: str) -> str:
         "session_id": str(uuid.uuid4()),
         "analysis_id": str(uuid.uuid4()),
         "job_id": str(uuid.uuid4()),
+        "gate_id": str(uuid.uuid4()),
         "subset_id": "0" * 64,
         "model": "org/model",
         "fmt": "svg",

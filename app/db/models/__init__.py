@@ -5,6 +5,7 @@ from app.db.models.access import ApiKey, AuditEvent, IdempotencyKey, KeyRole, Pr
 from app.db.models.analysis import Analysis, AnalysisChunk
 from app.db.models.benchmark import Benchmark, BenchmarkVersion, PrecomputedView
 from app.db.models.evaluation_session import EvaluationSession, IrtFit
+from app.db.models.gate import Gate
 from app.db.models.job import TERMINAL_STATUSES, Job, JobStatus
 from app.db.models.model_result import (
     LanguageModel,
@@ -26,6 +27,7 @@ __all__ = [
     "BenchmarkVersion",
     "BrowserSession",
     "EvaluationSession",
+    "Gate",
     "IdempotencyKey",
     "IrtFit",
     "Job",

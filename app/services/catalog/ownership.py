@@ -19,6 +19,7 @@ from app.db.models import BenchmarkVersion, Project
 from app.db.repositories import JobRepository
 from app.db.repositories.analyses import AnalysisRepository
 from app.db.repositories.benchmarks import BenchmarkVersionRepository
+from app.db.repositories.gates import GateRepository
 from app.db.repositories.sessions import EvaluationSessionRepository
 from app.db.repositories.subsets import SubsetRepository
 from app.errors import NotFound
@@ -99,6 +100,24 @@ def analysis_not_found(analysis_id: uuid.UUID) -> NotFound:
 def analysis_owner(session: Session, analysis_id: uuid.UUID) -> tuple[BenchmarkVersion, Project]:
     row = AnalysisRepository(session).get(analysis_id)
     return _owner(session, row, lambda: analysis_not_found(analysis_id))
+
+
+def gate_not_found(gate_id: uuid.UUID | str) -> NotFound:
+    return NotFound(f"gate {gate_id} does not exist")
+
+
+def gate_owner(session: Session, gate_id: uuid.UUID | str) -> tuple[BenchmarkVersion, Project]:
+    """A gate's first benchmark version (its audit rows name it) and the gate's own project."""
+    try:
+        gid = uuid.UUID(str(gate_id))
+    except ValueError:
+        raise gate_not_found(gate_id) from None
+    row = GateRepository(session).get(gid)
+    version = _version(session, row.benchmarks[0]["version_id"]) if row is not None else None
+    project = session.get(Project, row.project_id) if row is not None else None
+    if version is None or project is None:
+        raise gate_not_found(gate_id)
+    return version, project
 
 
 def job_params_version(session: Session, params: dict[str, Any]) -> BenchmarkVersion | None:
@@ -214,4 +233,5 @@ _BY_ID: dict[str, tuple[Any, Any]] = {
     "session": (session_owner, session_not_found),
     "analysis": (analysis_owner, analysis_not_found),
     "job": (job_owner, job_not_found),
+    "gate": (gate_owner, gate_not_found),
 }

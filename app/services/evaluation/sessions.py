@@ -293,7 +293,7 @@ def get_session_public(
 # --- creating a session -------------------------------------------------------------------------
 
 
-def _baseline_values(session: Session, version: BenchmarkVersion, name: str) -> np.ndarray:
+def baseline_values(session: Session, version: BenchmarkVersion, name: str) -> np.ndarray:
     try:
         mat = load_matrix(session, version.id, [name])
     except NotFound:
@@ -389,7 +389,7 @@ def create_session(
     ``(None, fit job, created)`` (the caller enqueues a created job after commit)."""
     n = item_index(version).n_items
     max_items = _check(body, n)
-    base = None if body.baseline is None else _baseline_values(session, version, body.baseline)
+    base = None if body.baseline is None else baseline_values(session, version, body.baseline)
     seed = job_service.new_seed() if body.seed is None else int(body.seed)
     k = min(body.batch_size, max_items)
     estimand = _estimand(body)
