@@ -14,10 +14,12 @@ from app.core.selectors import SELECTORS
 from app.db.models import BenchmarkVersion
 from app.db.repositories.subsets import SubsetScoreRepository
 from app.errors import DomainError, InvalidInput
+from app.schemas.gates import GatePublic
 from app.schemas.sessions import SessionPublic
 from app.schemas.subsets import SubsetPublic, VerdictPublic
 from app.services.catalog import matrices
 from app.services.catalog.benchmarks import get_version
+from app.services.evaluation import gates as gates_service
 from app.services.evaluation import sessions as sessions_service
 from app.services.platform.caching import MB, BoundedCache
 from app.services.reliability import graded_verdicts, verdict_story, verdicts
@@ -219,6 +221,44 @@ def session_view(
     if figures is None:
         return SessionView(public, words, None)
     return SessionView(public, words, figures[0], figures[1])
+
+
+# --- /ui/gates/{id} -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GateView:
+    gate: GatePublic
+    headline: str
+    sentence: str
+    tone: str  # good | bad | ""
+    baselines: tuple[str, ...] = ()
+
+
+def gate_view(session: Session, gate_id: uuid.UUID, *, idle_hours: float | None = None) -> GateView:
+    """The gate page: its outcome first, in words, then each benchmark."""
+    g = gates_service.get_gate_public(session, gate_id, idle_hours=idle_hours)
+    k = len(g.benchmarks)
+    bases = tuple(dict.fromkeys(b.baseline for b in g.benchmarks))
+    every = f"on {g.benchmarks[0].benchmark}" if k == 1 else f"on all {k} benchmarks"
+    used = f"after {fmt.count(g.items_used)} of {fmt.count(g.items_total)} items"
+    if g.outcome == "pass":
+        better = [b.benchmark for b in g.benchmarks if b.state == "better"]
+        sentence = (f"{g.model} is no worse than the baseline by more than the margin {every}, "
+                    f"{used}"
+                    + (f"; better on {', '.join(better)}" if better else "") + ".")  # fmt: skip
+        return GateView(g, "PASS", sentence, "good", bases)
+    if g.outcome == "fail":
+        sentence = (f"{g.model} regressed by more than the margin on {', '.join(g.regressed)}, "
+                    f"{used}.")  # fmt: skip
+        return GateView(g, "FAIL", sentence, "bad", bases)
+    if g.outcome == "inconclusive":
+        why = "it was abandoned" if g.state == "abandoned" else "its budget or items ran out"
+        sentence = f"Undecided {used}: {why} before every benchmark was settled (never a pass)."
+        return GateView(g, "INCONCLUSIVE", sentence, "", bases)
+    settled = sum(b.state != "open" for b in g.benchmarks)
+    sentence = f"Open {used}: {settled} of {k} benchmarks settled so far."
+    return GateView(g, "OPEN", sentence, "", bases)
 
 
 # --- /ui/subsets/{id} -----------------------------------------------------------------------------

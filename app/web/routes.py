@@ -234,6 +234,20 @@ def evaluation_session(request: Request, session_id: str, session: SessionDep) -
     return render(request, "session.html", {"title": title, "s": view})
 
 
+@router.get("/gates/{gate_id}", name="ui_gate")
+def release_gate(request: Request, gate_id: str, session: SessionDep) -> Response:
+    try:
+        principal = security.page_principal(request, session)
+        gate_uuid = _uuid(gate_id, "gate")
+        check_readable(session, principal, "gate", gate_uuid)
+        view = page_views.gate_view(
+            session, gate_uuid, idle_hours=request.app.state.settings.session_idle_hours
+        )
+    except DomainError as exc:
+        return error_page(request, exc)
+    return render(request, "gate.html", {"title": f"Gate: {view.gate.model}", "v": view})
+
+
 # --- login / logout (only meaningful with auth enabled) ----------------------------------------
 
 

@@ -30,6 +30,7 @@ class LiveGPQA:
     analysis_id: str
     subset_id: str
     session_id: str
+    gate_id: str
 
     def pages(self) -> dict[str, str]:
         """Every page of the view, by name (the pair page with the README's close pair)."""
@@ -42,6 +43,7 @@ class LiveGPQA:
             "analysis": f"/ui/analyses/{self.analysis_id}",
             "subset": f"/ui/subsets/{self.subset_id}",
             "session": f"/ui/sessions/{self.session_id}",
+            "gate": f"/ui/gates/{self.gate_id}",
         }
 
 
@@ -118,5 +120,27 @@ def seed_gpqa(base_url: str, env: dict[str, str], gpqa: Path, cwd: Path, headers
             )
             assert r.status_code == 200, r.text
             body = r.json()
+        gate = _gate(client, model, baseline, truth)
         _wait(client, f"/v1/analyses/{analysis_id}")
-    return LiveGPQA("gpqa", analysis_id, subset_id, body["id"])
+    return LiveGPQA("gpqa", analysis_id, subset_id, body["id"], gate)
+
+
+def _gate(client: httpx.Client, model: str, baseline: str, truth: dict) -> str:
+    """A release gate of the far pair on GPQA (2-point margin), run to its outcome."""
+    r = client.post(
+        "/v1/gates",
+        json={"model": model, "baseline": baseline, "margin": 0.02, "batch_size": 20, "seed": 1,
+              "benchmarks": [{"benchmark": "gpqa"}]},
+    )  # fmt: skip
+    assert r.status_code == 201, r.text
+    gate = r.json()
+    while gate["state"] == "open":
+        rnd = gate["next_round"]
+        results = [{"benchmark": k, "item_ids": [it["item_id"] for it in items],
+                    "correct": [truth[it["item_id"]] for it in items]}
+                   for k, items in rnd["items"].items()]  # fmt: skip
+        r = client.post(f"/v1/gates/{gate['id']}/results",
+                        json={"round": rnd["round"], "results": results})  # fmt: skip
+        assert r.status_code == 200, r.text
+        gate = r.json()
+    return gate["id"]

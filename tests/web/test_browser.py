@@ -89,7 +89,7 @@ class Watch:
 def test_every_page_loads_clean_at_1280_and_360(browser: Any, live) -> None:
     base, data = live
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    shots = {("analysis", 1280), ("pair", 360)}
+    shots = {("analysis", 1280), ("pair", 360), ("gate", 360)}
     for width in WIDTHS:
         context = browser.new_context(viewport={"width": width, "height": 900})
         page = context.new_page()
@@ -198,6 +198,7 @@ DECISIVE = {
     "benchmark": ("table.models", ("Rank", "Model", "Accuracy", "Tier")),
     "session": ("table.history", ("Batch", "Items", "Decision")),
     "analysis": ("#mdad-table table", ("Method", "n", "MDAD")),
+    "gate": ("table.gate", ("Benchmark", "State", "Difference")),
 }
 
 

@@ -45,7 +45,6 @@ from app.core.sequential.gating.gates import (
     gate_start,
 )
 from app.core.sequential.gating.one_sided import GridTrack, OrderedBaseline, track_bounds
-from app.core.sequential.population import estimand_sentence
 from app.db.base import utcnow
 from app.db.models import BenchmarkVersion, Gate, Project
 from app.db.repositories.gates import GateRepository
@@ -357,8 +356,8 @@ def to_public(
         round=len(row.history or []),
         items_used=row.items_used,
         items_total=row.items_total,
-        estimand_text=estimand_sentence("benchmark", row.items_total)
-        + " Each benchmark's bounds are about its own items.",
+        estimand_text="benchmark accuracy, per benchmark: the mean over its N items (exact "
+        "once all are seen); each benchmark's bounds are about its own items.",
         benchmarks=rows,
         next_round=_next_round(row, versions, state),
         history=[GateHistoryRow.model_validate(h) for h in row.history or []],
