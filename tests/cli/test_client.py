@@ -276,6 +276,12 @@ CLIENT_METHODS = {
     "sessions-get_session": "get_session",
     "sessions-list_sessions": "list_sessions",
     "sessions-post_session_results": "post_session_results",
+    "gates-create_gate": "create_gate",
+    "gates-get_gate": "get_gate",
+    "gates-list_gates": "list_gates",
+    "gates-post_gate_results": "post_gate_results",
+    "gates-post_gate_result_files": "post_gate_result_files",
+    "gates-abandon_gate": "abandon_gate",
 }
 
 

@@ -176,11 +176,14 @@ def test_the_schema_rejects_a_malformed_report(tmp_path) -> None:
 
 
 def test_the_ci_doc_gate_command_runs(tmp_path) -> None:
-    """docs/ci.md's `benchslice gate` step, as written, on SYNTHETIC matrices in its paths."""
+    """docs/ci.md's `benchslice gate --offline` step, as written, on SYNTHETIC matrices in its
+    paths (its server step runs lm_eval on a Hugging Face model: tests/cli/test_gate_lm_eval.py
+    runs the same command shape with lm-eval's dummy model)."""
     import re
 
     doc = (REPO / "docs" / "ci.md").read_text()
-    (cmd,) = [b for b in re.findall(r"```bash\n(.*?)```", doc, re.S) if "benchslice gate" in b]
+    blocks = re.findall(r"```bash\n(.*?)```", doc, re.S)
+    (cmd,) = [b for b in blocks if "benchslice gate" in b and "--offline" in b]
     rng = np.random.default_rng(1)
     (tmp_path / "results").mkdir()
     for name, n in (("gpqa", 448), ("mmlu", 4000)):
