@@ -192,3 +192,45 @@ def test_one_round_at_a_time_through_storage_is_the_same_gate():
     assert outcome.tolist() == ref.outcome.tolist() and codes.tolist() == ref.codes.tolist()
     assert [len(x) for x in served] == ref.items[0].tolist()
     assert gs.rounds.tolist() == ref.rounds.tolist()
+
+
+def test_design_prior_moves_each_target_towards_its_rejection_side():
+    from app.core.sequential.gating.gates import design_priors
+
+    target, side, _ = gate_tests([0.6], 0.02, alpha=0.05, n_benchmarks=1, rule=RULE1)
+    prior = design_priors(target, side, 0.02)
+    # non-inferiority at B - delta: planned for B; regression: one margin beyond; better: B + g
+    np.testing.assert_allclose(prior[0], target[0] + 0.02 * side)
+    # P = 3 with this rule: non-inferior (lower, B - delta), regressed (upper), better (lower, B)
+    assert side.tolist() == [LOWER, UPPER, LOWER]
+    np.testing.assert_allclose(prior[0], [0.6, 0.56, 0.62])
+    assert design_priors([[0.995]], np.array([LOWER]), 0.0)[0, 0] == 1.0  # clipped; g >= 0.01
+    assert design_priors([[0.004]], np.array([UPPER]), 0.0)[0, 0] == 0.0
+
+
+def test_states_written_without_a_design_prior_still_read():
+    """Sessions' stored one-sided states (and gates stored before priors) have no prior keys."""
+    plain = one_sided_init(50, np.array([[0.5]]), np.array([LOWER]), np.array([[0.05]]))
+    d = plain.to_dict()
+    assert "prior_mean" not in d and "prior_weight" not in d
+    back = type(plain).from_dict(d)
+    assert back.prior_mean is None and back.prior_weight == 0.0
+    gs = gate_start([[0.6]], [80], [0.02], rule=RULE1)
+    again = GateState.from_dict(gs.to_dict())
+    np.testing.assert_array_equal(again.tests[0].prior_mean, gs.tests[0].prior_mean)
+    assert again.tests[0].prior_weight == gs.tests[0].prior_weight > 0
+
+
+def test_design_prior_keeps_error_control_and_spares_items_on_siblings():
+    """SYNTHETIC 2-benchmark suite, 300 gates per case (can fail both ways)."""
+    rng = np.random.default_rng(21)
+    bases = [(rng.random(n) < p).astype(float) for n, p in ((600, 0.45), (900, 0.7))]
+    margin = 0.02
+    fine = [_sibling(b, 0.0, 0.9, 300, rng) for b in bases]
+    at_margin = [_sibling(bases[0], -margin, 0.9, 300, rng), fine[1]]
+    with_prior = run_gates(fine, bases, [margin] * 2, seed=3)
+    plain = run_gates(fine, bases, [margin] * 2, seed=3, prior_weight=0.0)
+    wrong = run_gates(at_margin, bases, [margin] * 2, seed=4)
+    assert (wrong.outcome == G_PASS).mean() <= 0.05
+    assert (with_prior.outcome == G_FAIL).mean() <= 0.05
+    assert with_prior.items.sum(1).mean() < plain.items.sum(1).mean()

@@ -26,14 +26,7 @@ in [0, 1]`` is the larger fraction of the way its tests' log-capitals are to the
 benchmarks closest to deciding get up to twice the share; decided ones get nothing. It is a
 function of the past only (predictable), so it keeps every guarantee.
 
-Predictions (``prediction=``, the §7 control variate with uniform draws):
-
-* ``"random"``: ``f = 0`` (the one-sample CS of the candidate's mean);
-* ``"paired"``: ``f = b``, the baseline's own outcome (the paired CS);
-* ``"calibrated"``: ``f = P(a | b)`` fitted on the items seen before the round (least squares of
-  ``a`` on ``b`` with one pseudo-observation ``a = 1/2`` at ``b = 0`` and at ``b = 1``; for 0/1
-  ``b`` the two group means), which is ``b`` for a sibling and a constant (``random``) for an
-  unrelated pair.
+What the bets predict and are planned for: :mod:`app.core.sequential.gating.bets`.
 """
 
 from __future__ import annotations
@@ -42,6 +35,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.core.sequential.gating.bets import (
+    DEFAULT_PREDICTION,
+    DEFAULT_PRIOR_WEIGHT,
+    PREDICTIONS,
+    design_priors,
+    prediction_coefficients,
+    refresh_residuals,
+)
 from app.core.sequential.gating.one_sided import (
     LOWER,
     UPPER,
@@ -55,8 +56,6 @@ from app.core.sequential.gating.one_sided import (
 )
 
 RULES = ("no_regression", "no_regression_and_one_better")
-PREDICTIONS = ("calibrated", "paired", "random")
-DEFAULT_PREDICTION = "calibrated"
 BENCH_STATES = ("open", "noninferior", "regressed", "better", "on_margin")
 OPEN, NONINFERIOR, REGRESSED, BETTER, ON_MARGIN = range(5)
 OUTCOMES = ("open", "pass", "fail", "inconclusive")
@@ -225,61 +224,6 @@ def allocate(weights, want, remaining, batch_size: int, budget_left) -> np.ndarr
     return np.minimum(base, np.asarray(remaining, dtype=np.int64))
 
 
-def prediction_coefficients(kind: str, seen) -> tuple[np.ndarray, np.ndarray]:
-    """``(f0, f1)`` of the round's prediction ``f = f0 + (f1 - f0) b``, each shape (S,).
-
-    Parameters
-    ----------
-    kind : str
-        One of :data:`PREDICTIONS`.
-    seen : ndarray, shape (S, 6)
-        Sums over the items served so far: ``n, sum a, sum b, sum a b, sum b^2, sum a^2``.
-
-    Notes
-    -----
-    ``calibrated`` is the least-squares line of ``a`` on ``b`` through the seen items and the
-    pseudo-points ``(0, 1/2)``, ``(1, 1/2)``, read at ``b = 0`` and ``b = 1`` and clipped to
-    [0, 1] (for 0/1 results: ``(sum of a over the group + 1/2) / (group size + 1)`` per value of
-    ``b``); between them ``f`` is linear in ``b``, so it stays in [0, 1] for graded results too.
-    """
-    sums = np.asarray(seen, dtype=np.float64)
-    s = sums.shape[0]
-    if kind == "random":
-        return np.zeros(s), np.zeros(s)
-    if kind == "paired":
-        return np.zeros(s), np.ones(s)
-    if kind != "calibrated":
-        raise ValueError(f"prediction: expected one of {PREDICTIONS}, got {kind!r}")
-    n, sa, sb, sab, sbb = (sums[:, i] for i in range(5))
-    w = n + 2.0
-    mb, ma = (sb + 1.0) / w, (sa + 1.0) / w
-    var_b = (sbb + 1.0) / w - mb * mb
-    slope = ((sab + 0.5) / w - ma * mb) / np.maximum(var_b, 1e-12)
-    f0 = ma - slope * mb
-    return np.clip(f0, 0.0, 1.0), np.clip(f0 + slope, 0.0, 1.0)
-
-
-def refresh_residuals(state: OneSidedState, seen, f0, f1) -> None:
-    """Re-express the bet's statistics under the round's prediction, in place.
-
-    The bet estimates ``E[Y_t | past]`` by ``F_t`` plus the mean residual ``a - f`` of the seen
-    items; when ``f`` is refitted (``calibrated``) the residuals of earlier rounds are against an
-    older ``f``, which biases that mean. With ``f = f0 + (f1 - f0) b`` the residuals and their
-    sum of squares about their mean under the *current* ``f`` follow from the running sums
-    (``seen`` as in :func:`prediction_coefficients`): ``resid`` and ``sq`` of the state are set to
-    them. Both are functions of the past, so the bet stays predictable.
-    """
-    n, sa, sb, sab, sbb, saa = (np.asarray(seen, np.float64)[:, i] for i in range(6))
-    lo = np.asarray(f0, np.float64)
-    sl = np.asarray(f1, np.float64) - lo
-    resid = sa - lo * n - sl * sb
-    sq = saa - 2 * lo * sa - 2 * sl * sab + lo * lo * n + 2 * lo * sl * sb + sl * sl * sbb
-    with np.errstate(invalid="ignore", divide="ignore"):
-        centred = np.where(n > 0, sq - resid * resid / n, 0.0)
-    state.resid[:] = resid
-    state.sq[:] = np.maximum(centred, 0.0)
-
-
 @dataclass(frozen=True)
 class GateRun:
     """Result of :func:`run_gates` for ``S`` gates of ``K`` benchmarks.
@@ -400,6 +344,7 @@ def gate_start(
     batch_size: int = 50,
     budget: int | None = None,
     prediction: str = DEFAULT_PREDICTION,
+    prior_weight: float = DEFAULT_PRIOR_WEIGHT,
 ) -> GateState:
     """A new gate (``S`` of them for a simulation) before any item.
 
@@ -413,7 +358,10 @@ def gate_start(
     tests = []
     for j in range(k):
         tg, sd, al = gate_tests(baseline_means[j], delta[j], alpha=alpha, n_benchmarks=k, rule=rule)
-        tests.append(one_sided_init(int(sizes[j]), tg, sd, np.broadcast_to(al, tg.shape)))
+        st = one_sided_init(int(sizes[j]), tg, sd, np.broadcast_to(al, tg.shape))
+        if prior_weight > 0:
+            st.prior_mean, st.prior_weight = design_priors(tg, sd, delta[j]), float(prior_weight)
+        tests.append(st)
     s = tests[0].sessions
     total = int(sum(sizes)) if budget is None else int(budget)
     return GateState(tests=tests, seen=[np.zeros((s, 6)) for _ in range(k)],
@@ -493,6 +441,7 @@ def run_gates(
     orders=None,
     seed: int = 0,
     bounds: bool = False,
+    prior_weight: float = DEFAULT_PRIOR_WEIGHT,
 ) -> GateRun:
     """Run ``S`` gates to their outcomes on stored results (vectorised over gates).
 
@@ -507,6 +456,11 @@ def run_gates(
     orders : list of K arrays of int, shape (S, N_k), optional
         Serving orders; default :func:`gate_orders` ``(seed, sizes, S)``.
     seed : int
+    prior_weight : float
+        Pseudo-items behind each test's design alternative (:func:`design_priors`): the bets
+        start planned for a sibling (Delta = 0) on the PASS side and for a regression one margin
+        beyond on the FAIL side, and follow the data as it outnumbers them. Any value keeps
+        every guarantee (the bets stay predictable); 0 is the plain plug-in bet.
     bounds : bool
         Also track every test's bound on the lattice ``k / N`` (``O(S P N)`` per item: for a
         handful of gates, as the CLI and the service run them).
@@ -527,7 +481,8 @@ def run_gates(
     orders = [np.broadcast_to(np.asarray(o, dtype=np.int64), c.shape)
               for o, c in zip(orders, cand, strict=True)]  # fmt: skip
     gs = gate_start([b.mean(axis=1) for b in base], sizes, margins, alpha=alpha, rule=rule,
-                    batch_size=batch_size, budget=budget, prediction=prediction)  # fmt: skip
+                    batch_size=batch_size, budget=budget, prediction=prediction,
+                    prior_weight=prior_weight)  # fmt: skip
     ordered = [OrderedBaseline.build(b, o) for b, o in zip(base, orders, strict=True)]
     tracks = [GridTrack.start(st, np.arange(n + 1) / n) if bounds else None
               for st, n in zip(gs.tests, sizes, strict=True)]  # fmt: skip
@@ -565,6 +520,7 @@ __all__ = [
     "BENCH_STATES",
     "BETTER",
     "DEFAULT_PREDICTION",
+    "DEFAULT_PRIOR_WEIGHT",
     "G_FAIL",
     "G_INCONCLUSIVE",
     "G_OPEN",
@@ -580,6 +536,7 @@ __all__ = [
     "GateState",
     "allocate",
     "benchmark_codes",
+    "design_priors",
     "gate_apply",
     "gate_orders",
     "gate_outcome",

@@ -78,6 +78,11 @@ class OneSidedState:
     log_capital : ndarray, shape (S, P)
     hit : ndarray of int64, shape (S, P)
         Items seen when the test first rejected (capital or range), 0 while it has not.
+    prior_mean : ndarray, shape (S, P)
+        Each test's design alternative: the mean ``A`` its bet is planned for before data
+        (NaN: none, the bet's mean estimate starts at 1/2 as before).
+    prior_weight : float
+        Pseudo-items behind ``prior_mean`` (0: no design prior).
     """
 
     n_items: int
@@ -91,6 +96,8 @@ class OneSidedState:
     resid: np.ndarray
     log_capital: np.ndarray
     hit: np.ndarray
+    prior_mean: np.ndarray | None = None
+    prior_weight: float = 0.0
 
     @property
     def sessions(self) -> int:
@@ -103,7 +110,10 @@ class OneSidedState:
         )
 
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.prior_mean is None:  # states written before design priors read the same
+            del out["prior_mean"], out["prior_weight"]
+        return out
 
     @classmethod
     def from_dict(cls, d: dict) -> OneSidedState:
@@ -122,6 +132,10 @@ class OneSidedState:
             resid=np.asarray(d["resid"], dtype=np.float64).reshape(t.size),
             log_capital=np.asarray(d["log_capital"], dtype=np.float64).reshape(shape),
             hit=np.asarray(d["hit"], dtype=np.int64).reshape(shape),
+            prior_mean=None
+            if d.get("prior_mean") is None
+            else np.asarray(d["prior_mean"], dtype=np.float64).reshape(shape),
+            prior_weight=float(d.get("prior_weight", 0.0)),
         )
 
 
@@ -203,6 +217,24 @@ def _bet_estimates(state: OneSidedState, fbar):
     return mu_hat, (0.25 + state.sq) / (t_prev + 1.0)
 
 
+def _planned_means(state: OneSidedState, mu_hat, fbar, rem) -> np.ndarray:
+    """The mean each test's bet plays, shape (S, P): the data's estimate ``mu_hat`` or, with a
+    design prior, that estimate shrunk towards the prior alternative's current mean
+    ``mu_t(prior) = (N prior - S_{t-1}) / r_t`` with ``prior_weight`` pseudo-items.
+
+    A function of the past only, so every guarantee stands; it spares the bet the early draws
+    where the plug-in mean is mostly noise (which cost about a fifth of the items of a decision
+    planned for that alternative) and fades as the items seen outnumber the prior's weight."""
+    if state.prior_mean is None or state.prior_weight <= 0:
+        return np.broadcast_to(mu_hat[:, None], state.target.shape)
+    w = float(state.prior_weight)
+    t_prev = state.t.astype(np.float64)[:, None]
+    mu_p = np.clip((state.n_items * state.prior_mean - state.total[:, None]) / rem[:, None], 0, 1)
+    shrunk = fbar[:, None] + (w * (mu_p - fbar[:, None]) + state.resid[:, None]) / (t_prev + w)
+    planned = np.clip(shrunk, 0.0, 1.0)
+    return np.where(np.isnan(state.prior_mean), mu_hat[:, None], planned)
+
+
 def target_bets(state: OneSidedState, fbar, low, high, rem) -> tuple[np.ndarray, np.ndarray]:
     """The signed bets ``lam_p`` of the next draw and the centring ``mu(m_p)``, shape (S, P).
 
@@ -212,7 +244,8 @@ def target_bets(state: OneSidedState, fbar, low, high, rem) -> tuple[np.ndarray,
     mu = (state.n_items * state.target - state.total[:, None]) / rem[:, None]
     feasible = (mu >= 0.0) & (mu <= 1.0)
     mu_hat, s2 = _bet_estimates(state, fbar)
-    d = mu_hat[:, None] - mu
+    mu_hat = _planned_means(state, mu_hat, fbar, rem)
+    d = mu_hat - mu
     raw = d / (s2[:, None] + d * d)
     up = state.c / np.maximum(mu - low[:, None], _TINY)
     dn = state.c / np.maximum(high[:, None] - mu, _TINY)
