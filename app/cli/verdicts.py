@@ -205,9 +205,13 @@ def plan(
     if as_json:
         print_json(p)
         return
+    pairs = F.count(p.evidence.get("n_models", 0) * (p.evidence.get("n_models", 0) - 1) // 2)
     how = (
-        f"exact over all {F.count(p.evidence.get('n_models', 0) * (p.evidence.get('n_models', 0) - 1) // 2)} model pairs"
+        f"exact over all {pairs} model pairs"
         if p.basis == "exact"
+        else f"graded scores: simulated over {F.count(p.evidence.get('draws', 0))} random "
+        f"subsets per size (seed {p.evidence.get('seed')}), all {pairs} model pairs"
+        if p.basis == "simulated"
         else f"from analysis {str(p.evidence.get('analysis_id', ''))[:8]}, "
         f"{p.evidence.get('analysis_runs')} runs"
     )

@@ -405,11 +405,15 @@ class GradedPairPublic(BaseModel):
     )
     n_resamples: int | None = Field(description="Monte Carlo sign vectors (null when exact)")
     seed: int | None = Field(description="Seed of the Monte Carlo sign vectors")
-    p_same_order_mc_error: float = Field(
-        description="Monte Carlo standard error of p_same_order, sqrt(p (1 - p) / draws)"
+    p_same_order_mc_error: float | None = Field(
+        description="Monte Carlo standard error of p_same_order, sqrt(p (1 - p) / draws); null "
+        "when p_same_order is read from an analysis' agreement curves (methods other than random)"
     )
-    draws: int = Field(description="Random subsets simulated for p_same_order and the MDAD")
-    draws_seed: int = Field(description="Seed of those subsets")
+    draws: int | None = Field(
+        description="Random subsets simulated for p_same_order and the MDAD (null: read from "
+        "an analysis' curves)"
+    )
+    draws_seed: int | None = Field(description="Seed of those subsets (null: not simulated)")
 
 
 class NextStep(BaseModel):

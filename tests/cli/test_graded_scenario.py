@@ -118,6 +118,52 @@ def test_subset_score_with_baseline_on_graded_scores(
     assert cmp["mean_diff"] == pytest.approx(d.mean(), abs=1e-6)
 
 
+def test_mdad_analysis_then_curve_verdicts_and_plans_on_graded_scores(
+    cli: CLI, graded: dict[str, Any], tmp_path: Path
+):
+    from app.core.reliability.power import paired_sample_size
+
+    run = cli(
+        "analyze", "-b", "graded40", "--sizes", "5,10", "--runs", "4", "--sources", "20",
+        "--targets", "10", "--seed", "1", "--plots", str(tmp_path), "--json",
+    )  # fmt: skip
+    assert run.code == 0, run
+    body = run.json()
+    cells = body["analysis"]["result"]["mdad"]
+    methods = {c["method"] for c in cells}
+    assert {"random", "anchor_points", "tiny_benchmarks", "dpp"} <= methods
+    assert all(0.0 <= c["mean_agreement"] <= 1.0 for c in cells)
+    assert (tmp_path / "mdad.svg").stat().st_size > 0
+    assert (tmp_path / "agreement-tiny_benchmarks.svg").stat().st_size > 0
+
+    a, b = graded["names"][29], graded["names"][0]
+    v = cli("verdict", "-b", "graded40", a, b, "-n", "10", "--method", "tiny_benchmarks", "--json")
+    assert v.code in (0, 1), v  # answers (was a 409 asking for --method random)
+    verdict = v.json()
+    d = graded["scores"][29].astype(float) - graded["scores"][0].astype(float)
+    assert verdict["basis"] == "robust_curve" and verdict["method"] == "tiny_benchmarks"
+    assert verdict["gap"] == pytest.approx(d.mean(), abs=1e-6)
+    g = verdict["graded"]
+    assert g["p_value"] == pytest.approx(sign_flip_test(d, seed=35).p_value)
+    assert g["draws"] is None and g["p_same_order_mc_error"] is None  # read, not simulated
+    assert "sign-flip" in verdict["answers"][0] and "analysis' curves" in verdict["answers"][1]
+    assert 0.0 <= verdict["p_same_order"] <= 1.0
+
+    p = cli(
+        "plan", "-b", "graded40", "--gap", "0.2", "--method", "tiny_benchmarks",
+        "--pair", a, b, "--json",
+    )  # fmt: skip
+    assert p.code == 0, p
+    plan = p.json()
+    assert plan["basis"] == "robust_curve" and plan["evidence"]["sizes"] == [5, 10]
+    sig = plan["significance"]  # from the graded pair's Var(d_i), not from 0/1 discordance
+    assert sig["source"] == "pair" and sig["omega2"] == pytest.approx(np.var(d), rel=1e-6)
+    assert sig["n"] == int(paired_sample_size(0.2, np.var(d), n_population=N_ITEMS))
+    people = cli("plan", "-b", "graded40", "--gap", "0.2")
+    assert people.code == 0 and "simulated over 4,000 random subsets" in people.stdout
+    assert "None runs" not in people.stdout
+
+
 def test_a_corpus_metric_is_refused_naming_it(cli: CLI, tmp_path: Path):
     path = tmp_path / "samples_wmt_bleu.jsonl"
     rec = {"doc_id": 0, "doc_hash": "h0", "bleu": ["a reference", "a prediction"]}

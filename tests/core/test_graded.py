@@ -270,3 +270,33 @@ def test_stratified_graded_interval_contains_the_t_interval_and_the_rescaled_bet
     assert g.interval == "stratified_ht_betting" and b.interval == "stratified_ht"
     assert np.all(g.ci_low <= g.value) and np.all(g.value <= g.ci_high)
     assert np.all(g.ci_high - g.ci_low >= 2 * 1.9 * g.se)  # at least the t-interval's width
+
+
+# --- curve-based verdicts on graded scores ----------------------------------------------------
+
+
+def test_curve_based_verdict_reads_graded_curves_at_the_graded_gap():
+    """A method answered from an analysis' curves (run on the same graded matrix) takes graded
+    rows: the pair enters only through its graded gap; the exact methods still need 0/1."""
+    from app.core.reliability.mdad import analyze_protocol
+    from app.core.reliability.planning import curve_probability, verdict
+    from app.core.reliability.protocol import run_protocol
+
+    rng = np.random.default_rng(11)
+    y = _graded(rng, 40, 80)
+    res = run_protocol(
+        y, ("tiny_benchmarks",), (10, 20), runs=3, n_sources=20, n_targets=15, seed=3
+    )
+    cells = analyze_protocol(res, mode="robust", splits=("seen",))
+    a, b = int(np.argmax(y.mean(axis=1))), int(np.argmin(y.mean(axis=1)))
+    v = verdict(y, a, b, 15, method="tiny_benchmarks", results=cells)
+    gap = y[a].mean() - y[b].mean()
+    assert v.basis == "robust_curve" and v.gap == pytest.approx(gap)
+    same, tie, rev, _, _ = curve_probability(cells, gap, 15)
+    assert (v.p_same, v.p_tie, v.p_reversed) == pytest.approx((same, tie, rev))
+    p10, p20 = (float(c.curve.at(gap)) for c in cells)
+    assert min(p10, p20) - 1e-12 <= v.p_same <= max(p10, p20) + 1e-12
+    with pytest.raises(ValueError, match="0/1"):
+        verdict(y, a, b, 15)  # random is exact: hypergeometric, 0/1 only
+    with pytest.raises(ValueError, match=r"scores in \[0, 1\]"):
+        verdict(y * 2, a, b, 15, method="tiny_benchmarks", results=cells)

@@ -134,8 +134,11 @@ def verdict(
 
     Parameters
     ----------
-    correct : array_like of {0, 1}, shape (n_models, n_items)
-        The full benchmark (defines the full-benchmark order and gap).
+    correct : array_like, shape (n_models, n_items)
+        The full benchmark (defines the full-benchmark order and gap): 0/1 for the exact
+        methods; scores in [0, 1] (graded, issue 35) are accepted for curve-based methods,
+        which use the pair only through its gap (the curves of an analysis run on the same
+        graded matrix).
     a, b : int
         Row positions of the two models.
     n : int
@@ -164,7 +167,8 @@ def verdict(
         interpolation of the curve values at the pair's gap, ``None`` if no evaluated size
         reaches it.
     """
-    c = as_binary(correct)
+    exact = method == "random" or (method == "subtask_stratified" and subtasks is not None)
+    c = as_binary(correct) if exact else _as_scores(correct)
     n_models, n_items = c.shape
     for name, v in (("a", a), ("b", b)):
         if not 0 <= int(v) < n_models:
@@ -217,6 +221,16 @@ def verdict(
         n_needed=n_needed,
         basis=basis,
     )
+
+
+def _as_scores(correct) -> np.ndarray:
+    """``correct`` as a non-empty 2-d float64 array of scores in [0, 1] (``ValueError`` else)."""
+    c = np.asarray(correct, dtype=np.float64)
+    if c.ndim != 2 or c.size == 0:
+        raise ValueError("correct: expected a non-empty 2-d array (models x items)")
+    if not np.isfinite(c).all() or c.min() < 0.0 or c.max() > 1.0:
+        raise ValueError("correct: expected scores in [0, 1]")
+    return c
 
 
 def _smallest_n_stratified(c: np.ndarray, a: int, b: int, subtasks, threshold: float) -> int | None:

@@ -63,8 +63,9 @@ def graded_mdad(fm: FullMatrix, n: int, threshold: float) -> MDADResult:
     return hit
 
 
-def graded_pair(a: np.ndarray, b: np.ndarray, order_error: float) -> GradedPairPublic:
-    """The sign-flip test of two full score rows, as the response block."""
+def graded_pair(a: np.ndarray, b: np.ndarray, order_error: float | None) -> GradedPairPublic:
+    """The sign-flip test of two full score rows, as the response block (``order_error``
+    ``None`` when P(same order) is read from an analysis' curves, not simulated)."""
     d = a.astype(np.float64) - b.astype(np.float64)
     test = sign_flip_test(d, seed=SIGN_FLIP_SEED)
     return GradedPairPublic(
@@ -77,8 +78,8 @@ def graded_pair(a: np.ndarray, b: np.ndarray, order_error: float) -> GradedPairP
         n_resamples=test.n_resamples,
         seed=test.seed,
         p_same_order_mc_error=order_error,
-        draws=DEFAULT_DRAWS,
-        draws_seed=SIMULATION_SEED,
+        draws=None if order_error is None else DEFAULT_DRAWS,
+        draws_seed=None if order_error is None else SIMULATION_SEED,
     )
 
 

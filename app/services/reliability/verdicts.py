@@ -215,14 +215,22 @@ def _graded_pair_verdict(
     b = score_row(fm, model_b, "model_b")
     ref = version_ref(session, fm.version_id)
     if method not in EXACT_METHODS:
-        raise Conflict(
-            f"model {model_a if model_a not in fm.rows else model_b!r} has graded scores; "
-            f"verdicts of method {method!r} are read from an analysis' 0/1 agreement curves. "
-            f"Use --method random (simulated for graded scores), or a fixed subset's verdict "
-            f"(`benchslice verdict --subset SUBSET ...`)",
-            field="method",
-            message="graded scores: use method random",
+        # the analysis runs on the same graded matrix, so its curves (agreement by gap) apply;
+        # the pair enters only through its graded gap
+        stored, cells = _analysis_cells(session, fm.version_id, method)
+        assert fm.scores is not None
+        v = core_verdict(
+            fm.scores[[a, b]], 0, 1, size, method=method, results=cells, threshold=threshold
         )
+        public = to_public(
+            v, model_a, model_b, fm.scores[a].mean(dtype=np.float64),
+            fm.scores[b].mean(dtype=np.float64),
+        )  # fmt: skip
+        public.basis_note = verdict_story.basis_note(v.basis, runs=stored.runs)
+        public.graded = graded_verdicts.graded_pair(fm.scores[a], fm.scores[b], None)
+        verdict_story.tell(public, ref, fm.n_items)
+        public.warnings = drift.pair_warnings(session, fm.version_id, model_a, model_b)
+        return public
     public = graded_verdicts.graded_verdict(fm, a, b, model_a, model_b, size, threshold)
     verdict_story.tell(public, ref, fm.n_items)
     public.warnings = drift.pair_warnings(session, fm.version_id, model_a, model_b)
@@ -360,18 +368,26 @@ def plan_size(
         )
     fm_all = full_matrix(session, version_id)
     if fm_all.graded and method in EXACT_METHODS:
-        return _graded_plan(fm_all, gap, probability, model_a, model_b, alpha, power)
+        plan = _graded_plan(fm_all, gap, probability, model_a, model_b, alpha, power)
+        if plan.size is not None:
+            plan.cost = plan_costs(session, version_id, int(plan.size))
+        return plan
     rows = None
-    if model_a is not None and model_b is not None:
-        rows = (model_row(fm_all, model_a, "model_a"), model_row(fm_all, model_b, "model_b"))
-    sig = significance(
-        fm_all.correct,
-        (fm_all.version_id, fm_all.stamp),
-        gap,
-        alpha=alpha,
-        power=power,
-        rows=rows,
-    )
+    if fm_all.graded:  # a curve-based method on graded scores: Var(d_i) of graded differences
+        if model_a is not None and model_b is not None:
+            rows = (score_row(fm_all, model_a, "model_a"), score_row(fm_all, model_b, "model_b"))
+        sig = graded_verdicts.graded_significance(fm_all, gap, alpha=alpha, power=power, rows=rows)
+    else:
+        if model_a is not None and model_b is not None:
+            rows = (model_row(fm_all, model_a, "model_a"), model_row(fm_all, model_b, "model_b"))
+        sig = significance(
+            fm_all.correct,
+            (fm_all.version_id, fm_all.stamp),
+            gap,
+            alpha=alpha,
+            power=power,
+            rows=rows,
+        )
     evidence: dict[str, Any] = {}
     if method in EXACT_METHODS:
         fm = full_matrix(session, version_id)
