@@ -12,8 +12,10 @@ Cases (``--cases``):
   others 0 — a PASS is wrong; (c) ``regressed``: one benchmark at -(delta + 1 point) — a PASS is
   wrong, and a FAIL naming another benchmark is wrong. Rates with one-sided 95 % Clopper-Pearson
   upper bounds.
-* ``predictions``: items of one-benchmark gates per prediction (random / paired / calibrated)
-  on REAL GPQA pairs (unrelated models, gap buckets) and SYNTHETIC siblings.
+* ``predictions``: items of one-benchmark gates per prediction (random / paired / calibrated
+  without and with the default design prior) on REAL GPQA pairs (unrelated models, gap buckets)
+  and SYNTHETIC siblings; ``--pools P`` repeats it on P fresh pools and gives each row's median
+  with the lowest and highest pool's.
 * ``items``: the SYNTHETIC 27,842-item suite with the sizes of MMLU (14,042), HellaSwag (10,042),
   ARC-Challenge (1,172), Winogrande (1,267), GSM8K (1,319); siblings at 85 % / 90 % agreement with
   Delta = 0 and Delta = -1 point on every benchmark, margin 2 points: the gate against (i) the
@@ -177,7 +179,25 @@ def error_case(k, gates, margin, agree, seed):
     return names, rows
 
 
-def predictions_case(pairs, seed):
+PREDICTION_VARIANTS = (("random, no prior", "random", 0.0), ("random", "random", None),
+                       ("paired", "paired", None),
+                       ("calibrated, no prior", "calibrated", 0.0),
+                       ("calibrated (default)", "calibrated", None))  # fmt: skip
+
+
+def _prediction_items(c, b, seed) -> dict:
+    """Median items of one-benchmark gates per prediction variant (None: the default prior)."""
+    out = {}
+    for label, p, w in PREDICTION_VARIANTS:
+        kw = {} if w is None else {"prior_weight": w}
+        r = run_gates([c], [b], [0.02], prediction=p, batch_size=10, seed=seed, **kw)
+        out[label] = r.items[:, 0]
+    return out
+
+
+def predictions_pool(pairs, seed):
+    """One pool: fresh GPQA pairs and fresh SYNTHETIC siblings drawn from ``seed``; per row the
+    median items of each prediction variant."""
     rng = np.random.default_rng(seed)
     real = gpqa()
     i = rng.integers(0, real.shape[0], pairs * 4)
@@ -186,25 +206,17 @@ def predictions_case(pairs, seed):
     i, j = i[keep][: pairs * 3], j[keep][: pairs * 3]
     cand, base = real[i], real[j]
     gap = cand.mean(1) - base.mean(1)
-    agree = (cand == base).mean(1)
-    out = []
+    rows = {}
     buckets = [("gap >= +5", 0.05, 1.0), ("gap 0..+5", 0.0, 0.05), ("gap -5..-2", -0.05, -0.02),
                ("gap <= -5", -1.0, -0.05)]  # fmt: skip
-    runs = {
-        p: run_gates([cand], [base], [0.02], prediction=p, batch_size=10, seed=seed)
-        for p in ("random", "paired", "calibrated")
-    }
+    items = _prediction_items(cand, base, seed)
     for label, lo, hi in buckets:
         sel = (gap >= lo) & (gap < hi)
-        row = {
-            "set": f"GPQA REAL unrelated pairs, {label}",
-            "n": int(sel.sum()),
-            "agreement": round(float(np.median(agree[sel])), 3) if sel.any() else None,
-        }
-        for p, r in runs.items():
-            row[p] = float(np.median(r.items[sel, 0])) if sel.any() else None
-        out.append(row)
-        print(row, flush=True)
+        if sel.any():
+            rows[f"GPQA REAL unrelated pairs, {label}"] = (
+                int(sel.sum()),
+                {v: float(np.median(x[sel])) for v, x in items.items()},
+            )
     for n, theta in ((448, None), (2000, 0.5), (10000, -0.5)):
         b = (
             real[rng.integers(0, real.shape[0], pairs)]
@@ -214,16 +226,29 @@ def predictions_case(pairs, seed):
         for agr in (0.85, 0.95):
             for gap0 in (0.0, -0.01, 0.03):
                 c = flip(b, gap0, agr, rng)
-                row = {
-                    "set": f"{'GPQA REAL baseline' if theta is None else f'synth-{n}'} "
-                    f"sibling agree {agr}, gap {gap0:+.2f} (SYNTHETIC flips)",
-                    "n": pairs,
-                }
-                for p in ("random", "paired", "calibrated"):
-                    r = run_gates([c], [b], [0.02], prediction=p, batch_size=10, seed=seed)
-                    row[p] = float(np.median(r.items[:, 0]))
-                out.append(row)
-                print(row, flush=True)
+                name = (f"{'GPQA REAL baseline' if theta is None else f'synth-{n}'} "
+                        f"sibling agree {agr}, gap {gap0:+.2f} (SYNTHETIC flips)")  # fmt: skip
+                got = _prediction_items(c, b, seed)
+                rows[name] = (pairs, {v: float(np.median(x)) for v, x in got.items()})
+    return rows
+
+
+def predictions_case(pairs, seed, pools=1):
+    """Medians per row over ``pools`` fresh pools (seeds ``seed .. seed + pools - 1``), with
+    the lowest and highest pool's median: the spread a reader should expect, not the best pool."""
+    per_pool = [predictions_pool(pairs, seed + p) for p in range(pools)]
+    out = []
+    for name in per_pool[0]:
+        have = [pp[name] for pp in per_pool if name in pp]
+        row = {"set": name, "n": int(np.median([h[0] for h in have])), "pools": len(have)}
+        for label, _, _ in PREDICTION_VARIANTS:
+            vals = np.array([h[1][label] for h in have])
+            row[label] = (float(np.median(vals)), float(vals.min()), float(vals.max()))
+        row["default above random"] = row["calibrated (default)"][0] > min(
+            row["random"][0], row["random, no prior"][0]
+        )
+        out.append(row)
+        print(row, flush=True)
     return out
 
 
@@ -364,6 +389,7 @@ def main(argv=None) -> None:
     ap.add_argument("--two-sided-gates", type=int, default=200)
     ap.add_argument("--margin", type=float, default=0.02)
     ap.add_argument("--seed", type=int, default=34)
+    ap.add_argument("--pools", type=int, default=1, help="fresh pools for --cases predictions")
     args = ap.parse_args(argv)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True, cwd=ROOT).stdout.strip()  # fmt: skip
@@ -373,7 +399,7 @@ def main(argv=None) -> None:
             names, _ = error_case(k, args.gates, args.margin, 0.88, args.seed + k)
             print(f"K={k} benchmarks: {names}", flush=True)
     if "predictions" in args.cases:
-        predictions_case(args.pairs, args.seed)
+        predictions_case(args.pairs, args.seed, args.pools)
     if "onesided" in args.cases:
         onesided_case(args.pairs, args.seed)
     if "items" in args.cases:

@@ -234,3 +234,25 @@ def test_design_prior_keeps_error_control_and_spares_items_on_siblings():
     assert (wrong.outcome == G_PASS).mean() <= 0.05
     assert (with_prior.outcome == G_FAIL).mean() <= 0.05
     assert with_prior.items.sum(1).mean() < plain.items.sum(1).mean()
+
+
+def test_design_prior_lets_the_data_overrule_it_for_a_candidate_better_than_planned():
+    """SYNTHETIC: a candidate 8 points better than its baseline. Once its data lie 1.5 standard
+    errors beyond the planned alternative the bet plays them, so the prior costs little; a
+    prior that never yields (release at infinity) costs far more here."""
+    from app.core.sequential.gating import one_sided
+
+    rng = np.random.default_rng(22)
+    base = (rng.random(800) < 0.5).astype(float)
+    better = _sibling(base, 0.08, 0.7, 300, rng)
+    with_prior = run_gates([better], [base], [0.02], batch_size=10, seed=5)
+    plain = run_gates([better], [base], [0.02], batch_size=10, seed=5, prior_weight=0.0)
+    z = one_sided.PRIOR_RELEASE_Z
+    try:
+        one_sided.PRIOR_RELEASE_Z = np.inf
+        stubborn = run_gates([better], [base], [0.02], batch_size=10, seed=5)
+    finally:
+        one_sided.PRIOR_RELEASE_Z = z
+    assert (with_prior.outcome == G_PASS).all() and (plain.outcome == G_PASS).all()
+    assert with_prior.items.mean() <= 1.3 * plain.items.mean()
+    assert stubborn.items.mean() > 1.25 * with_prior.items.mean()

@@ -11,7 +11,8 @@ Predictions (``prediction=``, the §7 control variate with uniform draws):
 
 Design prior (``prior_weight``, :func:`design_priors`): each test's bet starts planned for its
 design alternative, as if ``prior_weight`` pseudo-items had shown it, and follows the data as the
-served items outnumber them. It is a function of the past only, so every guarantee stays.
+served items outnumber them; it only lifts an estimate short of that alternative, never holds back
+one beyond it. It is a function of the past only, so every guarantee stays.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from app.core.sequential.gating.one_sided import OneSidedState
 PREDICTIONS = ("calibrated", "paired", "random")
 DEFAULT_PREDICTION = "calibrated"
 #: pseudo-items behind each test's design alternative (:func:`design_priors`); 0 turns it off
-DEFAULT_PRIOR_WEIGHT = 500.0
+DEFAULT_PRIOR_WEIGHT = 2000.0
 
 
 def design_priors(target, side, margin: float) -> np.ndarray:

@@ -54,6 +54,8 @@ from app.core.sequential.active import DrawRecord, increments
 from app.core.sequential.confidence_sequences import DEFAULT_C
 
 LOWER, UPPER = 1, -1
+#: standard errors by which the data must lie beyond a design prior's alternative to overrule it
+PRIOR_RELEASE_Z = 1.5
 _TINY = 1e-12
 _TOL = 1e-12
 
@@ -222,17 +224,25 @@ def _planned_means(state: OneSidedState, mu_hat, fbar, rem) -> np.ndarray:
     design prior, that estimate shrunk towards the prior alternative's current mean
     ``mu_t(prior) = (N prior - S_{t-1}) / r_t`` with ``prior_weight`` pseudo-items.
 
-    A function of the past only, so every guarantee stands; it spares the bet the early draws
-    where the plug-in mean is mostly noise (which cost about a fifth of the items of a decision
-    planned for that alternative) and fades as the items seen outnumber the prior's weight."""
+    The data overrule the prior once ``mu_hat`` lies more than ``PRIOR_RELEASE_Z`` standard
+    errors beyond the alternative, on the side the test rejects to (a candidate far better than
+    planned; shrinking always cost ~60 % more items on GPQA pairs 5+ points apart, a one-sided
+    shrinkage lost most of the sibling gain: bench/RESULTS.md, "Release gates with the design
+    prior"). A function of the past only, so every guarantee stands; it spares the bet the early
+    draws where the plug-in mean is mostly noise and fades as the items seen outnumber the
+    prior's weight."""
     if state.prior_mean is None or state.prior_weight <= 0:
         return np.broadcast_to(mu_hat[:, None], state.target.shape)
     w = float(state.prior_weight)
     t_prev = state.t.astype(np.float64)[:, None]
     mu_p = np.clip((state.n_items * state.prior_mean - state.total[:, None]) / rem[:, None], 0, 1)
     shrunk = fbar[:, None] + (w * (mu_p - fbar[:, None]) + state.resid[:, None]) / (t_prev + w)
-    planned = np.clip(shrunk, 0.0, 1.0)
-    return np.where(np.isnan(state.prior_mean), mu_hat[:, None], planned)
+    # noise around the plan stays shrunk; data well beyond it bet as with no prior
+    mu_b = mu_hat[:, None]
+    se = np.sqrt((0.25 + state.sq) / (t_prev[:, 0] + 1.0) ** 2)[:, None]
+    beyond = state.side * (mu_b - mu_p) > PRIOR_RELEASE_Z * se
+    planned = np.clip(np.where(beyond, mu_b, shrunk), 0.0, 1.0)
+    return np.where(np.isnan(state.prior_mean), mu_b, planned)
 
 
 def target_bets(state: OneSidedState, fbar, low, high, rem) -> tuple[np.ndarray, np.ndarray]:
