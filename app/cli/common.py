@@ -284,6 +284,8 @@ class Source:
     def named(self) -> list[Any]:
         """The files to send; a HELM run's as ``(<run folder>/<file>, bytes)`` so several runs'
         ``per_instance_stats.json`` / ``run_spec.json`` pairs stay told apart."""
+        if self.kind == "lighteval":  # details/{model}/{date}/…: the path names the model
+            return [(details_name(f), f.read_bytes()) for f in self.files]
         if self.kind != "helm":
             return list(self.files)
         return [(f"{f.parent.name}/{f.name}", f.read_bytes()) for f in self.files]
@@ -293,7 +295,17 @@ class Source:
         return [*self.files, self.config_file] if self.config_file else list(self.files)
 
 
-SOURCE_FORMATS = ("auto", "lm-eval", "inspect", "every-eval-ever", "helm", "csv", "json", "npz")
+SOURCE_FORMATS = (
+    "auto",
+    "lm-eval",
+    "inspect",
+    "every-eval-ever",
+    "helm",
+    "lighteval",
+    "csv",
+    "json",
+    "npz",
+)
 _INSPECT_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}T[\d\-+:]+_(.+)_[A-Za-z0-9]+$")
 
 
@@ -338,6 +350,42 @@ def _inspect_logs(folder: Path) -> list[Path]:
     return sorted(latest.values())
 
 
+def details_name(path: Path) -> str:
+    """A lighteval details file's path from its ``details/`` folder on (the file name alone
+    when there is none)."""
+    parts = path.parts
+    anchors = [i for i, p in enumerate(parts[:-3]) if p == "details"]
+    return "/".join(parts[anchors[-1] :]) if anchors else path.name
+
+
+def _is_lighteval(path: Path) -> bool:
+    from app.ingest.logs.lighteval import is_lighteval_details
+
+    try:
+        return path.suffix.lower() == ".parquet" and is_lighteval_details(
+            path.read_bytes(), details_name(path)
+        )
+    except OSError:
+        return False
+
+
+def _lighteval_details(folder: Path, fmt: str) -> list[Path]:
+    """lighteval details parquet files under ``folder``, each model's latest run (said on
+    stderr when older runs are left out)."""
+    from app.ingest.logs.lighteval import select_details
+
+    found = sorted(
+        p
+        for p in folder.rglob("*.parquet")
+        if p.is_file()
+        and (_is_lighteval(p) or (fmt == "lighteval" and p.name.startswith("details_")))
+    )
+    keep, notes = select_details([details_name(p) for p in found])
+    for note in notes:
+        err(f"lighteval {note}")
+    return [found[i] for i in keep]
+
+
 def _zip_is_inspect_log(path: Path) -> bool:
     from app.ingest.logs.inspect import is_inspect_eval
 
@@ -378,6 +426,10 @@ def find_source(path: Path, fmt: str = "auto") -> Source:
     if fmt not in SOURCE_FORMATS:
         raise fail(f"unknown format {fmt!r}: use one of {', '.join(SOURCE_FORMATS)}")
     if path.is_dir():
+        if fmt in ("auto", "lighteval"):  # before lm-eval's *.parquet glob, which they match
+            details = _lighteval_details(path, fmt)
+            if details:
+                return Source("lighteval", details)
         if fmt in ("auto", "lm-eval"):
             for pattern in SAMPLE_GLOBS:
                 found = sorted(p for p in path.rglob(pattern) if p.is_file())
@@ -407,14 +459,17 @@ def find_source(path: Path, fmt: str = "auto") -> Source:
                 ]
                 return Source("helm", files)
         raise fail(
-            f"no sample files in {path} (looked for {', '.join(SAMPLE_GLOBS)} and Inspect "
-            "*.eval / JSON logs; run lm_eval with --log_samples)"
+            f"no sample files in {path} (looked for {', '.join(SAMPLE_GLOBS)}, Inspect "
+            "*.eval / JSON logs, Every Eval Ever JSONL, HELM runs and lighteval details; run "
+            "lm_eval with --log_samples)"
         )
     suffix = path.suffix.lower()
     if suffix == ".zip" and fmt == "auto" and not _zip_is_inspect_log(path):
         return find_source(_unzipped(path), fmt)
     if fmt == "inspect" or (fmt == "auto" and (_is_inspect_log(path) or suffix == ".zip")):
         return Source("inspect", [path])
+    if fmt == "lighteval" or (fmt == "auto" and _is_lighteval(path)):
+        return Source("lighteval", [path])
     if fmt == "every-eval-ever" or (fmt == "auto" and _is_eee(path)):
         return Source("every-eval-ever", [path])
     if fmt == "lm-eval" or (fmt == "auto" and suffix in (".jsonl", ".ndjson", ".parquet")):

@@ -10,6 +10,7 @@ import re
 import statistics
 import sys
 import uuid
+from dataclasses import replace as with_files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from app.cli.common import (
     UrlOpt,
     api,
     ask_choice,
+    details_name,
     err,
     fail,
     find_source,
@@ -76,7 +78,7 @@ def _ensure_benchmark(
         return found, False
     if not _plain_name(name):
         raise fail(f"--create needs a plain benchmark name, not {name!r}")
-    if source.kind in ("samples", "inspect", "every-eval-ever", "helm"):
+    if source.kind in ("samples", "inspect", "every-eval-ever", "helm", "lighteval"):
         files = source.named()
         return client.create_benchmark_from_samples(name, files, project=project), True
     return client.create_benchmark(name, create_items(), project=project), True
@@ -192,6 +194,78 @@ def _push_npz(
     return bench, created, replies
 
 
+def _push_lighteval(
+    client: Client,
+    name: str,
+    create: bool,
+    source: Source,
+    model: str | None,
+    opts: dict[str, Any],
+    interactive: bool,
+    project: str | None = None,
+) -> tuple[BenchmarkPublic, bool, list[UploadReply]]:
+    """lighteval details, one upload per model (the model is the path's ``details/<model>/``;
+    with ``--create`` the benchmark's items are the first model's docs)."""
+    from app.ingest.logs.lighteval import details_path
+
+    groups: dict[str | None, list[Path]] = {}
+    for f in source.files:
+        groups.setdefault(details_path(details_name(f)).model, []).append(f)
+    if model is not None and len(groups) > 1:
+        raise fail(
+            f"--model names one model; the details are of {len(groups)}: "
+            + ", ".join(str(m) for m in groups)
+            + " (push without --model, or one model's folder)"
+        )
+    if model is None and None in groups:
+        raise fail(
+            f"which model is {groups[None][0].name} of? pass --model (no "
+            "details/<model>/<date>/ folders around it)"
+        )
+    opts = {**opts, "metric": _settle_metric(source, opts["metric"], interactive, create)}
+    first = with_files(source, files=next(iter(groups.values())))
+    bench, created = _ensure_benchmark(client, name, create, first, None, project)
+    replies = [
+        client.upload_results_file(
+            bench.id, with_files(source, files=files).named(), model=model, **opts
+        )
+        for files in groups.values()
+    ]
+    return bench, created, replies
+
+
+def _settle_metric(
+    source: Source, metric: str | None, interactive: bool, create: bool
+) -> str | None:
+    """The metric of lighteval details (a comma-separated list: each task takes the first it
+    has), asked on a terminal when a task has several, else exit 2 listing them; with
+    ``create`` a file the parser refuses fails here, before anything is created."""
+    from app.ingest.logs.lighteval import parse_lighteval_details
+    from app.ingest.types import AmbiguousChoiceError, IngestError
+
+    for f in source.files:
+        while True:
+            try:
+                parse_lighteval_details(f.read_bytes(), metric=metric, filename=details_name(f))
+                break
+            except AmbiguousChoiceError as exc:
+                choices = exc.choices["metric"]
+                if not interactive:
+                    raise fail(
+                        f"{f.name} is scored several ways; pass --metric with one of: "
+                        + ", ".join(choices)
+                        + " (a comma-separated list: each task takes the first it has; "
+                        "nothing was created or uploaded)"
+                    ) from None
+                chosen = ask_choice("metric", choices)
+                metric = f"{metric},{chosen}" if metric else chosen
+            except (IngestError, OSError) as exc:
+                if create:
+                    raise fail(f"{f.name}: {exc} (nothing was created or uploaded)") from None
+                break  # the server words the error
+    return metric
+
+
 class _Bar:
     def __init__(self, label: str, total: int) -> None:
         self.label, self.total, self.done = label, total, 0
@@ -223,7 +297,8 @@ def push(
         exists=True,
         help="lm-eval output dir or samples_*.jsonl, leaderboard details (.jsonl/.parquet), "
         "CSV item_id,correct[,confidence], results .json, an .npz matrix, Inspect AI logs "
-        "(.eval / JSON, or their log dir), or a .zip of any of these",
+        "(.eval / JSON, or their log dir), HELM runs, lighteval details (its output dir: "
+        "each model's latest run), or a .zip of any of these",
         show_default=False,
     ),
     benchmark: str = typer.Option(
@@ -247,8 +322,8 @@ def push(
     format_: str = typer.Option(
         "auto",
         "--format",
-        help="auto | lm-eval | inspect | every-eval-ever | helm | csv | json | npz (auto: by "
-        "content and extension)",
+        help="auto | lm-eval | inspect | every-eval-ever | helm | lighteval | csv | json | npz "
+        "(auto: by content and extension)",
     ),
     filter_: str | None = typer.Option(
         None, "--filter", help="lm-eval filter, e.g. strict-match (when the file has several)"
@@ -300,6 +375,19 @@ def push(
         if source.kind == "npz":
             bench, created, replies = _push_npz(
                 client, benchmark, create, source, include, excluded, replace, project
+            )
+        elif source.kind == "lighteval":
+            opts = {"metric": metric, "params_b": params_b, "replace": replace}
+            interactive = not no_input and sys.stdin.isatty()
+            bench, created, replies = _push_lighteval(
+                client,
+                benchmark,
+                create,
+                source,
+                model,
+                {**opts, "format": "lighteval"},
+                interactive,
+                project,
             )
         else:
             name = model or source.model_hint

@@ -38,7 +38,7 @@ subset_app = typer.Typer(
     rich_markup_mode="markdown",
 )
 
-FORMATS = ("table", "json", "ids", "csv", "lm-eval", "inspect")
+FORMATS = ("table", "json", "ids", "csv", "lm-eval", "inspect", "lighteval")
 
 
 @subset_app.command("create")
@@ -113,7 +113,7 @@ def create(
 def get(
     subset_id: str = typer.Argument(..., help="Subset id (from `subset create`)"),
     format_: str = typer.Option(
-        "table", "--format", "-f", help="table | json | ids | csv | lm-eval | inspect"
+        "table", "--format", "-f", help="table | json | ids | csv | lm-eval | inspect | lighteval"
     ),
     output: Path | None = typer.Option(
         None, "--output", "-o", help="Write to this file instead of stdout"
@@ -123,7 +123,10 @@ def get(
 ) -> None:
     """Show a subset or export it: `ids` (one per line), `csv`, `lm-eval` (the JSON that
     `lm_eval --samples` takes, so CI evaluates only these items), or `inspect` (per task, the
-    sample ids for `inspect eval --sample-id`; with -o the JSON {task: [sample id, ...]}).
+    sample ids for `inspect eval --sample-id`; with -o the JSON {task: [sample id, ...]}), or
+    `lighteval` (the JSON {task: [doc key, ...]} of a benchmark pushed from lighteval details: a
+    doc's key is `app.ingest.logs.lighteval.doc_key(query, choices, gold_index)`; lighteval
+    cannot run chosen docs (only `--max-samples`), so filter your task's docs with these keys).
 
     Examples:
 
@@ -136,8 +139,10 @@ def get(
     if format_ not in FORMATS:
         raise typer.BadParameter(f"choose one of {', '.join(FORMATS)}", param_hint="--format")
     with api(url, api_key) as client:
-        if format_ in ("ids", "csv", "lm-eval", "inspect"):
-            text = client.export_subset(subset_id, format_)  # type: ignore[arg-type]
+        if format_ in ("ids", "csv", "lm-eval", "inspect", "lighteval"):
+            # lighteval items are `{task}/{doc key}`, as Inspect's are `{task}/{sample id}`
+            export = "inspect" if format_ == "lighteval" else format_
+            text = client.export_subset(subset_id, export)  # type: ignore[arg-type]
             n = None
             if format_ == "inspect" and output is None:  # a line per task: `TASK --sample-id …`
                 tasks = json.loads(text)
@@ -150,7 +155,7 @@ def get(
             )
     if text is None:
         if output is not None:
-            raise typer.BadParameter("use --format json|ids|csv|lm-eval|inspect with -o")
+            raise typer.BadParameter("use --format json|ids|csv|lm-eval|inspect|lighteval with -o")
         _print_subset(subset)
         return
     if output is None:

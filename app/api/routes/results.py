@@ -116,11 +116,15 @@ def upload_results(
     ] = None,
     item_key: Annotated[Literal["doc_hash", "doc_id"], Query()] = "doc_hash",
     format: Annotated[
-        Literal["auto", "inspect", "every-eval-ever", "helm", "lm-eval", "csv", "json"],
+        Literal[
+            "auto", "inspect", "every-eval-ever", "helm", "lighteval", "lm-eval", "csv", "json"
+        ],
         Query(
             description="Parser of the upload: auto tells Inspect AI logs (.eval / JSON), "
-            "Every Eval Ever instance JSONL and HELM runs (per_instance_stats.json + "
-            "run_spec.json) by their content, the rest by media type or file extension"
+            "Every Eval Ever instance JSONL, HELM runs (per_instance_stats.json + "
+            "run_spec.json) and lighteval details parquet (files named "
+            "details/{model}/{date}/details_{task}_{date}.parquet give the model; several "
+            "dates: the latest read) by their content, the rest by media type or file extension"
         ),
     ] = "auto",
     replace: Annotated[bool, Query(description="Overwrite different existing results")] = False,

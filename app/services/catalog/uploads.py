@@ -32,6 +32,11 @@ from app.ingest.logs.archive import BoundedZip, is_zip
 from app.ingest.logs.eee import is_eee_instances, parse_eee_instances
 from app.ingest.logs.helm import is_helm_run_spec, is_helm_stats, parse_helm_run
 from app.ingest.logs.inspect import is_inspect_eval, is_inspect_json, parse_inspect_log
+from app.ingest.logs.lighteval import (
+    is_lighteval_details,
+    parse_lighteval_details,
+    select_details,
+)
 from app.ingest.types import ItemCosts
 from app.schemas.results import ModelCreate, ResultsCreate
 
@@ -61,7 +66,7 @@ _EXTENSIONS = {
 }
 # ``?format=``: which parser reads the upload; ``auto`` tells Inspect logs by their content and
 # the rest by media type / file extension, as before.
-FORMATS = ("auto", "inspect", "every-eval-ever", "helm", "lm-eval", "csv", "json")
+FORMATS = ("auto", "inspect", "every-eval-ever", "helm", "lighteval", "lm-eval", "csv", "json")
 
 
 class UnsupportedMediaType(DomainError):
@@ -429,6 +434,30 @@ def helm_runs(parts: Sequence[UploadPart], fmt: str = "auto") -> dict[int, int |
     return pairs
 
 
+def lighteval_parts(parts: Sequence[UploadPart], fmt: str = "auto") -> tuple[set[int], set[int]]:
+    """lighteval details in the upload (1-based part indices): those read (its model's latest
+    run) and those left out (older runs). Details of several models are a 422."""
+    if fmt not in ("auto", "lighteval"):
+        return set(), set()
+    found = [
+        k
+        for k, p in enumerate(parts, start=1)
+        if fmt == "lighteval" or is_lighteval_details(p.data, p.filename)
+    ]
+    try:
+        keep, _ = select_details([parts[k - 1].filename for k in found], one_model=True)
+    except IngestError as exc:
+        raise ingest_error(exc) from None
+    read = {found[i] for i in keep}
+    return read, set(found) - read
+
+
+def _lighteval(part: UploadPart, metric: str | None) -> ParsedResults:
+    parsed = parse_lighteval_details(part.data, metric=metric, filename=part.filename)
+    refuse_corpus_metric(parsed.metric)
+    return parsed
+
+
 def parse_results_upload(
     parts: Sequence[UploadPart], opts: ParseOptions, *, model: ModelCreate | None
 ) -> tuple[ParsedResults, ModelCreate]:
@@ -441,9 +470,16 @@ def parse_results_upload(
     body_model: ModelCreate | None = None
     helm = helm_runs(parts, opts.format)
     specs = {j for j in helm.values() if j is not None}
+    details, older = lighteval_parts(parts, opts.format)
     for k, part in enumerate(parts, start=1):
-        if k in specs:
-            continue  # read with its run's per_instance_stats.json
+        if k in specs or k in older:
+            continue  # read with its run's per_instance_stats.json; an older lighteval run
+        if k in details:
+            try:
+                results.append(_lighteval(part, opts.metric))
+            except IngestError as exc:
+                raise ingest_error(exc, file=k if len(parts) > 1 else None) from None
+            continue
         if k in helm:
             spec = parts[helm[k] - 1].data if helm[k] is not None else None
             try:
@@ -488,8 +524,18 @@ def parse_sample_logs(parts: Sequence[UploadPart], opts: ParseOptions) -> list[P
     out = []
     helm = helm_runs(parts, opts.format)
     specs = {j for j in helm.values() if j is not None}
+    details, older = lighteval_parts(parts, opts.format)
     for k, part in enumerate(parts, start=1):
-        if k in specs:
+        if k in specs or k in older:
+            continue
+        if k in details:
+            try:
+                try:
+                    out.append(_lighteval(part, opts.metric))
+                except AmbiguousChoiceError as amb:
+                    out.append(_lighteval(part, amb.choices["metric"][0]))
+            except IngestError as exc:
+                raise ingest_error(exc, file=k if len(parts) > 1 else None) from None
             continue
         if k in helm:
             spec = parts[helm[k] - 1].data if helm[k] is not None else None
