@@ -244,7 +244,11 @@ def fit_irt(
     Parameters
     ----------
     correct : array_like, shape (n_subjects, n_items)
-        Responses in [0, 1]; fractional values are fractional Bernoulli targets.
+        Responses in [0, 1]; fractional values are fractional Bernoulli targets (the
+        quasi-binomial likelihood for bounded responses). Graded scores enter as they are:
+        measured against binarisation at 0.5 on SYNTHETIC graded families (bench/RESULTS.md,
+        "IRT-based selectors on graded scores", issue 35), as good within the noise and better
+        on skewed, judge-like scores.
     dims : int
         Latent dimension D (the paper uses 10).
     form : {"scalar_difficulty", "per_dimension"}
