@@ -195,6 +195,12 @@ def _prediction_items(c, b, seed) -> dict:
     return out
 
 
+def _paired_differences(items: dict, sel) -> dict:
+    """Per pair, the default's items minus each random variant's (same pairs, same orders)."""
+    d = items["calibrated (default)"][sel]
+    return {r: d - items[r][sel] for r in ("random", "random, no prior")}
+
+
 def predictions_pool(pairs, seed):
     """One pool: fresh GPQA pairs and fresh SYNTHETIC siblings drawn from ``seed``; per row the
     median items of each prediction variant."""
@@ -216,6 +222,7 @@ def predictions_pool(pairs, seed):
             rows[f"GPQA REAL unrelated pairs, {label}"] = (
                 int(sel.sum()),
                 {v: float(np.median(x[sel])) for v, x in items.items()},
+                _paired_differences(items, sel),
             )
     for n, theta in ((448, None), (2000, 0.5), (10000, -0.5)):
         b = (
@@ -229,7 +236,9 @@ def predictions_pool(pairs, seed):
                 name = (f"{'GPQA REAL baseline' if theta is None else f'synth-{n}'} "
                         f"sibling agree {agr}, gap {gap0:+.2f} (SYNTHETIC flips)")  # fmt: skip
                 got = _prediction_items(c, b, seed)
-                rows[name] = (pairs, {v: float(np.median(x)) for v, x in got.items()})
+                every = np.ones(pairs, dtype=bool)
+                rows[name] = (pairs, {v: float(np.median(x)) for v, x in got.items()},
+                              _paired_differences(got, every))  # fmt: skip
     return rows
 
 
@@ -247,6 +256,12 @@ def predictions_case(pairs, seed, pools=1):
         row["default above random"] = row["calibrated (default)"][0] > min(
             row["random"][0], row["random, no prior"][0]
         )
+        for r in ("random", "random, no prior"):  # all pools' pairs: mean and its SE
+            d = np.concatenate([h[2][r] for h in have])
+            row[f"default - {r} (mean, se)"] = (
+                round(float(d.mean()), 1),
+                round(float(d.std(ddof=1) / np.sqrt(d.size)), 1) if d.size > 1 else None,
+            )
         out.append(row)
         print(row, flush=True)
     return out
