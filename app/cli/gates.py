@@ -37,7 +37,7 @@ from app.cli.common import (
     fail,
     print_json,
 )
-from app.cli.summary import SummaryOpt, write_summary
+from app.cli.summary import SummaryOpt, write_report, write_summary
 
 MAX_SUMMARY_BYTES = 1 << 20
 _EXIT_OF = {"pass": EXIT_PASS, "fail": EXIT_REGRESSION, "inconclusive": EXIT_INCONCLUSIVE}
@@ -308,17 +308,6 @@ def gate_summary(doc: dict[str, Any]) -> str:
     return text[:MAX_SUMMARY_BYTES]
 
 
-def _write(path: Path, data: bytes | str, what: str) -> None:
-    try:
-        if isinstance(data, bytes):
-            path.write_bytes(data)
-        else:
-            with path.open("a", encoding="utf-8") as out:
-                out.write(data)
-    except OSError as exc:
-        raise fail(f"cannot write {what} to {path}: {exc}") from None
-
-
 def gate(
     benchmark: list[str] = typer.Option(
         ..., "--benchmark", "-b", help="A benchmark of the suite (repeat for each)"
@@ -428,10 +417,10 @@ def gate(
     if summary is not None:
         write_summary(summary, gate_summary(doc))
     if junit is not None:
-        _write(junit, junit_xml(doc), "the JUnit report")
+        write_report(junit, junit_xml(doc), "the JUnit report")
     out = os.environ.get("GITHUB_OUTPUT")
     if out:
-        _write(Path(out), github_output(doc), "the step outputs")
+        write_report(Path(out), github_output(doc), "the step outputs")
     if doc["outcome"] != "pass":
         err(f"gate: {doc['outcome']}" + (f" ({', '.join(doc['regressed'])})"
                                           if doc["regressed"] else ""))  # fmt: skip

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -28,7 +29,15 @@ from app.cli.common import (
     print_json,
     print_table,
 )
-from app.cli.summary import SummaryOpt, session_summary, write_summary
+from app.cli.summary import (
+    REGRESSION_DECISIONS,
+    SummaryOpt,
+    session_junit,
+    session_outputs,
+    session_summary,
+    write_report,
+    write_summary,
+)
 
 if TYPE_CHECKING:
     from app.client import Client
@@ -189,6 +198,9 @@ def evaluate(
     metric: str | None = typer.Option(None, "--metric", help="lm-eval metric (if several)"),
     filter_: str | None = typer.Option(None, "--filter", help="lm-eval filter (if several)"),
     summary: Path | None = SummaryOpt,
+    junit: Path | None = typer.Option(
+        None, "--junit", dir_okay=False, help="Write a JUnit XML report (one test case)"
+    ),
     url: str | None = UrlOpt,
     api_key: str | None = ApiKeyOpt,
     as_json: bool = JsonOpt,
@@ -202,7 +214,9 @@ def evaluate(
     from that batch (a resent batch is never applied twice). Exit 0 when decided (or precise
     enough) and not worse, 1 when `--max-items` or a budget (`--max-cost`, `--max-tokens`) ran
     out first (inconclusive), 2 on errors (and for an abandoned session), 3 when decided worse
-    than the baseline (a regression).
+    than the baseline (a regression). `--junit FILE` writes a JUnit report (a regression is a
+    failure, an exhausted budget a skipped case); with `$GITHUB_OUTPUT` set, its step outputs
+    (decision, state, regression, items_used, estimate, lower, upper, difference…) are appended.
 
     Example:
 
@@ -299,9 +313,14 @@ def evaluate(
         print_json(s)
     if summary is not None:
         write_summary(summary, session_summary(s, base))
+    if junit is not None:
+        write_report(junit, session_junit(s), "the JUnit report")
+    gh_output = os.environ.get("GITHUB_OUTPUT")
+    if gh_output:
+        write_report(Path(gh_output), session_outputs(s), "the step outputs")
     if s.state == "exhausted":
         raise typer.Exit(EXIT_EXHAUSTED)
-    if s.decision in ("worse", "regressed", "not_superior", "on_margin"):  # never exit 0
+    if s.decision in REGRESSION_DECISIONS:  # never exit 0
         raise typer.Exit(EXIT_REGRESSION)
 
 

@@ -1,6 +1,7 @@
 """``--summary FILE``: a short markdown report of a ``verdict``, ``evaluate`` or ``leaderboard``
 answer, for a CI job's step summary (``$GITHUB_STEP_SUMMARY``) or a pull-request comment:
-the decision, its interval, the items used and a link to the page that shows it.
+the decision, its interval, the items used and a link to the page that shows it. Also the other
+reports a CI job reads of an ``evaluate`` session: ``$GITHUB_OUTPUT`` lines and a JUnit file.
 
 The file is appended to (GitHub's step summary collects every step's lines), created if
 missing. Numbers are written as everywhere else (:mod:`app.formatting`).
@@ -11,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
+from xml.etree import ElementTree as ET
 
 import typer
 
@@ -35,6 +37,76 @@ def write_summary(path: Path, markdown: str) -> None:
             out.write(markdown.rstrip("\n") + "\n\n")
     except OSError as exc:
         raise fail(f"cannot write the summary to {path}: {exc}") from None
+
+
+#: session decisions that are a regression for CI (exit 3, a JUnit failure)
+REGRESSION_DECISIONS = ("worse", "regressed", "not_superior", "on_margin")
+
+
+def write_report(path: Path, data: bytes | str, what: str) -> None:
+    """Write ``data`` to ``path``: bytes replace the file (a JUnit report), text is appended
+    (``$GITHUB_OUTPUT`` collects every step's lines)."""
+    from app.cli.common import fail
+
+    try:
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+        else:
+            with path.open("a", encoding="utf-8") as out:
+                out.write(data)
+    except OSError as exc:
+        raise fail(f"cannot write {what} to {path}: {exc}") from None
+
+
+def _num(x: float | None) -> str:
+    return "" if x is None else str(round(float(x), 6))
+
+
+def session_outputs(s: Any) -> str:
+    """``name=value`` lines for ``$GITHUB_OUTPUT`` of an ``evaluate`` session."""
+    lines = [
+        f"decision={s.decision}",
+        f"state={s.state}",
+        f"regression={'true' if s.decision in REGRESSION_DECISIONS else 'false'}",
+        f"items_used={s.items_used}",
+        f"n_items={s.n_items}",
+        f"estimate={_num(s.estimate.value)}",
+        f"lower={_num(s.estimate.lower)}",
+        f"upper={_num(s.estimate.upper)}",
+    ]
+    if s.difference is not None:
+        lines += [
+            f"difference={_num(s.difference.value)}",
+            f"difference_lower={_num(s.difference.lower)}",
+            f"difference_upper={_num(s.difference.upper)}",
+        ]
+    lines.append(f"session={s.id}")
+    return "\n".join(lines) + "\n"
+
+
+def session_junit(s: Any) -> bytes:
+    """One ``<testcase>`` for the session: ``<failure>`` when its decision is a regression,
+    ``<skipped>`` when it ended undecided (a budget ran out) or is still open; the suite's
+    ``<properties>`` hold its numbers."""
+    failed = int(s.decision in REGRESSION_DECISIONS)
+    skipped = int(not failed and s.state in ("exhausted", "open"))
+    counts = {"tests": "1", "failures": str(failed), "errors": "0", "skipped": str(skipped)}
+    suites = ET.Element("testsuites", name="benchslice evaluate", **counts)
+    suite = ET.SubElement(suites, "testsuite", name=f"evaluate {s.model} on {s.benchmark}",
+                          time="0", **counts)  # fmt: skip
+    props = ET.SubElement(suite, "properties")
+    for line in session_outputs(s).splitlines():
+        name, _, value = line.partition("=")
+        ET.SubElement(props, "property", name=name, value=value)
+    case = ET.SubElement(suite, "testcase", name=f"{s.benchmark}: {s.model}",
+                         classname="benchslice.evaluate", time="0")  # fmt: skip
+    text = s.conclusion or f"{s.decision} ({s.state}) after {s.items_used} items"
+    if failed:
+        ET.SubElement(case, "failure", message=text, type=str(s.decision)).text = text
+    elif skipped:
+        ET.SubElement(case, "skipped", message=f"undecided: {text}")
+    ET.SubElement(case, "system-out").text = text
+    return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
 
 
 def _cell(text: object) -> str:

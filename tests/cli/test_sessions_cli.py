@@ -8,11 +8,23 @@ from typing import Any
 
 import numpy as np
 import pytest
+from lxml import etree
 
 from app.core.sequential.simulation import simulate_sessions
 from tests.cli.conftest import CLI, HELD_OUT
 
 pytestmark = pytest.mark.integration
+JUNIT_XSD = Path(__file__).parent / "data" / "junit.xsd"
+
+
+def _outputs(path: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines())
+
+
+def _junit(path: Path):
+    tree = etree.parse(str(path))
+    etree.XMLSchema(etree.parse(str(JUNIT_XSD))).assertValid(tree)
+    return tree
 
 
 def _accuracies(path: Path) -> dict[str, float]:
@@ -46,6 +58,48 @@ def test_evaluate_with_answers_decides_a_far_pair(cli: CLI, gpqa: dict[str, Any]
     lo, hi = final["difference"]["lower"], final["difference"]["upper"]
     assert lo <= delta <= hi and final["difference"]["basis"] == "design"
     assert len(final["history"]) == len(lines)
+
+
+def test_evaluate_writes_step_outputs_and_a_junit_report(
+    cli: CLI, gpqa: dict[str, Any], tmp_path: Path
+) -> None:
+    """The reports a CI job reads: $GITHUB_OUTPUT lines and a JUnit file (schema-valid), for a
+    regression (a failure, exit 3) and for an exhausted budget (a skipped case, exit 1)."""
+    acc = _accuracies(gpqa["path"])
+    worse = _pick(gpqa["path"], acc[HELD_OUT], 0.2)  # baseline 20 points apart
+    answers = ["--answers", str(gpqa["path"]), "--answers-model", HELD_OUT]
+    args = ["evaluate", "-b", "gpqa", "-m", "new/held-out-ci", *answers, "--seed", "3"]
+    if acc[worse] < acc[HELD_OUT]:  # make the candidate the worse one: a regression
+        args = ["evaluate", "-b", "gpqa", "-m", "new/held-out-ci", "--answers", str(gpqa["path"]),
+                "--answers-model", worse, "--seed", "3"]  # fmt: skip
+        worse = HELD_OUT
+    out, junit = tmp_path / "gh_output", tmp_path / "eval.xml"
+    run = cli(*args, "--baseline", worse, "--batch", "20", "--json", "--junit", str(junit),
+              GITHUB_OUTPUT=str(out))  # fmt: skip
+    assert run.code == 3, run
+    final = run.json()
+    got = _outputs(out)
+    assert got["decision"] == final["decision"] == "worse" and got["regression"] == "true"
+    assert got["state"] == "decided" and int(got["items_used"]) == final["items_used"]
+    assert float(got["difference_upper"]) == pytest.approx(final["difference"]["upper"], abs=1e-6)
+    assert float(got["difference_upper"]) < 0 and got["session"] == final["id"]
+    tree = _junit(junit)
+    assert tree.getroot().get("failures") == "1" and tree.getroot().get("skipped") == "0"
+    (failure,) = tree.findall(".//testcase/failure")
+    assert failure.get("type") == "worse"
+    props = {p.get("name"): p.get("value") for p in tree.findall(".//property")}
+    assert props["items_used"] == got["items_used"] and props["decision"] == "worse"
+
+    close = _pick(gpqa["path"], acc[HELD_OUT], 0.0)
+    out2, junit2 = tmp_path / "gh_output2", tmp_path / "eval2.xml"
+    base = ["evaluate", "-b", "gpqa", "-m", "new/held-out-ci-2", *answers, "--baseline", close]
+    short = cli(*base, "--max-items", "20", "--batch", "10", "--junit", str(junit2),
+                GITHUB_OUTPUT=str(out2))  # fmt: skip
+    assert short.code == 1, short
+    assert _outputs(out2)["state"] == "exhausted" and _outputs(out2)["regression"] == "false"
+    tree2 = _junit(junit2)
+    assert tree2.getroot().get("skipped") == "1" and tree2.getroot().get("failures") == "0"
+    assert tree2.find(".//testcase/skipped") is not None
 
 
 def test_evaluate_exhausted_and_errors(cli: CLI, gpqa: dict[str, Any]) -> None:
