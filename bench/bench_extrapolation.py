@@ -36,7 +36,7 @@ from app.core.scoring.support import unsupported
 from bench.bench_coverage import METHODS, load_benchmark
 
 DESIGN_BASED = ("design", "model-assisted")
-FLAGS: dict[tuple, list[int]] = {}  # (split, method, n) -> [flagged, targets]
+FLAGS: dict[tuple, list[int]] = {}  # (split, method, requested n) -> [flagged, targets]
 
 
 def _answer(batches: list[EstimateBatch], flagged: np.ndarray) -> EstimateBatch:
@@ -68,7 +68,7 @@ def make_scorer(split: str):
         out = score_models(selection, y, n_population, reference_correct=reference_correct)
         src_vals = reference_correct[:, selection.indices] @ np.asarray(selection.weights)
         flagged = unsupported(selection, y, src_vals)
-        slot = FLAGS.setdefault((split, selection.method, selection.size), [0, 0])
+        slot = FLAGS.setdefault((split, selection.method, selection.n_requested), [0, 0])
         slot[0] += int(flagged.sum())
         slot[1] += int(flagged.size)
         return [*out, _answer(out, flagged)]
