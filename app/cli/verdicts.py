@@ -247,6 +247,19 @@ def plan(
             f"detect a {F.pts(sig.delta)} gap at alpha = {sig.alpha:g} with power "
             f"{sig.power:g}, from {source} discordance (omega^2 = {sig.omega2:.4f})"
         )
+    sp = p.samples
+    if sp is not None:
+        source = "uploaded" if sp.within_variance_source == "uploaded" else "K/(K-1) x(1-x)"
+        typer.echo(
+            f"items x samples for that test (the pair has K = {sp.k} samples per item): "
+            f"Var(d_i) = {sp.observed:.4g} = between-item {sp.var_between:.4g} (data noise) + "
+            f"within-item {sp.within:.4g} / K (prediction noise; within-item variances: {source})"
+        )
+        print_table(
+            ["samples/item", "items", "samples/model", "omega^2"],
+            [[r.k, F.count(r.n_items), F.count(r.samples), f"{r.omega2:.4g}"] for r in sp.rows],
+        )
+        typer.echo(sp.explanation)
 
 
 def _evidence_rows(evidence: dict, gap: float) -> list[list[object]]:

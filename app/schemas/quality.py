@@ -68,3 +68,43 @@ class RepeatedSamplesPublic(BaseModel):
         description="pass@k for k = 1, 2, 4, ... up to K, when the samples are 0/1 (each item's "
         "mean times its sample count is a whole number); empty otherwise",
     )
+
+
+class SamplesPlanRow(BaseModel):
+    """One ``K'`` of a plan's items x samples table."""
+
+    k: int = Field(description="Samples per item K'")
+    n_items: int = Field(
+        description="Shared items the paired test needs with K' samples each (items: the K' "
+        "samples of an item count once)"
+    )
+    samples: int = Field(description="n_items x K': samples each model answers")
+    omega2: float = Field(description="var_between + within / K'")
+
+
+class SamplesPlanPublic(BaseModel):
+    """How many items x samples reach the gap: Var(d_i) split into data and prediction noise
+    (statistics-next §9; Miller 2024, Wang 2025)."""
+
+    k: int = Field(description="Samples per item the pair was scored with (the fewer of the two)")
+    observed: float = Field(description="Var(d_i) of the pair's per-item differences of means")
+    var_between: float = Field(
+        description="Data noise (which items): variance of the true per-item differences, "
+        "Var(d_i) minus the sampling part, floored at 0"
+    )
+    within: float = Field(
+        description="Prediction noise (which samples): E[s2_a + s2_b], the within-item "
+        "variance of one sample's difference; it enters as within / K'"
+    )
+    within_term: float = Field(description="within / K at the stored K")
+    floored: bool = Field(description="The sampling part exceeded Var(d_i): var_between = 0")
+    limit_k: int | None = Field(
+        description="Smallest K' with within / K' <= var_between: beyond it the items, not "
+        "the samples, limit the gap a test detects (null when var_between is 0)"
+    )
+    within_variance_source: Literal["uploaded", "bernoulli"] = Field(
+        description="uploaded: both models' per-item variances; bernoulli: K/(K-1) x(1-x) per "
+        "item (exact for 0/1 samples, an upper bound for samples in [0, 1])"
+    )
+    rows: list[SamplesPlanRow]
+    explanation: str

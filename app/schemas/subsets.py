@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from app.schemas.benchmarks import version_id_field
 from app.schemas.common import Estimand, estimand_field
 from app.schemas.items import ItemFlag
-from app.schemas.quality import RepeatedSamplesPublic, Warning
+from app.schemas.quality import RepeatedSamplesPublic, SamplesPlanPublic, Warning
 
 MAX_SEED = 2**63 - 1
 
@@ -577,4 +577,11 @@ class PlanPublic(BaseModel):
         default_factory=list,
         description="Expected cost of a subset of the recommended size, per unit the stored "
         "models report (empty without stored costs or without a size)",
+    )
+    samples: SamplesPlanPublic | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="With a pair scored with K >= 2 samples per item: the paired test's items "
+        "for K' = 1, 2, 4, 8, 16 (and K) samples each, from Var(d_i) split into data and "
+        "prediction noise",
     )

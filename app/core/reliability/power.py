@@ -160,12 +160,151 @@ def benchmark_power(
     return PowerAnswer(KIND, n, abs(float(delta)), w2, alpha, power, "benchmark_typical")
 
 
+SAMPLE_COUNTS = (1, 2, 4, 8, 16)  # samples per item K' a plan tabulates (plus the stored K)
+
+
+@dataclass(frozen=True)
+class SamplesPlan:
+    """Items x samples a paired test needs, from the split of ``Var(d_i)`` (statistics-next §9).
+
+    Attributes
+    ----------
+    k : int
+        Samples per item the pair was scored with.
+    var_between : float
+        Between-item ("data noise": which items) variance of the true per-item differences,
+        ``max(0, Var(d) - mean(sampling variance of d_i))``.
+    within : float
+        ``E[s2_a + s2_b]``: the within-item ("prediction noise": which samples) variance of one
+        sample's difference, divided by ``K'`` in ``omega2(K')``.
+    observed : float
+        ``Var(d)`` of the observed per-item differences of means (``ddof = 0``, as the
+        significance answer).
+    floored : bool
+        The sampling variance exceeded ``Var(d)``: ``var_between`` was floored at 0.
+    limit_k : int or None
+        Smallest ``K'`` with ``within / K' <= var_between``: beyond it the items, not the
+        samples, limit the detectable gap (None when ``var_between`` is 0).
+    ks, n, total, omega2 : ndarray
+        Per ``K'``: items ``n(K')`` (items, not samples), samples per model ``n(K') K'``, and
+        ``omega2(K') = var_between + within / K'``.
+    """
+
+    k: int
+    var_between: float
+    within: float
+    observed: float
+    floored: bool
+    limit_k: int | None
+    ks: np.ndarray
+    n: np.ndarray
+    total: np.ndarray
+    omega2: np.ndarray
+
+
+def bernoulli_within(means, k) -> np.ndarray:
+    """``K/(K-1) x(1-x)``: the unbiased sample variance of ``K`` 0/1 samples with mean ``x``.
+
+    ``k`` is one count or one per item; items with fewer than two samples get 0. For samples
+    in [0, 1] that are not 0/1 it is an upper bound (``Var <= mu(1 - mu)``).
+    """
+    x = np.asarray(means, dtype=np.float64)
+    c = np.broadcast_to(np.asarray(k, dtype=np.float64), x.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(c >= 2, x * (1.0 - x) * c / (c - 1.0), 0.0)
+
+
+def samples_plan(
+    d,
+    within,
+    k: int,
+    delta: float,
+    *,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    n_population: int | None = None,
+    sampling_variance=None,
+    ks=SAMPLE_COUNTS,
+) -> SamplesPlan:
+    """Split a pair's ``Var(d_i)`` into data and prediction noise; items needed per ``K'``.
+
+    Parameters
+    ----------
+    d : array_like, shape (n,)
+        Per-item differences of the two models' item means, each over ``K`` samples.
+    within : array_like, shape (n,)
+        Per item ``s2_a + s2_b``: the sum of the two models' within-item sample variances (of
+        one sample, not of the mean).
+    k : int
+        Samples per item behind ``d`` (``K >= 1``).
+    delta : float
+        The gap to detect.
+    alpha, power : float
+        As :func:`paired_sample_size`.
+    n_population : int, optional
+        ``N`` for the finite-population correction of the item count.
+    sampling_variance : array_like, shape (n,), optional
+        Per item the variance of ``d_i`` due to sampling; default ``within / K`` (pass
+        ``s2_a / K_a + s2_b / K_b`` when the models' sample counts differ).
+    ks : sequence of int
+        The ``K'`` to tabulate; the stored ``K`` is added.
+
+    Returns
+    -------
+    SamplesPlan
+
+    Notes
+    -----
+    ``Var(d_i) = Var(delta_i) + E[s2_a + s2_b] / K`` (Miller 2024, resampling; Wang 2025, data
+    vs prediction noise): more samples per item shrink only the second term, so
+    ``n(K') = paired_sample_size(delta, var_between + within / K')`` falls towards the
+    ``K' -> inf`` floor set by ``var_between``. ``n`` counts items: ``K'`` samples of an item
+    are one item.
+    """
+    dd = np.asarray(d, dtype=np.float64)
+    w = np.asarray(within, dtype=np.float64)
+    if dd.ndim != 1 or dd.size == 0 or w.shape != dd.shape or not np.all(np.isfinite(dd)):
+        raise ValueError("within: expected non-empty 1-d arrays d and within of one length")
+    if np.any(w < 0) or not np.all(np.isfinite(w)):
+        raise ValueError("within: expected non-negative within-item variances")
+    if isinstance(k, bool) or int(k) != k or k < 1:
+        raise ValueError(f"k: expected a positive number of samples per item, got {k}")
+    k = int(k)
+    sv = w / k if sampling_variance is None else np.asarray(sampling_variance, np.float64)
+    if sv.shape != dd.shape or np.any(sv < 0):
+        raise ValueError("sampling_variance: expected one non-negative variance per item")
+    observed = float(np.var(dd))
+    raw = observed - float(sv.mean())
+    var_between = max(0.0, raw)
+    mean_within = float(w.mean())
+    grid = np.array(sorted({int(x) for x in ks} | {k}), dtype=np.int64)
+    omega2 = var_between + mean_within / grid
+    n = paired_sample_size(delta, omega2, alpha=alpha, power=power, n_population=n_population)
+    limit = int(np.ceil(mean_within / var_between - 1e-12)) if var_between > 0 else None
+    return SamplesPlan(
+        k=k,
+        var_between=var_between,
+        within=mean_within,
+        observed=observed,
+        floored=raw < 0,
+        limit_k=None if limit is None else max(1, limit),
+        ks=grid,
+        n=n,
+        total=n * grid,
+        omega2=omega2,
+    )
+
+
 __all__ = [
     "KIND",
+    "SAMPLE_COUNTS",
     "PowerAnswer",
+    "SamplesPlan",
     "benchmark_power",
+    "bernoulli_within",
     "discordance_variance",
     "pair_power",
     "paired_sample_size",
+    "samples_plan",
     "typical_discordance",
 ]

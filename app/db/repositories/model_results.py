@@ -128,6 +128,28 @@ class ModelResultRepository(Repository[ModelResult]):
         )
         return [(str(n), bytes(c), s) for n, c, s in self.session.execute(stmt)]
 
+    def sample_rows(
+        self, version_id: uuid.UUID, model_names: Sequence[str]
+    ) -> list[tuple[str, int | None, bytes | None, bytes | None]]:
+        """``(model name, samples_per_item, within_variance, sample_counts)`` of these models."""
+        stmt = (
+            select(
+                LanguageModel.name,
+                ModelResult.samples_per_item,
+                ModelResult.within_variance,
+                ModelResult.sample_counts,
+            )
+            .join(ModelResult.model)
+            .where(
+                ModelResult.benchmark_version_id == version_id,
+                LanguageModel.name.in_(list(model_names)),
+            )
+        )
+        return [
+            (str(n), k, None if w is None else bytes(w), None if c is None else bytes(c))
+            for n, k, w, c in self.session.execute(stmt)
+        ]
+
     def count_for_version(self, version_id: uuid.UUID) -> int:
         stmt = select(func.count()).where(ModelResult.benchmark_version_id == version_id)
         return int(self.session.scalar(stmt) or 0)

@@ -10,6 +10,8 @@ named in each answer:
 * P(a random subset orders the pair like the benchmark), the benchmark-wide MDAD and the size
   needed are simulated (:mod:`app.core.reliability.graded`, seeded, with Monte Carlo errors);
 * the planner's significance answer uses ``Var(d_i)`` of the graded differences.
+* for a pair scored with ``K >= 2`` samples per item, the plan's items x samples table splits
+  that ``Var(d_i)`` into data and prediction noise (:func:`samples_plan`).
 
 The benchmark-wide simulated MDAD at a size is cached per results stamp, like the exact one.
 """
@@ -20,6 +22,7 @@ import uuid
 from typing import Any
 
 import numpy as np
+from sqlalchemy.orm import Session
 
 from app.core.estimation.bounded import sign_flip_test
 from app.core.reliability.graded import (
@@ -28,8 +31,12 @@ from app.core.reliability.graded import (
     simulated_agreement,
     simulated_verdict,
 )
-from app.core.reliability.power import paired_sample_size
+from app.core.reliability.power import SamplesPlan as CoreSamplesPlan
+from app.core.reliability.power import bernoulli_within, paired_sample_size
+from app.core.reliability.power import samples_plan as core_samples_plan
 from app.core.results import MDADResult
+from app.db.repositories.model_results import ModelResultRepository
+from app.schemas.quality import SamplesPlanPublic, SamplesPlanRow
 from app.schemas.subsets import GradedPairPublic, SignificancePublic, VerdictPublic
 from app.services.catalog.matrices import FullMatrix, on_matrix_reload
 from app.services.platform.caching import MB, BoundedCache, SingleFlight
@@ -170,6 +177,95 @@ def graded_significance(
         alpha=alpha,
         power=power,
         source=source,  # type: ignore[arg-type]
+    )
+
+
+def _pair_means(fm: FullMatrix, name: str) -> np.ndarray | None:
+    if fm.scores is not None and fm.score_rows is not None and name in fm.score_rows:
+        return fm.scores[fm.score_rows[name]].astype(np.float64)
+    row = fm.rows.get(name)
+    return None if row is None else fm.correct[row].astype(np.float64)
+
+
+def samples_plan(
+    session: Session,
+    fm: FullMatrix,
+    a: str | None,
+    b: str | None,
+    gap: float,
+    alpha: float,
+    power: float,
+) -> SamplesPlanPublic | None:
+    """Items x samples for the pair's paired test when both were scored with ``K >= 2`` samples
+    per item (:func:`app.core.reliability.power.samples_plan`); ``None`` otherwise.
+
+    The within-item variances are the uploaded ones when both models carry them, else
+    ``K/(K-1) x(1-x)`` per item (exact for 0/1 samples); items with their own sample counts
+    use them. One query for the two rows' sample columns.
+    """
+    if a is None or b is None:
+        return None
+    stored = {r[0]: r for r in ModelResultRepository(session).sample_rows(fm.version_id, (a, b))}
+    means = [_pair_means(fm, m) for m in (a, b)]
+    if len(stored) < 2 or means[0] is None or means[1] is None:
+        return None
+    ks = [int(stored[m][1] or 1) for m in (a, b)]
+    if min(ks) < 2:
+        return None
+    uploaded = all(stored[m][2] is not None for m in (a, b))
+    within = np.zeros(fm.n_items)
+    sampling = np.zeros(fm.n_items)
+    for m, k, x in zip((a, b), ks, means, strict=True):
+        _, _, var, counts = stored[m]
+        c = np.full(fm.n_items, float(k))
+        if counts is not None:
+            c = np.maximum(np.frombuffer(counts, "<i4").astype(np.float64), 1.0)
+        if uploaded:
+            s2 = np.frombuffer(var, "<f4").astype(np.float64)  # type: ignore[arg-type]
+        else:
+            s2 = bernoulli_within(x, c)
+        within += s2
+        sampling += s2 / c
+    p = core_samples_plan(
+        means[0] - means[1],
+        within,
+        min(ks),
+        gap,
+        alpha=alpha,
+        power=power,
+        n_population=fm.n_items,
+        sampling_variance=sampling,
+    )
+    return SamplesPlanPublic(
+        k=p.k,
+        observed=p.observed,
+        var_between=p.var_between,
+        within=p.within,
+        within_term=p.within / p.k,
+        floored=p.floored,
+        limit_k=p.limit_k,
+        within_variance_source="uploaded" if uploaded else "bernoulli",
+        rows=[
+            SamplesPlanRow(k=int(k), n_items=int(n), samples=int(t), omega2=float(w))
+            for k, n, t, w in zip(p.ks, p.n, p.total, p.omega2, strict=True)
+        ],
+        explanation=_samples_sentence(p, gap, alpha, power, fm.n_items),
+    )
+
+
+def _samples_sentence(p: CoreSamplesPlan, gap: float, alpha: float, power: float, n: int) -> str:
+    if p.limit_k is None:
+        return (
+            f"Var(d_i) shows no between-item part beyond the sampling noise (within-item "
+            f"{p.within:.4g} / K'): here the samples, not the items, limit the gap a paired test "
+            "detects, and omega2 shrinks as 1/K'"
+        )
+    floor = int(paired_sample_size(gap, p.var_between, alpha=alpha, power=power, n_population=n))
+    return (
+        f"More samples per item shrink only the within-item part (prediction noise, "
+        f"{p.within:.4g} / K'); from K' = {p.limit_k} on it is at most the between-item part "
+        f"(data noise, {p.var_between:.4g}), so the items, not the samples, limit the gap a "
+        f"paired test detects: no number of samples gets below {floor} items"
     )
 
 

@@ -5,11 +5,11 @@
 analysis that covers them (409 naming the analysis to run when there is none).
 
 Speed: the decoded full-coverage 0/1 matrix of a benchmark version is cached per process (LRU),
-keyed by the version and a stamp of its results (count, newest ``updated_at``), so a verdict
-costs one small query plus O(items) numpy; a verdict asked before is answered from memory while
-the results stamp was confirmed within the last second (:func:`cached_verdict`). The benchmark-wide exact MDAD of random subsets at a
-size is also cached under the same stamp; the first verdict at a new size computes it over all
-model pairs (seconds on GPQA), later ones read it.
+keyed by the version and a stamp of its results (count, newest ``updated_at``), so a verdict costs
+one small query plus O(items) numpy; a verdict asked before is answered from memory while the
+results stamp was confirmed within the last second (:func:`cached_verdict`). The benchmark-wide
+exact MDAD of random subsets at a size is also cached under the same stamp; the first verdict at a
+new size computes it over all model pairs (seconds on GPQA), later ones read it.
 """
 
 from __future__ import annotations
@@ -367,11 +367,12 @@ def plan_size(
             "model_a and model_b must differ", field="model_b", message="same as model_a"
         )
     fm_all = full_matrix(session, version_id)
+    samples = graded_verdicts.samples_plan(session, fm_all, model_a, model_b, gap, alpha, power)
     if fm_all.graded and method in EXACT_METHODS:
         plan = _graded_plan(fm_all, gap, probability, model_a, model_b, alpha, power)
         if plan.size is not None:
             plan.cost = plan_costs(session, version_id, int(plan.size))
-        return plan
+        return plan.model_copy(update={"samples": samples})
     rows = None
     if fm_all.graded:  # a curve-based method on graded scores: Var(d_i) of graded differences
         if model_a is not None and model_b is not None:
@@ -416,6 +417,7 @@ def plan_size(
         evidence=evidence,
         significance=sig,
         cost=[] if size is None else plan_costs(session, version_id, int(size)),
+        samples=samples,
     )
 
 
