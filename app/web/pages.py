@@ -33,6 +33,7 @@ from app.services.platform.caching import MB, BoundedCache
 from app.services.ranking import leaderboards, precompute
 from app.services.reliability import analyses as analyses_service
 from app.services.reliability import plots, verdicts
+from app.services.selection import extrapolation
 from app.web import page_plots
 
 MAX_BENCHMARK_VERSIONS = 1000
@@ -209,6 +210,8 @@ class BenchmarkListings:
     sessions: list[SessionSummary]
     abandoned: list[SessionSummary]  # open but idle past SESSION_IDLE_HOURS: shown apart
     costs: list[Any] = field(default_factory=list)  # CostUnitSummary per unit with data
+    #: subset id -> its re-anchor prompt, for listed subsets with many models beyond their sources
+    reanchor: dict[Any, str] = field(default_factory=dict)
 
 
 _HEALTH: BoundedCache[tuple, HealthSummary] = BoundedCache("page_health", CACHE_BYTES)
@@ -355,6 +358,13 @@ def benchmark_main(
     )
 
 
+def _reanchor(session: Session, subset: Any, version: BenchmarkVersion) -> str | None:
+    try:
+        return extrapolation.reanchor_prompt(session, subset, version)
+    except DomainError:  # no full-coverage matrix any more (results deleted): nothing to say
+        return None
+
+
 def benchmark_listings(
     session: Session, version: BenchmarkVersion, *, idle_hours: float | None = None
 ) -> BenchmarkListings:
@@ -363,12 +373,15 @@ def benchmark_listings(
             session, version.id, idle_hours=idle_hours, limit=LISTING_LIMIT, **kw
         ).items
 
+    subsets = list(subsets_for_version(session, version.id, limit=LISTING_LIMIT))
+    prompts = {s.id: _reanchor(session, s, version) for s in subsets}
     return BenchmarkListings(
         analyses=analyses_service.list_analyses(session, version.id, limit=LISTING_LIMIT).items,
-        subsets=list(subsets_for_version(session, version.id, limit=LISTING_LIMIT)),
+        subsets=subsets,
         sessions=recent(hide_abandoned=True),
         abandoned=recent(state="abandoned"),
         costs=benchmarks_service.cost_summaries(session, version),
+        reanchor={k: v for k, v in prompts.items() if v is not None},
     )
 
 

@@ -301,6 +301,9 @@ def test_reanchor_prompt_when_many_models_lie_beyond_the_sources(
     assert "--method anchor_points --size 15" in text
     page = client.get(f"/ui/subsets/{subset.id}").text
     assert 'id="reanchor"' in page and "benchslice subset create" in page
+    listing = client.get(f"/ui/benchmarks/{version.benchmark.name}").text  # and the benchmark page
+    assert f'id="reanchor-{subset.id}"' in listing
+    assert f"{beyond} models with full results lie beyond" in listing
     spread = [seeded.names[i] for i in order[::3][:10]] + [seeded.names[i] for i in order[-3:]]
     req = subset_service.resolve_request(
         db_session, seeded.version_id, "anchor_points", 15, {}, 9, sorted(set(spread))
@@ -308,3 +311,5 @@ def test_reanchor_prompt_when_many_models_lie_beyond_the_sources(
     other, _ = subset_service.build_subset(db_session, req, None)
     db_session.commit()
     assert reanchor_prompt(db_session, other, version) is None
+    listing = client.get(f"/ui/benchmarks/{version.benchmark.name}").text
+    assert f'id="reanchor-{other.id}"' not in listing and f'id="reanchor-{subset.id}"' in listing

@@ -13,12 +13,20 @@ from app.db.models.subset import Subset
 
 
 def subsets_for_version(session, version_id: uuid.UUID, *, limit: int) -> Sequence[Subset]:
-    """A version's subsets, newest first (identity columns only: no indices, weights or fit)."""
+    """A version's subsets, newest first (identity columns and source names: no indices,
+    weights or fit)."""
     stmt = (
         select(Subset)
         .where(Subset.benchmark_version_id == version_id)
         .options(
-            load_only(Subset.id, Subset.method, Subset.size, Subset.estimator, Subset.created_at)
+            load_only(
+                Subset.id,
+                Subset.method,
+                Subset.size,
+                Subset.estimator,
+                Subset.created_at,
+                Subset.source_models,  # the page's re-anchor prompts
+            )
         )
         .order_by(Subset.created_at.desc(), Subset.id)
         .limit(limit)
