@@ -90,10 +90,24 @@ def round_samples(gate: GatePublic) -> dict[str, list[int]]:
     return {task: sorted(ids) for task, ids in sorted(merged.items())}
 
 
+def round_sample_ids(gate: GatePublic) -> str:
+    """The open round for ``inspect eval --sample-id``: every benchmark's sample ids (an item
+    ``{task}/{id}`` of a benchmark made from Inspect logs is sample ``id`` of ``task``), each
+    once, comma-separated."""
+    from app.cli.sessions import sample_ids
+
+    assert gate.next_round is not None
+    seen: dict[str, None] = {}
+    for items in gate.next_round.items.values():
+        seen.update(dict.fromkeys(sample_ids(items).split(",")))
+    return ",".join(k for k in seen if k)
+
+
 def run_rounds(client: Client, gate: GatePublic, command: str, workdir: Path, say) -> GatePublic:
     """Each round: write its samples file, run ``command`` once for every open benchmark
-    (``{samples}``, ``{tasks}``, ``{output}`` replaced), push the logs it wrote. A failing
-    command raises ``RuntimeError``: the gate stays open at that round (rerun to resume)."""
+    (``{samples}``, ``{tasks}``, ``{sample_ids}``, ``{output}`` replaced), push the logs it
+    wrote. A failing command raises ``RuntimeError``: the gate stays open at that round (rerun
+    to resume)."""
     from app.cli.common import find_source
     from app.cli.sessions import stderr_fd
 
@@ -107,6 +121,7 @@ def run_rounds(client: Client, gate: GatePublic, command: str, workdir: Path, sa
         cmd = (
             command.replace("{samples}", shlex.quote(str(path)))
             .replace("{tasks}", shlex.quote(",".join(samples)))
+            .replace("{sample_ids}", shlex.quote(round_sample_ids(gate)))
             .replace("{output}", shlex.quote(str(output)))
         )
         sys.stdout.flush()
@@ -155,4 +170,12 @@ def server_doc(gate: GatePublic) -> dict[str, Any]:
     }
 
 
-__all__ = ["candidate_values", "drive", "find_open", "round_samples", "run_rounds", "server_doc"]
+__all__ = [
+    "candidate_values",
+    "drive",
+    "find_open",
+    "round_sample_ids",
+    "round_samples",
+    "run_rounds",
+    "server_doc",
+]

@@ -331,7 +331,8 @@ def gate(
         "--run",
         help="Command evaluating one round of every open benchmark (server gates): {samples} "
         "is replaced by the samples file (lm_eval --samples: each task's doc ids), {tasks} by "
-        "the round's comma-separated tasks, {output} by the folder to write sample logs to",
+        "the round's comma-separated tasks, {sample_ids} by its sample ids (inspect eval "
+        "--sample-id), {output} by the folder to write sample logs to",
     ),
     offline: bool = typer.Option(
         False, "--offline", help="Run on local files, without a server (same engine and output)"

@@ -166,6 +166,19 @@ def test_evaluate_runs_inspect_eval_until_it_decides(
     assert 8 <= final["items_used"] < 40 and final["items_used"] % 8 == 0
     assert final["difference"]["lower"] > 0
 
+    # the same harness behind a release gate: each round runs inspect eval on its sample ids
+    gate = cli(
+        "gate", "--benchmark", "insp-gate", "--model", "mock/gate-candidate", "--baseline",
+        "org/weak", "--margin", "0.02", "--batch", "8", "--seed", "0", "--run", command,
+        "--json", **inspect_env,
+    )  # fmt: skip
+    assert gate.code == 0, gate  # PASS: no worse than the baseline by 2 points
+    doc = json.loads(gate.stdout)
+    assert doc["outcome"] == "pass" and not doc["offline"], doc
+    (row,) = doc["benchmarks"]
+    assert row["state"] == "noninferior" and 8 <= row["items"] < 40 and row["items"] % 8 == 0
+    assert row["bound"] > -0.02 and row["delta"] > 0
+
 
 def test_push_every_eval_ever_folder(cli: CLI) -> None:
     folder = HERE.parent / "eee" / "converted" / "arith"
