@@ -10,6 +10,7 @@ import re
 import statistics
 import sys
 import uuid
+from collections.abc import Callable
 from dataclasses import replace as with_files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -234,19 +235,26 @@ def _push_lighteval(
     return bench, created, replies
 
 
-def _settle_metric(
-    source: Source, metric: str | None, interactive: bool, create: bool
+def _choose_metric(
+    files: list[Path],
+    parse: Callable[[Path, str | None], None],
+    metric: str | None,
+    interactive: bool,
+    create: bool,
+    *,
+    accumulate: bool = False,
 ) -> str | None:
-    """The metric of lighteval details (a comma-separated list: each task takes the first it
-    has), asked on a terminal when a task has several, else exit 2 listing them; with
-    ``create`` a file the parser refuses fails here, before anything is created."""
-    from app.ingest.logs.lighteval import parse_lighteval_details
+    """Parse every file with ``parse(file, metric)`` until the metric is settled: a file scored
+    several ways asks on a terminal (``accumulate``: the answer joins a comma-separated list,
+    each task taking the first it has), else exits 2 listing the choices; with ``create`` a file
+    the parser refuses fails here, before anything is created."""
     from app.ingest.types import AmbiguousChoiceError, IngestError
 
-    for f in source.files:
+    hint = " (a comma-separated list: each task takes the first it has; " if accumulate else " ("
+    for f in files:
         while True:
             try:
-                parse_lighteval_details(f.read_bytes(), metric=metric, filename=details_name(f))
+                parse(f, metric)
                 break
             except AmbiguousChoiceError as exc:
                 choices = exc.choices["metric"]
@@ -254,16 +262,29 @@ def _settle_metric(
                     raise fail(
                         f"{f.name} is scored several ways; pass --metric with one of: "
                         + ", ".join(choices)
-                        + " (a comma-separated list: each task takes the first it has; "
-                        "nothing was created or uploaded)"
+                        + hint
+                        + "nothing was created or uploaded)"
                     ) from None
                 chosen = ask_choice("metric", choices)
-                metric = f"{metric},{chosen}" if metric else chosen
+                metric = f"{metric},{chosen}" if accumulate and metric else chosen
             except (IngestError, OSError) as exc:
                 if create:
                     raise fail(f"{f.name}: {exc} (nothing was created or uploaded)") from None
                 break  # the server words the error
     return metric
+
+
+def _settle_metric(
+    source: Source, metric: str | None, interactive: bool, create: bool
+) -> str | None:
+    """The metric of lighteval details (a comma-separated list: each task takes the first it
+    has), settled by :func:`_choose_metric`."""
+    from app.ingest.logs.lighteval import parse_lighteval_details
+
+    def parse(f: Path, chosen: str | None) -> None:
+        parse_lighteval_details(f.read_bytes(), metric=chosen, filename=details_name(f))
+
+    return _choose_metric(list(source.files), parse, metric, interactive, create, accumulate=True)
 
 
 class _Bar:
@@ -441,41 +462,23 @@ def _settle_scorer(
     here too, before anything is created."""
     from app.ingest.logs.helm import parse_helm_run
     from app.ingest.logs.inspect import parse_inspect_log
-    from app.ingest.types import AmbiguousChoiceError, IngestError
 
     models: dict[str, str] = {}
 
-    def parse(f: Path) -> None:
+    def parse(f: Path, chosen: str | None) -> None:
         if source.kind == "helm":
             spec = f.parent / "run_spec.json"
             parsed = parse_helm_run(
-                f.read_bytes(), spec.read_bytes() if spec.is_file() else None, metric=metric
+                f.read_bytes(), spec.read_bytes() if spec.is_file() else None, metric=chosen
             )
         else:
-            parsed = parse_inspect_log(f.read_bytes(), metric=metric, filename=f.name)
+            parsed = parse_inspect_log(f.read_bytes(), metric=chosen, filename=f.name)
         if parsed.model:
             models.setdefault(parsed.model, f.name)
 
-    for f in source.files:
-        if source.kind == "helm" and f.name != "per_instance_stats.json":
-            continue
-        while True:
-            try:
-                parse(f)
-                break
-            except AmbiguousChoiceError as exc:
-                choices = exc.choices["metric"]
-                if not interactive:
-                    raise fail(
-                        f"{f.name} is scored several ways; pass --metric with one of: "
-                        + ", ".join(choices)
-                        + " (nothing was created or uploaded)"
-                    ) from None
-                metric = ask_choice("metric", choices)
-            except (IngestError, OSError) as exc:
-                if create:
-                    raise fail(f"{f.name}: {exc} (nothing was created or uploaded)") from None
-                break  # the server words the error
+    files = [f for f in source.files
+             if source.kind != "helm" or f.name == "per_instance_stats.json"]  # fmt: skip
+    metric = _choose_metric(files, parse, metric, interactive, create)
     if create and len(models) > 1:
         raise fail(
             f"the logs are of several models ({', '.join(models)}): push one model's logs "

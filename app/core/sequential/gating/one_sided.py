@@ -219,7 +219,7 @@ def _bet_estimates(state: OneSidedState, fbar):
     return mu_hat, (0.25 + state.sq) / (t_prev + 1.0)
 
 
-def _planned_means(state: OneSidedState, mu_hat, fbar, rem) -> np.ndarray:
+def _planned_means(state: OneSidedState, mu_hat, s2, fbar, rem) -> np.ndarray:
     """The mean each test's bet plays, shape (S, P): the data's estimate ``mu_hat`` or, with a
     design prior, that estimate shrunk towards the prior alternative's current mean
     ``mu_t(prior) = (N prior - S_{t-1}) / r_t`` with ``prior_weight`` pseudo-items.
@@ -239,7 +239,7 @@ def _planned_means(state: OneSidedState, mu_hat, fbar, rem) -> np.ndarray:
     shrunk = fbar[:, None] + (w * (mu_p - fbar[:, None]) + state.resid[:, None]) / (t_prev + w)
     # noise around the plan stays shrunk; data well beyond it bet as with no prior
     mu_b = mu_hat[:, None]
-    se = np.sqrt((0.25 + state.sq) / (t_prev[:, 0] + 1.0) ** 2)[:, None]
+    se = np.sqrt(s2 / (state.t + 1.0))[:, None]  # of mu_hat (s2: the per-draw variance)
     beyond = state.side * (mu_b - mu_p) > PRIOR_RELEASE_Z * se
     planned = np.clip(np.where(beyond, mu_b, shrunk), 0.0, 1.0)
     return np.where(np.isnan(state.prior_mean), mu_b, planned)
@@ -254,7 +254,7 @@ def target_bets(state: OneSidedState, fbar, low, high, rem) -> tuple[np.ndarray,
     mu = (state.n_items * state.target - state.total[:, None]) / rem[:, None]
     feasible = (mu >= 0.0) & (mu <= 1.0)
     mu_hat, s2 = _bet_estimates(state, fbar)
-    mu_hat = _planned_means(state, mu_hat, fbar, rem)
+    mu_hat = _planned_means(state, mu_hat, s2, fbar, rem)
     d = mu_hat - mu
     raw = d / (s2[:, None] + d * d)
     up = state.c / np.maximum(mu - low[:, None], _TINY)
