@@ -722,3 +722,36 @@ def test_helm_run_through_the_api(client: TestClient) -> None:
     want = json.loads((HELM_RUNS.parent / "expected.json").read_text())[run.name]["entries"]
     mean = float(np.mean([e["means"]["max_prob"] for e in want]))  # 10 items x 3 trials
     assert r.json()["accuracy"] == pytest.approx(mean, abs=1e-6)
+
+
+def test_helm_perturbation_run_through_the_api(client: TestClient) -> None:
+    """helm-run's data_augmentation=extra_space run: each perturbed copy is an item of its own."""
+    run = (
+        HELM_RUNS
+        / "simple1:model=simple_model1,max_eval_instances=2,data_augmentation=extra_space2"
+    )
+    files = [
+        ("file", (f"{run.name}/{n}", (run / n).read_bytes(), "application/json"))
+        for n in ("per_instance_stats.json", "run_spec.json")
+    ]
+    r = client.post("/v1/benchmarks/from-samples", params={"name": "helm-space"}, files=files)
+    assert r.status_code == 201, r.text
+    bench = r.json()
+    assert bench["n_items"] == 4
+    r = client.post(
+        f"/v1/benchmarks/{bench['id']}/results", params={"metric": "max_prob"}, files=files
+    )
+    assert r.status_code == 201, r.text
+    assert r.json()["model"]["name"] == "simple/model1" and r.json()["n_items"] == 4
+    want = json.loads((HELM_RUNS.parent / "expected.json").read_text())[run.name]
+    task = "simple1:max_eval_instances=2,data_augmentation=extra_space2"
+    means: dict[str, list[float]] = {}
+    for e in want["entries"]:
+        key = f"{task}/{e['instance_id']}" + (f"@{e['perturbation']}" if e["perturbation"] else "")
+        means.setdefault(key, []).append(e["means"]["max_prob"])
+    m = _matrix(client, bench["id"])
+    assert sorted(m["item_ids"].tolist()) == sorted(means)
+    assert sum("@extra_space" in i for i in m["item_ids"].tolist()) == 2
+    np.testing.assert_allclose(
+        m["correct"][0], [np.mean(means[i]) for i in m["item_ids"].tolist()], rtol=1e-6
+    )

@@ -206,4 +206,5 @@ def test_push_helm_runs_folder_asks_for_the_stat(cli: CLI) -> None:
     )
     assert run.code == 0, run
     (result,) = run.json()["results"]
-    assert result["model"]["name"] == "simple/model1" and result["n_items"] == 20
+    # simple_mcqa 10 + simple1 10 + the extra_space run's 2 instances and their 2 perturbed copies
+    assert result["model"]["name"] == "simple/model1" and result["n_items"] == 24

@@ -1,5 +1,6 @@
-"""HELM run directories written by crfm-helm itself (simple/model1), checked against what HELM's
-own readers read from them (tests/fixtures/helm/expected.json)."""
+"""HELM run directories written by crfm-helm itself (simple/model1, one run with HELM's
+``extra_space`` data augmentation), checked against what HELM's own readers read from them
+(tests/fixtures/helm/expected.json)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from app.ingest.types import AmbiguousChoiceError, IngestError
 
 HELM = Path(__file__).resolve().parents[1] / "fixtures" / "helm"
 EXPECTED = json.loads((HELM / "expected.json").read_text())
+PERTURBED = "simple1:model=simple_model1,max_eval_instances=2,data_augmentation=extra_space2"
 CASES = [
     ("simple_mcqa:model=simple_model1", "exact_match"),
     ("simple1:model=simple_model1", "max_prob"),
+    (PERTURBED, "max_prob"),
 ]
 
 
@@ -27,7 +30,7 @@ def _run(name: str) -> tuple[bytes, bytes]:
     ).read_bytes()
 
 
-@pytest.mark.parametrize(("run", "stat"), CASES, ids=[c[1] for c in CASES])
+@pytest.mark.parametrize(("run", "stat"), CASES, ids=["mcqa", "simple1", "extra_space"])
 def test_every_value_matches_helms_reader(run: str, stat: str) -> None:
     stats, spec = _run(run)
     assert is_helm_stats(stats) and is_helm_run_spec(spec)
@@ -60,13 +63,49 @@ def test_every_value_matches_helms_reader(run: str, stat: str) -> None:
         )
 
 
-def test_perturbed_copies_are_kept_apart_and_broken_runs_name_the_field() -> None:
+def test_helms_perturbed_instances_are_items_of_their_own() -> None:
+    """helm-run with data_augmentation=extra_space: every eval instance twice (original, then
+    perturbed), each perturbed entry's stats tagged with its perturbation."""
+    stats, spec = _run(PERTURBED)
+    entries = json.loads(stats)
+    assert [e.get("perturbation", {}).get("name") for e in entries] == [None, "extra_space"] * 6
+    assert all(
+        s["name"].get("perturbation") == e.get("perturbation") for e in entries for s in e["stats"]
+    )
+    parsed = parse_helm_run(stats, spec, metric="max_prob")
+    task = "simple1:max_eval_instances=2,data_augmentation=extra_space2"
+    assert parsed.item_ids.tolist() == [
+        f"{task}/{i}{p}" for i in ("id12", "id18") for p in ("", "@extra_space")
+    ]
+    # the perturbed prompts are longer (the input's spaces doubled): each copy has its own cost
+    tokens = parsed.costs.input_tokens
+    assert (tokens[1::2] > tokens[0::2]).all()
+    # an original entry's stats tagged with a perturbation are not its own
+    tagged = [
+        {
+            **e,
+            "stats": [
+                {**s, "name": {**s["name"], "perturbation": {"name": "x"}}} for s in e["stats"]
+            ],
+        }
+        if i == 0
+        else e
+        for i, e in enumerate(entries)
+    ]
+    with pytest.raises(IngestError, match="no 'max_prob' stat") as exc:
+        parse_helm_run(json.dumps(tagged).encode(), spec, metric="max_prob")
+    assert exc.value.errors[0].field == "per_instance_stats.json[0].stats"
+    unnamed = [
+        {**e, "perturbation": {"robustness": True}} if i == 1 else e for i, e in enumerate(entries)
+    ]
+    with pytest.raises(IngestError) as exc:
+        parse_helm_run(json.dumps(unnamed).encode(), spec, metric="max_prob")
+    assert exc.value.errors[0].field == "per_instance_stats.json[1].perturbation.name"
+
+
+def test_broken_runs_name_the_field() -> None:
     stats, spec = _run(CASES[0][0])
     entries = json.loads(stats)
-    perturbed = [{**e, "perturbation": {"name": "typos"}} for e in entries[:3]]
-    parsed = parse_helm_run(json.dumps(entries + perturbed).encode(), spec, metric="exact_match")
-    assert sum("@typos" in i for i in parsed.item_ids.tolist()) == 3
-    assert parsed.n_items == 10 + 3
     twice = json.dumps(entries + entries[:1]).encode()
     with pytest.raises(IngestError, match="appears twice") as exc:
         parse_helm_run(twice, spec, metric="exact_match")

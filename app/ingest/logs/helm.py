@@ -5,7 +5,9 @@ task the run's name without its ``model=``/``model_deployment=`` arguments, each
 ``"{task}/{instance_id}"``. The score is the mean of one named stat (``metric``; several stats
 in [0, 1] and none named: an error lists them). Train trials (``train_trial_index``) are the
 item's ``K`` samples. Perturbed copies of an instance are kept apart as their own items,
-``"{task}/{instance_id}@{perturbation name}"``. ``num_prompt_tokens`` / ``num_output_tokens``
+``"{task}/{instance_id}@{perturbation name}"``; HELM tags every stat of such an entry with the
+entry's perturbation, so an entry's stats are those whose perturbation is the entry's own (none
+for an original instance). ``num_prompt_tokens`` / ``num_output_tokens``
 / ``inference_runtime`` are the cost. HELM ships no light reader (``crfm-helm`` pulls torch and
 spaCy), so the JSON is read with orjson and checked field by field.
 """
@@ -63,7 +65,7 @@ def task_name(run_name: str) -> str:
 
 
 def _stat_means(entry: dict, where: str) -> dict[str, float]:
-    stats = entry.get("stats")
+    stats, own = entry.get("stats"), entry.get("perturbation")
     if not isinstance(stats, list):
         raise IngestError.single("expected a list of stats", field=f"{where}.stats")
     out: dict[str, float] = {}
@@ -71,8 +73,8 @@ def _stat_means(entry: dict, where: str) -> dict[str, float]:
         name = st.get("name") if isinstance(st, dict) else None
         if not isinstance(name, dict) or not isinstance(name.get("name"), str):
             raise IngestError.single("expected a stat name", field=f"{where}.stats[{j}].name")
-        if name.get("split", "test") not in SPLITS or name.get("perturbation") is not None:
-            continue  # perturbed stats ride on the perturbed instance entry
+        if name.get("split", "test") not in SPLITS or name.get("perturbation") != own:
+            continue  # a perturbed instance's stats carry its perturbation (HELM's context)
         count, total = st.get("count"), st.get("sum")
         if count == 0:
             continue  # a stat with no value for this instance (HELM writes count 0, no mean)
