@@ -46,6 +46,7 @@ from scipy.stats import norm
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from app.core.irt.fit import fit_irt  # noqa: E402
 from app.core.sequential.confidence_sequences import (  # noqa: E402
     cs_init,
     cs_interval,
@@ -54,6 +55,7 @@ from app.core.sequential.confidence_sequences import (  # noqa: E402
     difference_interval,
     paired_values,
 )
+from app.core.sequential.fluid import ItemBank  # noqa: E402
 from app.core.sequential.gating.gates import (  # noqa: E402
     G_FAIL,
     G_INCONCLUSIVE,
@@ -61,6 +63,7 @@ from app.core.sequential.gating.gates import (  # noqa: E402
     REGRESSED,
     run_gates,
 )
+from app.services.catalog.irt_fits import IRT_DIMS  # noqa: E402
 from bench.synth import A_Q, B_Q, QUANTILE_LEVELS  # noqa: E402
 
 ALPHA = 0.05
@@ -77,13 +80,27 @@ def gpqa() -> np.ndarray:
         return d["correct"].astype(np.float64)
 
 
-def synthetic_benchmark(n_items, theta, gates, rng, *, disc=1.0):
-    """SYNTHETIC baseline rows (gates, N): a 2PL with GPQA-fitted |a| and b quantiles."""
+def synthetic_benchmark(n_items, theta, gates, rng, *, disc=1.0, sources=0):
+    """SYNTHETIC baseline rows (gates, N): a 2PL with GPQA-fitted |a| and b quantiles.
+
+    With ``sources > 0`` also ``sources`` rows of the same items with abilities ``theta + N(0, 1)``
+    (the stored models an IRT fit would use): returns ``(rows, source_rows)``.
+    """
     a = np.abs(np.interp(rng.random(n_items), QUANTILE_LEVELS, A_Q)) * disc
     b = np.interp(rng.random(n_items), QUANTILE_LEVELS, B_Q)
     th = theta + 0.3 * rng.standard_normal((gates, 1))
     p = 1.0 / (1.0 + np.exp(-(a[None, :] * th - b[None, :])))
-    return (rng.random((gates, n_items)) < p).astype(np.float64)
+    rows = (rng.random((gates, n_items)) < p).astype(np.float64)
+    if not sources:
+        return rows
+    th_s = theta + rng.standard_normal((sources, 1))
+    p_s = 1.0 / (1.0 + np.exp(-(a[None, :] * th_s - b[None, :])))
+    return rows, (rng.random((sources, n_items)) < p_s).astype(np.float64)
+
+
+def item_bank(sources, seed):
+    """The service's IRT fit (``fit_irt``, ``IRT_DIMS`` dimensions) of the source rows."""
+    return ItemBank.from_irt(fit_irt(sources, dims=IRT_DIMS, rng=int(seed)))
 
 
 def flip(base, delta, agree, rng):
@@ -182,23 +199,28 @@ def error_case(k, gates, margin, agree, seed):
 PREDICTION_VARIANTS = (("random, no prior", "random", 0.0), ("random", "random", None),
                        ("paired", "paired", None),
                        ("calibrated, no prior", "calibrated", 0.0),
-                       ("calibrated (default)", "calibrated", None))  # fmt: skip
+                       ("calibrated (default)", "calibrated", None),
+                       ("combined", "combined", None))  # fmt: skip
+#: paired differences reported per row: (variant, minus this one)
+DIFFERENCES = (("calibrated (default)", "random"), ("calibrated (default)", "random, no prior"),
+               ("combined", "calibrated (default)"), ("combined", "random"))  # fmt: skip
+#: stored models behind the IRT fit of ``combined`` (disjoint from every pair's models)
+FIT_SOURCES = 150
 
 
-def _prediction_items(c, b, seed) -> dict:
+def _prediction_items(c, b, seed, bank) -> dict:
     """Median items of one-benchmark gates per prediction variant (None: the default prior)."""
     out = {}
     for label, p, w in PREDICTION_VARIANTS:
         kw = {} if w is None else {"prior_weight": w}
-        r = run_gates([c], [b], [0.02], prediction=p, batch_size=10, seed=seed, **kw)
+        r = run_gates([c], [b], [0.02], prediction=p, batch_size=10, seed=seed, banks=[bank], **kw)
         out[label] = r.items[:, 0]
     return out
 
 
 def _paired_differences(items: dict, sel) -> dict:
-    """Per pair, the default's items minus each random variant's (same pairs, same orders)."""
-    d = items["calibrated (default)"][sel]
-    return {r: d - items[r][sel] for r in ("random", "random, no prior")}
+    """Per pair, each :data:`DIFFERENCES` (same pairs, same orders)."""
+    return {f"{x} - {y}": items[x][sel] - items[y][sel] for x, y in DIFFERENCES}
 
 
 def predictions_pool(pairs, seed):
@@ -206,6 +228,9 @@ def predictions_pool(pairs, seed):
     median items of each prediction variant."""
     rng = np.random.default_rng(seed)
     real = gpqa()
+    held = rng.permutation(real.shape[0])  # the fit's sources never appear in a pair
+    gpqa_bank = item_bank(real[held[:FIT_SOURCES]], seed)
+    real = real[held[FIT_SOURCES:]]
     i = rng.integers(0, real.shape[0], pairs * 4)
     j = rng.integers(0, real.shape[0], pairs * 4)
     keep = i != j
@@ -215,7 +240,7 @@ def predictions_pool(pairs, seed):
     rows = {}
     buckets = [("gap >= +5", 0.05, 1.0), ("gap 0..+5", 0.0, 0.05), ("gap -5..-2", -0.05, -0.02),
                ("gap <= -5", -1.0, -0.05)]  # fmt: skip
-    items = _prediction_items(cand, base, seed)
+    items = _prediction_items(cand, base, seed, gpqa_bank)
     for label, lo, hi in buckets:
         sel = (gap >= lo) & (gap < hi)
         if sel.any():
@@ -225,17 +250,17 @@ def predictions_pool(pairs, seed):
                 _paired_differences(items, sel),
             )
     for n, theta in ((448, None), (2000, 0.5), (10000, -0.5)):
-        b = (
-            real[rng.integers(0, real.shape[0], pairs)]
-            if theta is None
-            else (synthetic_benchmark(n, theta, pairs, rng))
-        )
+        if theta is None:
+            b, bank = real[rng.integers(0, real.shape[0], pairs)], gpqa_bank
+        else:
+            b, src = synthetic_benchmark(n, theta, pairs, rng, sources=FIT_SOURCES)
+            bank = item_bank(src, seed)
         for agr in (0.85, 0.95):
             for gap0 in (0.0, -0.01, 0.03):
                 c = flip(b, gap0, agr, rng)
                 name = (f"{'GPQA REAL baseline' if theta is None else f'synth-{n}'} "
                         f"sibling agree {agr}, gap {gap0:+.2f} (SYNTHETIC flips)")  # fmt: skip
-                got = _prediction_items(c, b, seed)
+                got = _prediction_items(c, b, seed, bank)
                 every = np.ones(pairs, dtype=bool)
                 rows[name] = (pairs, {v: float(np.median(x)) for v, x in got.items()},
                               _paired_differences(got, every))  # fmt: skip
@@ -253,12 +278,11 @@ def predictions_case(pairs, seed, pools=1):
         for label, _, _ in PREDICTION_VARIANTS:
             vals = np.array([h[1][label] for h in have])
             row[label] = (float(np.median(vals)), float(vals.min()), float(vals.max()))
-        row["default above random"] = row["calibrated (default)"][0] > min(
-            row["random"][0], row["random, no prior"][0]
-        )
-        for r in ("random", "random, no prior"):  # all pools' pairs: mean and its SE
-            d = np.concatenate([h[2][r] for h in have])
-            row[f"default - {r} (mean, se)"] = (
+        for v in ("calibrated (default)", "combined"):
+            row[f"{v} above random"] = row[v][0] > min(row["random"][0], row["random, no prior"][0])
+        for x, y in DIFFERENCES:  # all pools' pairs: mean and its SE
+            d = np.concatenate([h[2][f"{x} - {y}"] for h in have])
+            row[f"{x} - {y} (mean, se)"] = (
                 round(float(d.mean()), 1),
                 round(float(d.std(ddof=1) / np.sqrt(d.size)), 1) if d.size > 1 else None,
             )

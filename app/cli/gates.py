@@ -342,7 +342,10 @@ def gate(
         "no_regression", "--rule", help="no_regression | no_regression_and_one_better"
     ),
     prediction: str = typer.Option(
-        "calibrated", "--prediction", help="calibrated | paired | random (the control variate)"
+        "calibrated",
+        "--prediction",
+        help="calibrated | paired | random | combined (the control variate; combined adds the "
+        "candidate's IRT probability from the benchmark's IRT fit: server gates only)",
     ),
     batch: int = typer.Option(50, "--batch", min=1, help="Items per open benchmark per round"),
     budget: int | None = typer.Option(None, "--budget", min=1, help="Items in all (default all)"),
@@ -374,7 +377,7 @@ def gate(
 
         benchslice gate --offline --model org/new --baseline org/old --margin 0.02 --benchmark gpqa --answers gpqa=gpqa.npz
     """
-    from app.core.sequential.gating.gates import PREDICTIONS, RULES
+    from app.core.sequential.gating.gates import COMBINED, PREDICTIONS, RULES
 
     names = list(benchmark)
     dupes = sorted({n for n in names if names.count(n) > 1})
@@ -393,8 +396,14 @@ def gate(
         raise typer.BadParameter(f"{extra[0]!r} is not a --benchmark", param_hint="--answers")
     if rule not in RULES:
         raise typer.BadParameter(" | ".join(RULES), param_hint="--rule")
-    if prediction not in PREDICTIONS:
-        raise typer.BadParameter(" | ".join(PREDICTIONS), param_hint="--prediction")
+    if prediction not in (*PREDICTIONS, COMBINED):
+        raise typer.BadParameter(" | ".join((*PREDICTIONS, COMBINED)), param_hint="--prediction")
+    if offline and prediction == COMBINED:
+        raise typer.BadParameter(
+            "combined needs the benchmark's IRT fit, which only the server stores: use "
+            "calibrated offline, or run the gate on a server",
+            param_hint="--prediction",
+        )
     if not (0.0 < alpha < 1.0):
         raise typer.BadParameter("alpha lies in (0, 1)", param_hint="--alpha")
     if budget is not None and budget < batch:

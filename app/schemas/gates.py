@@ -12,7 +12,7 @@ from app.schemas.benchmarks import MODEL_NAME_PATTERN
 from app.schemas.sessions import ESTIMAND_DESCRIPTION, MAX_SEED, Estimand, SessionItem
 
 Rule = Literal["no_regression", "no_regression_and_one_better"]
-Prediction = Literal["calibrated", "paired", "random"]
+Prediction = Literal["calibrated", "paired", "random", "combined"]
 GateState = Literal["open", "decided", "exhausted", "abandoned"]
 GateOutcome = Literal["open", "pass", "fail", "inconclusive"]
 BenchmarkState = Literal["open", "noninferior", "regressed", "better", "on_margin"]
@@ -89,7 +89,9 @@ class GateCreate(BaseModel):
         description="The control variate of each benchmark's bets: calibrated (P(candidate "
         "right | baseline's outcome), refitted on the items seen; the baseline's own outcome for "
         "a sibling, a constant for an unrelated pair), paired (the baseline's outcome), random "
-        "(none)",
+        "(none), combined (least squares of the candidate's results on the baseline's outcome "
+        "and the candidate's IRT probability at its ability refitted on the items seen: needs "
+        "each benchmark's IRT fit, requested on first use: 202 with the job)",
     )
     batch_size: int = Field(
         default=50, ge=1, le=10_000, description="Items per open benchmark per round"

@@ -166,6 +166,9 @@ def test_rounds_are_counted_exactly_once(client: TestClient, suite: list[Seeded]
         (lambda b: b.update(budget=10), ["budget"]),
         (lambda b: b.update(benchmarks=[]), ["benchmarks"]),
         (lambda b: b.update(rule="all_good"), ["rule"]),
+        # combined needs an IRT fit, and these benchmarks have 8 models (fewer than 10)
+        (lambda b: b.update(prediction="combined"), ["benchmarks", 0, "benchmark"]),
+        (lambda b: b.update(prediction="combined"), ["prediction"]),
     ],
 )  # fmt: skip
 def test_bad_gate_input_names_the_field_and_entry_and_creates_nothing(

@@ -132,6 +132,7 @@ def test_inconclusive_exits_1_with_skipped_cases(files) -> None:
         (["--model", "cand", "--margin", "0.02", "-b", "gpqa"], "--benchmark"),
         (["--model", "cand", "--margin", "0.02", "--budget", "10"], "--budget"),
         (["--model", "nobody", "--margin", "0.02"], "nobody"),
+        (["--model", "cand", "--margin", "0.02", "--prediction", "combined"], "IRT fit"),
     ],
 )
 def test_bad_input_exits_2_naming_what_is_wrong(files, args, hint) -> None:

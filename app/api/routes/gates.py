@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from app.api.deps import (
     ActorDep,
     GateCreator,
+    JobQueueDep,
     ReadableGate,
     ReadPrincipal,
     SessionDep,
@@ -21,8 +22,10 @@ from app.api.deps import (
 from app.api.errors import CONFLICT, INVALID, NOT_FOUND
 from app.api.responses import AUTH, UNSUPPORTED
 from app.api.uploads import UPLOAD_BODY, UploadDep
+from app.queue import enqueue_job_after_commit
 from app.schemas.benchmarks import MODEL_NAME_PATTERN
 from app.schemas.gates import GateCreate, GateOutcome, GatePage, GatePublic, GateResults
+from app.schemas.jobs import JobPublic
 from app.schemas.results import ModelCreate
 from app.services.catalog import ownership
 from app.services.catalog.ownership import record_write
@@ -37,7 +40,16 @@ router = APIRouter(tags=["gates"])
     "/gates",
     status_code=status.HTTP_201_CREATED,
     response_model=GatePublic,
-    responses={**NOT_FOUND, **INVALID, **AUTH},
+    responses={
+        **NOT_FOUND,
+        **INVALID,
+        **AUTH,
+        202: {
+            "model": JobPublic,
+            "description": "prediction combined: a benchmark's IRT fit is being computed first "
+            "(poll the job at Location, then send the same request again)",
+        },
+    },
     name="create_gate",
 )
 def create_gate(
@@ -46,6 +58,7 @@ def create_gate(
     session: SessionDep,
     settings: SettingsDep,
     actor: ActorDep,
+    queue: JobQueueDep,
 ) -> Response:
     """Start a gate: is `model` no worse than the baseline by more than the margin on every
     benchmark (and, with `rule: no_regression_and_one_better`, better on at least one)?
@@ -56,8 +69,19 @@ def create_gate(
     spent first), with P(wrong PASS) <= alpha and P(wrong FAIL) <= alpha whatever the number of
     benchmarks (one-sided confidence sequences, statistics-next §8). Each baseline needs full
     results on its benchmark; the gate belongs to its first benchmark's project (`write` role
-    needed there, `read` on the others)."""
-    row = service.create_gate(session, principal, body)
+    needed there, `read` on the others). With `prediction: combined` before every benchmark
+    has its IRT fit: 202 with the fit job (nothing else is created); send the same request
+    again once it has succeeded."""
+    row, job, created = service.create_gate(session, principal, body)
+    if row is None:
+        assert job is not None
+        for new in created:
+            enqueue_job_after_commit(session, queue, new.id)
+        return JSONResponse(
+            JobPublic.from_job(job).model_dump(mode="json"),
+            status_code=status.HTTP_202_ACCEPTED,
+            headers={"Location": f"/v1/jobs/{job.id}"},
+        )
     version, _ = ownership.gate_owner(session, row.id)
     summary = {"gate": str(row.id), "benchmarks": [b["key"] for b in row.benchmarks]}
     record_write(

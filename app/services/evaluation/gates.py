@@ -34,8 +34,10 @@ import numpy as np
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
+from app.core.sequential.fluid import ItemBank
 from app.core.sequential.gating.gates import (
     BENCH_STATES,
+    COMBINED,
     OUTCOMES,
     GateState,
     gate_apply,
@@ -46,7 +48,7 @@ from app.core.sequential.gating.gates import (
 )
 from app.core.sequential.gating.one_sided import GridTrack, OrderedBaseline, track_bounds
 from app.db.base import utcnow
-from app.db.models import BenchmarkVersion, Gate, Project
+from app.db.models import BenchmarkVersion, Gate, Job, Project
 from app.db.repositories.gates import GateRepository
 from app.errors import Conflict, FieldIssue, InvalidInput, NotFound
 from app.ingest import ParsedResults
@@ -64,7 +66,7 @@ from app.services.access.keys import Principal
 from app.services.catalog import ownership
 from app.services.catalog.benchmarks import get_version, item_index
 from app.services.catalog.ownership import gate_not_found
-from app.services.evaluation import gate_rounds, lifecycle
+from app.services.evaluation import gate_banks, gate_rounds, lifecycle
 from app.services.evaluation.batches import MAX_LISTED, batch_items
 from app.services.evaluation.sessions import baseline_values, pack_state, unpack_state
 from app.services.platform import jobs as job_service
@@ -90,6 +92,7 @@ class Engine:
     tracks: list[GridTrack]
     ordered: list[OrderedBaseline]
     baselines: list[np.ndarray]
+    banks: list[ItemBank] | None = None  # the benchmarks' IRT item banks (``combined``)
 
 
 def _baselines(row: Gate) -> list[np.ndarray]:
@@ -98,7 +101,7 @@ def _baselines(row: Gate) -> list[np.ndarray]:
     return np.split(flat.astype(np.float64), ends[:-1])
 
 
-def _engine(row: Gate) -> Engine:
+def _engine(row: Gate, session: Session) -> Engine:
     parts = unpack_state(row.engine_state)
     gs = GateState.from_dict(parts["gate"])
     base = _baselines(row)
@@ -112,7 +115,10 @@ def _engine(row: Gate) -> Engine:
     ]
     orders = gate_orders(int(row.seed), [b.size for b in base])
     ordered = [OrderedBaseline.build(b[None, :], o) for b, o in zip(base, orders, strict=True)]
-    return Engine(gs, tracks, ordered, base)
+    banks = None
+    if row.prediction == COMBINED:
+        banks = gate_banks.item_banks(session, [uuid.UUID(b["version_id"]) for b in row.benchmarks])
+    return Engine(gs, tracks, ordered, base, banks)
 
 
 def _pack(engine: Engine) -> bytes:
@@ -129,7 +135,7 @@ def _pack(engine: Engine) -> bytes:
 def _plan(engine: Engine) -> tuple[np.ndarray, list]:
     """The next round's counts (K,) and records (a function of the state only)."""
     counts = gate_plan(engine.state)
-    return counts, gate_records(engine.state, engine.ordered, counts)
+    return counts, gate_records(engine.state, engine.ordered, counts, engine.banks)
 
 
 def _open_positions(counts: np.ndarray, records: list) -> list[np.ndarray]:
@@ -165,11 +171,15 @@ def _keys(versions: list[BenchmarkVersion]) -> list[str]:
     ]
 
 
-def create_gate(session: Session, principal: Principal, body: GateCreate) -> Gate:
-    """A new gate with its first round served (flush only). 422 naming ``benchmarks[i]...`` for
-    an unknown or unreadable benchmark (the same words: no existence leak), a duplicate, a
-    missing or unknown baseline or margin; 403 without ``write`` on the first benchmark's
-    project (the gate's)."""
+def create_gate(
+    session: Session, principal: Principal, body: GateCreate
+) -> tuple[Gate | None, Job | None, list[Job]]:
+    """``(gate, None, [])``: a new gate with its first round served (flush only); or, for
+    ``prediction="combined"`` before every benchmark has its IRT fit, ``(None, a fit job, the
+    fit jobs created)`` (the caller enqueues those after commit; nothing else is written). 422
+    naming ``benchmarks[i]...`` for an unknown or unreadable benchmark (the same words: no
+    existence leak), a duplicate, a missing or unknown baseline or margin; 403 without ``write``
+    on the first benchmark's project (the gate's)."""
     versions: list[BenchmarkVersion] = []
     errors: list[FieldIssue] = []
     for i, entry in enumerate(body.benchmarks):
@@ -229,6 +239,12 @@ def create_gate(session: Session, principal: Principal, body: GateCreate) -> Gat
             field="budget",
             message=f"at least batch_size ({body.batch_size})",
         )
+    banks = None
+    if body.prediction == COMBINED:
+        missing = gate_banks.missing_fits(session, versions)
+        if missing is not None:
+            return None, *missing
+        banks = gate_banks.item_banks(session, [v.id for v in versions])
     seed = job_service.new_seed() if body.seed is None else int(body.seed)
     gs = gate_start(
         [np.array([v.mean()]) for v in values],
@@ -245,7 +261,7 @@ def create_gate(session: Session, principal: Principal, body: GateCreate) -> Gat
     ]
     orders = gate_orders(seed, sizes)
     ordered = [OrderedBaseline.build(v[None, :], o) for v, o in zip(values, orders, strict=True)]
-    engine = Engine(gs, tracks, ordered, values)
+    engine = Engine(gs, tracks, ordered, values, banks)
     keys = _keys(versions)
     row = Gate(
         project_id=project.id,
@@ -279,7 +295,7 @@ def create_gate(session: Session, principal: Principal, body: GateCreate) -> Gat
     )
     _set_open_round(row, engine)
     GateRepository(session).add(row)
-    return row
+    return row, None, []
 
 
 # --- reading a gate -----------------------------------------------------------------------------
@@ -335,7 +351,7 @@ def _next_round(row: Gate, versions: list[BenchmarkVersion], state: str) -> Gate
 def to_public(
     session: Session, row: Gate, *, idle_hours: float | None = None, engine: Engine | None = None
 ) -> GatePublic:
-    engine = engine or _engine(row)
+    engine = engine or _engine(row, session)
     versions = [get_version(session, uuid.UUID(b["version_id"])) for b in row.benchmarks]
     state = lifecycle.state_of(row, idle_hours)  # type: ignore[arg-type]
     rows = _rows(row, engine, versions)
@@ -417,7 +433,7 @@ def post_round(
         return to_public(session, row, idle_hours=idle_hours), True
     positions = _open_round(row)
     posted = gate_rounds.posted_values(row, body, positions, versions)
-    engine = _engine(row)
+    engine = _engine(row, session)
     counts, records = _plan(engine)
     if [int(c) for c in counts[0]] != list(row.open_counts):  # the state serves what it served
         raise RuntimeError(f"gate {row.id}: the engine's round differs from the one served")

@@ -32,9 +32,12 @@ What the bets predict and are planned for: :mod:`app.core.sequential.gating.bets
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
+from app.core.sequential.active import DrawRecord
+from app.core.sequential.fluid import ItemBank
 from app.core.sequential.gating.bets import (
     DEFAULT_PREDICTION,
     DEFAULT_PRIOR_WEIGHT,
@@ -43,9 +46,13 @@ from app.core.sequential.gating.bets import (
     prediction_coefficients,
     refresh_residuals,
 )
+from app.core.sequential.gating.combined import (
+    COMBINED,
+    combined_predictions,
+    combined_record,
+    combined_residuals,
+)
 from app.core.sequential.gating.one_sided import (
-    LOWER,
-    UPPER,
     GridTrack,
     OneSidedState,
     OrderedBaseline,
@@ -54,174 +61,29 @@ from app.core.sequential.gating.one_sided import (
     one_sided_update,
     track_bounds,
 )
-
-RULES = ("no_regression", "no_regression_and_one_better")
-BENCH_STATES = ("open", "noninferior", "regressed", "better", "on_margin")
-OPEN, NONINFERIOR, REGRESSED, BETTER, ON_MARGIN = range(5)
-OUTCOMES = ("open", "pass", "fail", "inconclusive")
-G_OPEN, G_PASS, G_FAIL, G_INCONCLUSIVE = range(4)
-#: test columns of a benchmark's :class:`OneSidedState`
-T_NONINFERIOR, T_REGRESSED, T_BETTER = 0, 1, 2
-
-
-def _check_rule(rule: str) -> bool:
-    if rule not in RULES:
-        raise ValueError(f"rule: expected one of {RULES}, got {rule!r}")
-    return rule == RULES[1]
-
-
-def gate_tests(
-    baseline_mean, margin, *, alpha: float, n_benchmarks: int, rule: str, superiority: float = 0.0
-):
-    """Targets, sides and levels of one benchmark's tests in a gate of ``K`` benchmarks.
-
-    Parameters
-    ----------
-    baseline_mean : array_like, shape (S,)
-        ``B_k`` per gate (or a scalar).
-    margin : float
-        ``delta_k`` in [0, 1).
-    alpha : float
-    n_benchmarks : int
-        ``K``.
-    rule : str
-        One of :data:`RULES`.
-    superiority : float
-        Margin of the ``better`` test (``A > B + superiority``).
-
-    Returns
-    -------
-    target : ndarray, shape (S, P)
-    side : ndarray, shape (P,)
-    alpha : ndarray, shape (P,)
-        ``P = 2`` (non-inferior at ``alpha``, regressed at ``alpha / K``), 3 with the second rule
-        (better at ``alpha / K``).
-    """
-    one_better = _check_rule(rule)
-    if not (0.0 <= float(margin) < 1.0):
-        raise ValueError("margin: must lie in [0, 1)")
-    k = int(n_benchmarks)
-    b = np.atleast_1d(np.asarray(baseline_mean, dtype=np.float64))
-    m = np.clip(b - float(margin), 0.0, 1.0)
-    cols = [m, m]
-    sides = [LOWER, UPPER]
-    alphas = [alpha, alpha / k]
-    if one_better:
-        cols.append(np.clip(b + float(superiority), 0.0, 1.0))
-        sides.append(LOWER)
-        alphas.append(alpha / k)
-    return np.stack(cols, axis=1), np.asarray(sides, np.int8), np.asarray(alphas)
-
-
-def benchmark_codes(state: OneSidedState) -> np.ndarray:
-    """State of one benchmark in each gate (:data:`BENCH_STATES`), shape (S,).
-
-    ``regressed`` when the upper test rejected first (or in the same draw); else ``better`` when
-    the better test (if any) rejected; else ``noninferior``; ``on_margin`` when exhausted with
-    neither decided; else ``open``.
-    """
-    hit = state.hit
-    lo, up = hit[:, T_NONINFERIOR], hit[:, T_REGRESSED]
-    regressed = (up > 0) & ((lo == 0) | (up <= lo))
-    out = np.full(state.sessions, OPEN, dtype=np.int8)
-    out[(lo > 0) & ~regressed] = NONINFERIOR
-    if hit.shape[1] > T_BETTER:
-        out[(hit[:, T_BETTER] > 0) & ~regressed] = BETTER
-    out[regressed] = REGRESSED
-    out[(out == OPEN) & (state.t >= state.n_items)] = ON_MARGIN
-    return out
-
-
-def needs_items(codes, exhausted, rule: str) -> np.ndarray:
-    """Which benchmarks get items in the next round, shape (S, K).
-
-    Open ones; with the second rule also non-inferior ones while no benchmark of the gate is
-    better yet. Never an exhausted one, and nothing once the gate has an outcome.
-    """
-    one_better = _check_rule(rule)
-    c = np.asarray(codes)
-    ex = np.asarray(exhausted, dtype=bool)
-    want = c == OPEN
-    if one_better:
-        none_better = ~(c == BETTER).any(axis=1, keepdims=True)
-        want |= (c == NONINFERIOR) & none_better
-    return want & ~ex
-
-
-def gate_outcome(codes, exhausted, budget_left, rule: str) -> np.ndarray:
-    """Outcome of each gate (:data:`OUTCOMES`), shape (S,).
-
-    Parameters
-    ----------
-    codes : array_like, shape (S, K)
-        :func:`benchmark_codes` of every benchmark.
-    exhausted : array_like of bool, shape (S, K)
-    budget_left : array_like, shape (S,)
-        Items the gate may still serve.
-    rule : str
-    """
-    one_better = _check_rule(rule)
-    c = np.asarray(codes)
-    fine = np.isin(c, (NONINFERIOR, BETTER)).all(axis=1)
-    fail = ((c == REGRESSED) | (c == ON_MARGIN)).any(axis=1)
-    if one_better:
-        any_better = (c == BETTER).any(axis=1)
-        passed = fine & any_better
-        # every benchmark settled non-inferior and exhausted, none better: nothing left to learn
-        fail |= fine & ~any_better & np.asarray(exhausted, bool).all(axis=1)
-    else:
-        passed = fine
-    want = needs_items(c, exhausted, rule).any(axis=1)
-    out = np.full(c.shape[0], G_OPEN, dtype=np.int8)
-    out[~fail & ~passed & (np.asarray(budget_left) < 1)] = G_INCONCLUSIVE
-    out[~fail & ~passed & ~want] = G_INCONCLUSIVE
-    out[passed] = G_PASS
-    out[fail] = G_FAIL
-    return out
-
-
-def progress(state: OneSidedState) -> np.ndarray:
-    """How far each gate's benchmark is towards deciding, in [0, 1], shape (S,).
-
-    The largest ``log K / log(1 / alpha)`` over its tests (0 when no capital was won).
-    """
-    frac = np.clip(state.log_capital / state.log_threshold, 0.0, 1.0)
-    return frac.max(axis=1)
-
-
-def allocate(weights, want, remaining, batch_size: int, budget_left) -> np.ndarray:
-    """Items per benchmark in the next round, shape (S, K) of int64.
-
-    Parameters
-    ----------
-    weights : array_like, shape (S, K)
-        Positive shares (``1 + progress``).
-    want : array_like of bool, shape (S, K)
-        :func:`needs_items`.
-    remaining : array_like of int, shape (S, K)
-        Items not served yet per benchmark.
-    batch_size : int
-        Items per open benchmark per round.
-    budget_left : array_like of int, shape (S,)
-
-    Returns
-    -------
-    ndarray
-        The quota ``min(batch_size * open, budget_left)`` split by largest remainder in
-        proportion to ``weights`` over the wanted benchmarks, at least one item each while the
-        quota allows, at most what a benchmark has left.
-    """
-    w = np.where(want, np.asarray(weights, dtype=np.float64), 0.0)
-    n_open = want.sum(axis=1)
-    quota = np.minimum(int(batch_size) * n_open, np.maximum(np.asarray(budget_left), 0))
-    tot = w.sum(axis=1, keepdims=True)
-    share = np.divide(w * quota[:, None], tot, out=np.zeros_like(w), where=tot > 0)
-    base = np.floor(share).astype(np.int64)
-    short = quota - base.sum(axis=1)
-    frac = np.where(want, share - base, -1.0)
-    rank = np.argsort(np.argsort(-frac, axis=1, kind="stable"), axis=1, kind="stable")
-    base += (rank < short[:, None]) & want
-    return np.minimum(base, np.asarray(remaining, dtype=np.int64))
+from app.core.sequential.gating.rules import (  # noqa: F401 (re-exported)
+    BENCH_STATES,
+    BETTER,
+    G_FAIL,
+    G_INCONCLUSIVE,
+    G_OPEN,
+    G_PASS,
+    NONINFERIOR,
+    ON_MARGIN,
+    OPEN,
+    OUTCOMES,
+    REGRESSED,
+    RULES,
+    T_BETTER,
+    T_NONINFERIOR,
+    T_REGRESSED,
+    allocate,
+    benchmark_codes,
+    gate_outcome,
+    gate_tests,
+    needs_items,
+    progress,
+)
 
 
 @dataclass(frozen=True)
@@ -286,6 +148,11 @@ class GateState:
     rounds : ndarray of int64, shape (S,)
     rule, prediction : str
     batch_size : int
+    served : list of K ndarray, shape (S, N_k), or None
+        The candidate's results along each serving order (the first ``t`` are served): kept for
+        the ``combined`` prediction, which refits the candidate's ability on them.
+    thetas : list of K ndarray, shape (S, D), or None
+        ``combined``: the abilities of the last round (the next fit's starting point).
     """
 
     tests: list[OneSidedState]
@@ -295,6 +162,8 @@ class GateState:
     rule: str
     prediction: str
     batch_size: int
+    served: list[np.ndarray] | None = None
+    thetas: list[np.ndarray] | None = None
 
     @property
     def sizes(self) -> np.ndarray:
@@ -313,6 +182,11 @@ class GateState:
         for j, (st, sn) in enumerate(zip(self.tests, self.seen, strict=True)):
             out |= {f"test{j}.{k}": v for k, v in st.to_dict().items()}
             out[f"seen{j}"] = sn
+        for j, sv in enumerate(self.served or []):
+            out[f"served{j}"] = sv
+        for j, th in enumerate(self.thetas or []):
+            if th is not None:
+                out[f"theta{j}"] = th
         return out
 
     @classmethod
@@ -331,6 +205,13 @@ class GateState:
             rule=str(d["rule"]),
             prediction=str(d["prediction"]),
             batch_size=int(d["batch_size"]),
+            served=[
+                np.asarray(d[f"served{j}"], dtype=np.float64).reshape(-1, int(tests[j].n_items))
+                for j in range(k)
+            ]
+            if "served0" in d
+            else None,
+            thetas=[d.get(f"theta{j}") for j in range(k)] if "served0" in d else None,
         )
 
 
@@ -353,8 +234,10 @@ def gate_start(
     """
     k = len(sizes)
     delta = np.broadcast_to(np.asarray(margins, dtype=np.float64), (k,))
-    if prediction not in PREDICTIONS:
-        raise ValueError(f"prediction: expected one of {PREDICTIONS}, got {prediction!r}")
+    if prediction not in (*PREDICTIONS, COMBINED):
+        raise ValueError(
+            f"prediction: expected one of {(*PREDICTIONS, COMBINED)}, got {prediction!r}"
+        )
     tests = []
     for j in range(k):
         tg, sd, al = gate_tests(baseline_means[j], delta[j], alpha=alpha, n_benchmarks=k, rule=rule)
@@ -366,7 +249,10 @@ def gate_start(
     total = int(sum(sizes)) if budget is None else int(budget)
     return GateState(tests=tests, seen=[np.zeros((s, 6)) for _ in range(k)],
                      left=np.full(s, total, dtype=np.int64), rounds=np.zeros(s, dtype=np.int64),
-                     rule=rule, prediction=prediction, batch_size=int(batch_size))  # fmt: skip
+                     rule=rule, prediction=prediction, batch_size=int(batch_size),
+                     served=[np.zeros((s, int(n))) for n in sizes]
+                     if prediction == COMBINED else None,
+                     thetas=[None] * k if prediction == COMBINED else None)  # fmt: skip
 
 
 def gate_plan(gs: GateState) -> np.ndarray:
@@ -378,23 +264,47 @@ def gate_plan(gs: GateState) -> np.ndarray:
     return allocate(weights, want, gs.sizes[None, :] - served, gs.batch_size, gs.left)
 
 
-def gate_records(gs: GateState, ordered, counts) -> list:
-    """The round's draws per benchmark: ``(f0, f1, record, live)``, or None when it gets none.
+class RoundDraws(NamedTuple):
+    """One benchmark's draws of a round: the prediction ``f = f0 + (f1 - f0) b`` (``combined``:
+    ``f0`` the prediction along the order, shape (S, N), ``f1`` None, ``theta`` its abilities),
+    the :class:`DrawRecord` and which of its columns are served."""
 
-    ``ordered``: the K :class:`OrderedBaseline` (serving orders, the baseline along them). A
-    function of the state only (nothing changes), so the items a round serves can be computed
-    when it is handed out and again when its results arrive.
+    f0: np.ndarray
+    f1: np.ndarray | None
+    record: DrawRecord
+    live: np.ndarray
+    theta: np.ndarray | None = None
+
+
+def gate_records(gs: GateState, ordered, counts, banks: list[ItemBank] | None = None) -> list:
+    """The round's :class:`RoundDraws` per benchmark, or None when it gets none.
+
+    ``ordered``: the K :class:`OrderedBaseline` (serving orders, the baseline along them);
+    ``banks``: the K item banks, for the ``combined`` prediction. A function of the state only
+    (nothing changes), so the items a round serves can be computed when it is handed out and
+    again when its results arrive.
     """
+    if gs.prediction == COMBINED and (banks is None or gs.served is None):
+        raise ValueError("prediction: 'combined' needs each benchmark's item bank")
     out = []
     for j, st in enumerate(gs.tests):
         kmax = int(counts[:, j].max())
         if kmax == 0:
             out.append(None)
             continue
-        f0, f1 = prediction_coefficients(gs.prediction, gs.seen[j])
-        rec, live = affine_uniform_record(ordered[j], f0, f1, st.t, kmax)
+        theta = None
+        if gs.prediction == COMBINED:
+            ob = ordered[j]
+            f0, theta = combined_predictions(
+                banks[j], ob.order, ob.b, gs.served[j], st.t, gs.thetas[j]
+            )
+            f1 = None
+            rec, live = combined_record(f0, ob.order, st.t, kmax)
+        else:
+            f0, f1 = prediction_coefficients(gs.prediction, gs.seen[j])
+            rec, live = affine_uniform_record(ordered[j], f0, f1, st.t, kmax)
         live &= np.arange(kmax)[None, :] < counts[:, j][:, None]
-        out.append((f0, f1, rec, live))
+        out.append(RoundDraws(f0, f1, rec, live, theta))
     return out
 
 
@@ -416,10 +326,17 @@ def gate_apply(gs: GateState, counts, records, cand_values, base_values, tracks=
     for j, item in enumerate(records):
         if item is None:
             continue
-        f0, f1, rec, live = item
+        f0, f1, rec, live, theta = item
         a = np.where(live, np.asarray(cand_values[j], dtype=np.float64), 0.0)
         b = np.where(live, np.asarray(base_values[j], dtype=np.float64), 0.0)
-        refresh_residuals(gs.tests[j], gs.seen[j], f0, f1)
+        if f1 is None:  # combined: f0 is the round's prediction along the order
+            gs.thetas[j] = theta
+            combined_residuals(gs.tests[j], f0, gs.served[j])
+            pos = gs.tests[j].t[:, None] + np.arange(a.shape[1])[None, :]
+            rows = np.nonzero(live)
+            gs.served[j][rows[0], pos[rows]] = a[rows]
+        else:
+            refresh_residuals(gs.tests[j], gs.seen[j], f0, f1)
         track = None if tracks is None else tracks[j]
         one_sided_update(gs.tests[j], rec, a, live=live, inplace=True, track=track)
         sums = [live.sum(1), a.sum(1), b.sum(1), (a * b).sum(1), (b * b).sum(1), (a * a).sum(1)]
@@ -442,6 +359,7 @@ def run_gates(
     seed: int = 0,
     bounds: bool = False,
     prior_weight: float = DEFAULT_PRIOR_WEIGHT,
+    banks: list[ItemBank] | None = None,
 ) -> GateRun:
     """Run ``S`` gates to their outcomes on stored results (vectorised over gates).
 
@@ -461,6 +379,9 @@ def run_gates(
         start planned for a sibling (Delta = 0) on the PASS side and for a regression one margin
         beyond on the FAIL side, and follow the data as it outnumbers them. Any value keeps
         every guarantee (the bets stay predictable); 0 is the plain plug-in bet.
+    banks : list of K ItemBank, optional
+        Each benchmark's fitted item bank: needed by ``prediction="combined"``
+        (:mod:`app.core.sequential.gating.combined`).
     bounds : bool
         Also track every test's bound on the lattice ``k / N`` (``O(S P N)`` per item: for a
         handful of gates, as the CLI and the service run them).
@@ -490,7 +411,7 @@ def run_gates(
         counts = gate_plan(gs)
         if not counts.any():
             break
-        recs = gate_records(gs, ordered, counts)
+        recs = gate_records(gs, ordered, counts, banks)
         take = [None if r is None else r[2].items for r in recs]
         a = [
             None if t is None else np.take_along_axis(c, t, 1)
@@ -519,6 +440,7 @@ def run_gates(
 __all__ = [
     "BENCH_STATES",
     "BETTER",
+    "COMBINED",
     "DEFAULT_PREDICTION",
     "DEFAULT_PRIOR_WEIGHT",
     "G_FAIL",
@@ -534,6 +456,7 @@ __all__ = [
     "RULES",
     "GateRun",
     "GateState",
+    "RoundDraws",
     "allocate",
     "benchmark_codes",
     "design_priors",
