@@ -309,6 +309,8 @@ def evaluate(
         typer.echo(_line(s))  # resumed a closed session: its last line
     if s.state != "open":
         err(s.conclusion)  # stderr: stdout keeps one line per batch (or the JSON alone)
+    if s.predictions is not None and not s.predictions.helping:
+        err(s.predictions.text)
     if as_json:
         print_json(s)
     if summary is not None:

@@ -190,6 +190,21 @@ class BudgetState(BaseModel):
     )
 
 
+class PredictionGain(BaseModel):
+    """Whether an IRT policy's predictions are helping (issue 38): the bets work on the result
+    minus the prediction, so what they see is that residual's variance."""
+
+    items: int = Field(description="answered items compared")
+    ratio: float = Field(
+        description="variance of (result - prediction) / variance of the results, over every "
+        "answered item (below 1: the predictions help)"
+    )
+    recent_items: int = Field(description="the last answered items the recent ratio covers")
+    recent_ratio: float | None = Field(description="the same over the recent items")
+    helping: bool = Field(description="both ratios below 1")
+    text: str = Field(description="one sentence for a reader")
+
+
 class SessionPublic(BaseModel):
     id: uuid.UUID
     version_id: uuid.UUID = Field(description="the benchmark version the session evaluates on")
@@ -251,6 +266,11 @@ class SessionPublic(BaseModel):
     cost_aware: bool = Field(default=False, description="Draws weigh information per unit cost")
     budgets: list[BudgetState] = Field(
         default_factory=list, description="Cost budgets and spending (max_cost, max_tokens)"
+    )
+    predictions: PredictionGain | None = Field(
+        default=None,
+        description="IRT policies (assisted, neyman, fluid): whether the predictions help the "
+        "bets, from 20 answered items on (null for random)",
     )
 
 

@@ -287,6 +287,47 @@ def point_estimate(state: PolicyState, bank: ItemBank | None) -> np.ndarray:
     return np.where(t > 0, np.clip(est, 0.0, 1.0), np.nan)
 
 
+#: items the variance comparison of :func:`prediction_gain` needs before it says anything
+MIN_GAIN_ITEMS = 20
+
+
+def prediction_gain(values, predictions, *, recent: int = 50) -> dict | None:
+    """How much the predictions cut the variance the bets see, over the items answered so far.
+
+    The bets (and the model-assisted estimate) work on ``y - f`` instead of ``y``: the gain is
+    the ratio of the residuals' variance to the values' own, ``var(y - f) / var(y)`` (1: no help;
+    above 1: the predictions add noise, e.g. for a candidate unlike the stored models). Computed
+    over every answered item and over the ``recent`` last ones (to see help that stopped).
+
+    Parameters
+    ----------
+    values, predictions : array_like, shape (T,)
+        ``y_t`` and ``f_t(I_t)`` of the answered draws, in draw order.
+    recent : int
+
+    Returns
+    -------
+    dict or None
+        ``items``, ``ratio``, ``recent_items``, ``recent_ratio`` (NaN when the values do not vary)
+        and ``helping`` (``ratio < 1`` and ``recent_ratio < 1``); None before
+        :data:`MIN_GAIN_ITEMS` answered items.
+    """
+    y = np.asarray(values, dtype=np.float64).ravel()
+    f = np.asarray(predictions, dtype=np.float64).ravel()
+    if y.size < MIN_GAIN_ITEMS:
+        return None
+
+    def ratio(yy: np.ndarray, ff: np.ndarray) -> float:
+        raw = yy.var()
+        return float((yy - ff).var() / raw) if raw > 0 else float("nan")
+
+    k = min(int(recent), y.size)
+    whole, last = ratio(y, f), ratio(y[-k:], f[-k:])
+    helping = bool(whole < 1.0 and (np.isnan(last) or last < 1.0))
+    return {"items": int(y.size), "ratio": whole, "recent_items": k, "recent_ratio": last,
+            "helping": helping}  # fmt: skip
+
+
 def replay(state0: PolicyState, records, values) -> ActiveCSState:
     """The CS after feeding stored draws and outcomes to ``state0``'s (fresh) CS.
 
@@ -320,6 +361,7 @@ __all__ = [
     "policy_interval",
     "policy_record",
     "policy_update",
+    "prediction_gain",
     "predictions",
     "replay",
 ]

@@ -37,6 +37,7 @@ from app.core.sequential.gating.one_sided import (
     track_bounds,
 )
 from app.core.sequential.policies import (
+    IRT_POLICIES,
     POLICY_BET,
     POLICY_C,
     UNIFORM_POLICIES,
@@ -47,6 +48,7 @@ from app.core.sequential.policies import (
     policy_interval,
     policy_record,
     policy_update,
+    prediction_gain,
     replay,
 )
 from app.core.sequential.population import (
@@ -289,6 +291,36 @@ def mean_interval(parts: dict, bank: ItemBank | None) -> tuple[float | None, flo
     return (None if np.isnan(est) else float(est)), float(lo[0]), float(hi[0])
 
 
+def prediction_report(parts: dict) -> dict | None:
+    """Whether an IRT policy's predictions are helping its bets (issue 38 item 2), with the
+    sentence a reader gets: :func:`~app.core.sequential.policies.prediction_gain` over the
+    answered draws. None for ``random``, legacy states, or fewer answered items than it needs."""
+    if "policy" not in parts or "draws" not in parts or is_generalized(parts):
+        return None
+    st = PolicyState.from_dict(parts["policy"])
+    if st.policy not in IRT_POLICIES:
+        return None
+    draws = DrawRecord.from_dict(parts["draws"])
+    answered = int(st.cs.t[0])
+    items = draws.items[0, :answered]
+    gain = prediction_gain(st.y[0, items], draws.prediction[0, :answered])
+    if gain is None or np.isnan(gain["ratio"]):
+        return None
+    recent = gain["recent_ratio"]
+    gain["recent_ratio"] = None if np.isnan(recent) else recent
+    last = "" if np.isnan(recent) else f", {recent:.0%} over the last {gain['recent_items']}"
+    share = f"{gain['ratio']:.0%} of the results' own over {gain['items']} items"
+    if gain["helping"]:
+        text = f"the IRT predictions help: the bets see a variance {share}"
+    else:
+        text = (
+            f"the IRT predictions are not helping now (the bets see a variance {share}{last}): "
+            "the candidate may be unlike the stored models; every decision stays valid, it may "
+            "take more items than policy random"
+        )
+    return {**gain, "text": text}
+
+
 __all__ = [
     "batch_uniforms",
     "draw_next",
@@ -298,6 +330,7 @@ __all__ = [
     "one_sided_difference",
     "one_sided_reading",
     "population_intervals",
+    "prediction_report",
     "start",
     "start_one_sided",
 ]

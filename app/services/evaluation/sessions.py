@@ -273,6 +273,7 @@ def to_public(
         created_at=row.created_at,
         updated_at=row.updated_at,
         cost_aware=session_costs.design_costs(cost_part) is not None,
+        predictions=session_policies.prediction_report(parts),
         budgets=session_costs.session_budgets(
             cost_part,
             goal=row.goal,
