@@ -44,6 +44,16 @@ def _refs(b) -> set[str]:
     return {b.benchmark, f"{b.benchmark.split('@')[0]}@v{b.benchmark_version}", str(b.version_id)}
 
 
+def _budgets(body: dict[str, Any]) -> set[tuple[str, float | None]]:
+    """The cost budgets a gate body asks for, as ``(unit, limit)``."""
+    out: set[tuple[str, float | None]] = set()
+    if body.get("max_cost") is not None:
+        out.add((body.get("cost_unit", "usd"), float(body["max_cost"])))
+    if body.get("max_tokens") is not None:
+        out.add(("tokens", float(body["max_tokens"])))
+    return out
+
+
 def find_open(client: Client, body: dict[str, Any]) -> GatePublic | None:
     """The newest open gate asking the same question, if any."""
     page = client.list_gates(model=body["model"], outcome="open", limit=100)
@@ -52,6 +62,7 @@ def find_open(client: Client, body: dict[str, Any]) -> GatePublic | None:
             continue
         gate = client.get_gate(summary.id)
         same = gate.state == "open" and gate.rule == body["rule"] and gate.alpha == body["alpha"]
+        same = same and {(b.unit, b.limit) for b in gate.budgets} == _budgets(body)
         for want, have in zip(body["benchmarks"], gate.benchmarks, strict=True):
             same = same and want["benchmark"] in _refs(have)
             same = same and want["margin"] == have.margin and want["baseline"] == have.baseline
@@ -167,7 +178,7 @@ def server_doc(gate: GatePublic) -> dict[str, Any]:
         "benchmarks": rows,
         "gate": str(gate.id),
         "offline": False,
-    }
+    } | ({"budgets": [b.model_dump(mode="json") for b in gate.budgets]} if gate.budgets else {})
 
 
 __all__ = [

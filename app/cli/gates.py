@@ -175,8 +175,9 @@ def run_offline(
 
 
 def _on_server(
-    names, files, run, model, answers_model, baseline, margins, settings, resume, url, api_key
-) -> dict[str, Any]:
+    names, files, run, model, answers_model, baseline, margins, settings, costs, resume, url,
+    api_key,
+) -> dict[str, Any]:  # fmt: skip
     """Create (or resume) the gate on the server and answer its rounds: from ``files``, or by
     running ``run`` once per round."""
     from app.cli.gate_server import candidate_values, drive, find_open, run_rounds, server_doc
@@ -197,6 +198,7 @@ def _on_server(
     }  # fmt: skip
     if settings["budget"] is not None:
         body["budget"] = settings["budget"]
+    body |= {k: v for k, v in costs.items() if v is not None}
     say = err  # progress on stderr: stdout stays the one document --json promises
     with api(url, api_key) as client, tempfile.TemporaryDirectory(prefix="bs-gate-") as tmp:
         gate = find_open(client, body) if resume else None
@@ -280,6 +282,12 @@ def _line(r: dict[str, Any]) -> str:
     )
 
 
+def _spent(b: dict[str, Any]) -> str:
+    """One budget: ``Cost (unit): spent X of Y unit (source)``."""
+    return (f"Cost ({b['unit']}): spent {b['spent']:,.6g} of {b['limit']:,.6g} {b['unit']}"
+            + (", used up" if b["exhausted"] else "") + f" ({b['spent_source']})")  # fmt: skip
+
+
 def gate_summary(doc: dict[str, Any]) -> str:
     """Markdown for a job summary: the outcome first, then one row per benchmark."""
     head = {
@@ -294,6 +302,7 @@ def gate_summary(doc: dict[str, Any]) -> str:
         f", rule `{doc['rule']}`, seed {doc['seed']}"
         + (f"; regressed: {', '.join(doc['regressed'])}" if doc["regressed"] else ""),
         "",
+        *[x for b in doc.get("budgets", []) for x in (_spent(b), "")],
         "| benchmark | state | difference | lower bound | margin | items |",
         "|---|---|---|---|---|---|",
     ]
@@ -306,6 +315,24 @@ def gate_summary(doc: dict[str, Any]) -> str:
         )
     text = "\n".join(lines)
     return text[:MAX_SUMMARY_BYTES]
+
+
+def _check_costs(offline: bool, max_cost, max_tokens, cost_unit: str) -> None:
+    from typing import get_args
+
+    from app.schemas.sessions import CostUnit
+
+    if cost_unit not in get_args(CostUnit):
+        raise typer.BadParameter(" | ".join(get_args(CostUnit)), param_hint="--cost-unit")
+    for value, opt in ((max_cost, "--max-cost"), (max_tokens, "--max-tokens")):
+        if value is not None and not (0 < value < float("inf")):
+            raise typer.BadParameter("a budget is a positive number", param_hint=opt)
+        if value is not None and offline:
+            raise typer.BadParameter(
+                "a cost budget is predicted from the stored models' per-item costs, which only "
+                "the server keeps: run the gate on a server, or offline without it",
+                param_hint=opt,
+            )
 
 
 def gate(
@@ -350,6 +377,19 @@ def gate(
     batch: int = typer.Option(50, "--batch", min=1, help="Items per open benchmark per round"),
     budget: int | None = typer.Option(None, "--budget", min=1, help="Items in all (default all)"),
     seed: int = typer.Option(0, "--seed", min=0, help="Order seed"),
+    max_cost: float | None = typer.Option(
+        None,
+        "--max-cost",
+        help="Cost budget in --cost-unit (server gates): no new round once spent (then "
+        "inconclusive); spent = the costs posted with a round, else the stored models' per-item "
+        "median",
+    ),
+    max_tokens: float | None = typer.Option(
+        None, "--max-tokens", help="Token budget (input + output tokens), as --max-cost"
+    ),
+    cost_unit: str = typer.Option(
+        "usd", "--cost-unit", help="usd | seconds | input_tokens | output_tokens | tokens"
+    ),
     summary: Path | None = SummaryOpt,
     junit: Path | None = typer.Option(
         None, "--junit", dir_okay=False, help="Write a JUnit XML report (one case per benchmark)"
@@ -408,6 +448,10 @@ def gate(
         raise typer.BadParameter("alpha lies in (0, 1)", param_hint="--alpha")
     if budget is not None and budget < batch:
         raise typer.BadParameter(f"below one batch ({batch})", param_hint="--budget")
+    _check_costs(offline, max_cost, max_tokens, cost_unit)
+    costs = {"max_cost": max_cost, "max_tokens": max_tokens}
+    if max_cost is not None:
+        costs["cost_unit"] = cost_unit
     margins = _margins(list(margin), names)
     settings = {"alpha": alpha, "rule": rule, "batch": batch, "budget": budget, "seed": seed,
                 "prediction": prediction}  # fmt: skip
@@ -417,13 +461,15 @@ def gate(
         doc["model"] = model
     else:
         doc = _on_server(names, files, run, model, answers_model, baseline, margins, settings,
-                         resume, url, api_key)  # fmt: skip
+                         costs, resume, url, api_key)  # fmt: skip
     if as_json:
         print_json(doc)
     else:
         typer.echo(f"{doc['outcome'].upper()}: {doc['items_used']} of {doc['items_total']} items")
         for r in doc["benchmarks"]:
             typer.echo("  " + _line(r))
+        for b in doc.get("budgets", []):
+            typer.echo("  " + _spent(b))
     if summary is not None:
         write_summary(summary, gate_summary(doc))
     if junit is not None:

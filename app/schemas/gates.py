@@ -9,7 +9,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.schemas.benchmarks import MODEL_NAME_PATTERN
-from app.schemas.sessions import ESTIMAND_DESCRIPTION, MAX_SEED, Estimand, SessionItem
+from app.schemas.sessions import (
+    ESTIMAND_DESCRIPTION,
+    MAX_SEED,
+    BudgetState,
+    CostUnit,
+    Estimand,
+    SessionItem,
+)
 
 Rule = Literal["no_regression", "no_regression_and_one_better"]
 Prediction = Literal["calibrated", "paired", "random", "combined"]
@@ -100,6 +107,26 @@ class GateCreate(BaseModel):
         default=None, ge=1, description="Items in all (default: every item of the suite)"
     )
     seed: int | None = Field(default=None, ge=0, le=MAX_SEED, description="Drawn when omitted")
+    max_cost: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Budget in `cost_unit`: no new round once the cost spent reaches it (the "
+        "gate then ends exhausted/inconclusive with what it spent, its bounds still valid); it "
+        "can overshoot by at most one round. Spent = the costs posted with each round (a "
+        "results-files upload with cost columns: measured on this candidate), else the stored "
+        "models' per-item median on each benchmark (predicted). Needs stored costs on every "
+        "benchmark, and at least one round's worst-case predicted cost",
+    )
+    max_tokens: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Token budget (input + output tokens), as max_cost",
+    )
+    cost_unit: CostUnit = Field(
+        default="usd", description="Unit of max_cost (tokens = input + output)"
+    )
 
 
 class GateBenchmarkResults(BaseModel):
@@ -198,6 +225,10 @@ class GatePublic(BaseModel):
     history: list[GateHistoryRow]
     created_at: datetime
     updated_at: datetime
+    budgets: list[BudgetState] = Field(
+        default_factory=list,
+        description="Cost budgets and spending (max_cost, max_tokens); empty without a budget",
+    )
 
 
 class GateSummary(BaseModel):

@@ -254,6 +254,8 @@ def gate_view(session: Session, gate_id: uuid.UUID, *, idle_hours: float | None 
         return GateView(g, "FAIL", sentence, "bad", bases)
     if g.outcome == "inconclusive":
         why = "it was abandoned" if g.state == "abandoned" else "its budget or items ran out"
+        if g.state != "abandoned" and any(b.exhausted for b in g.budgets):
+            why = "a cost budget ran out"
         sentence = f"Undecided {used}: {why} before every benchmark was settled (never a pass)."
         return GateView(g, "INCONCLUSIVE", sentence, "", bases)
     settled = sum(b.state != "open" for b in g.benchmarks)

@@ -18,6 +18,10 @@ outcome with the same items.
   marked replayed; other values for it are a 409 naming ``results``; a round not served yet is a
   409 naming ``round``; a closed gate's open round a 409 naming ``gate_id``. Racing posts are
   serialised on the row (``FOR UPDATE``) and its version counter (``step``).
+* Cost budgets (``max_cost`` / ``max_tokens``, :mod:`~app.services.evaluation.session_costs`):
+  a round's cost is added when it is applied; once one is spent the items budget ``left`` is
+  set to 0, so the gate serves no new round and is inconclusive unless that round decided it.
+  Stopping early is a stopping time like any other: both error bounds still hold.
 * Lifecycle: an open gate idle past ``SESSION_IDLE_HOURS`` reads as ``abandoned``, as sessions do;
   ``abandon`` closes one at once (a cancelled CI job).
 
@@ -66,7 +70,7 @@ from app.services.access.keys import Principal
 from app.services.catalog import ownership
 from app.services.catalog.benchmarks import get_version, item_index
 from app.services.catalog.ownership import gate_not_found
-from app.services.evaluation import gate_banks, gate_rounds, lifecycle
+from app.services.evaluation import gate_banks, gate_rounds, lifecycle, session_costs
 from app.services.evaluation.batches import MAX_LISTED, batch_items
 from app.services.evaluation.sessions import baseline_values, pack_state, unpack_state
 from app.services.platform import jobs as job_service
@@ -93,6 +97,7 @@ class Engine:
     ordered: list[OrderedBaseline]
     baselines: list[np.ndarray]
     banks: list[ItemBank] | None = None  # the benchmarks' IRT item banks (``combined``)
+    cost: dict | None = None  # the cost budgets' part (``session_costs.gate_start``)
 
 
 def _baselines(row: Gate) -> list[np.ndarray]:
@@ -118,7 +123,7 @@ def _engine(row: Gate, session: Session) -> Engine:
     banks = None
     if row.prediction == COMBINED:
         banks = gate_banks.item_banks(session, [uuid.UUID(b["version_id"]) for b in row.benchmarks])
-    return Engine(gs, tracks, ordered, base, banks)
+    return Engine(gs, tracks, ordered, base, banks, parts.get("cost"))
 
 
 def _pack(engine: Engine) -> bytes:
@@ -129,6 +134,8 @@ def _pack(engine: Engine) -> bytes:
             "log_capital": tr.log_capital,
             "rejected": tr.rejected,
         }
+    if engine.cost is not None:
+        parts["cost"] = engine.cost
     return pack_state(parts)
 
 
@@ -239,13 +246,6 @@ def create_gate(
             field="budget",
             message=f"at least batch_size ({body.batch_size})",
         )
-    banks = None
-    if body.prediction == COMBINED:
-        missing = gate_banks.missing_fits(session, versions)
-        if missing is not None:
-            return None, *missing
-        banks = gate_banks.item_banks(session, [v.id for v in versions])
-    seed = job_service.new_seed() if body.seed is None else int(body.seed)
     gs = gate_start(
         [np.array([v.mean()]) for v in values],
         sizes,
@@ -256,13 +256,21 @@ def create_gate(
         budget=budget,
         prediction=body.prediction,
     )
+    keys = _keys(versions)
+    cost = session_costs.gate_start(session, versions, keys, body, gate_plan(gs)[0])
+    banks = None
+    if body.prediction == COMBINED:
+        missing = gate_banks.missing_fits(session, versions)
+        if missing is not None:
+            return None, *missing
+        banks = gate_banks.item_banks(session, [v.id for v in versions])
+    seed = job_service.new_seed() if body.seed is None else int(body.seed)
     tracks = [
         GridTrack.start(st, np.arange(n + 1) / n) for st, n in zip(gs.tests, sizes, strict=True)
     ]
     orders = gate_orders(seed, sizes)
     ordered = [OrderedBaseline.build(v[None, :], o) for v, o in zip(values, orders, strict=True)]
-    engine = Engine(gs, tracks, ordered, values, banks)
-    keys = _keys(versions)
+    engine = Engine(gs, tracks, ordered, values, banks, cost)
     row = Gate(
         project_id=project.id,
         model_name=body.model,
@@ -375,10 +383,11 @@ def to_public(
         estimand_text="benchmark accuracy, per benchmark: the mean over its N items (exact "
         "once all are seen); each benchmark's bounds are about its own items.",
         benchmarks=rows,
-        next_round=_next_round(row, versions, state),
+        next_round=(nxt := _next_round(row, versions, state)),
         history=[GateHistoryRow.model_validate(h) for h in row.history or []],
         created_at=row.created_at,
         updated_at=row.updated_at,
+        budgets=session_costs.gate_budgets(engine.cost, _open_round(row) if nxt else None),
     )
 
 
@@ -400,9 +409,15 @@ def get_gate_public(
 
 
 def post_round(
-    session: Session, gate_id: uuid.UUID, body: GateResults, *, idle_hours: float | None = None
+    session: Session,
+    gate_id: uuid.UUID,
+    body: GateResults,
+    *,
+    idle_hours: float | None = None,
+    parsed: ParsedResults | None = None,
 ) -> tuple[GatePublic, bool]:
-    """Apply round ``body.round``; ``(reply, replayed)`` (see the module docstring). Flush only."""
+    """Apply round ``body.round``; ``(reply, replayed)`` (see the module docstring); ``parsed``:
+    the upload it came from (its costs are the round's measured costs). Flush only."""
     row = get_row(session, gate_id, for_update=True)
     state = lifecycle.state_of(row, idle_hours)  # type: ignore[arg-type]
     gate_rounds.check_round(row, body.round, state)
@@ -449,6 +464,13 @@ def post_round(
         cand.append(a)
         base.append(engine.baselines[j][items])
     gate_apply(engine.state, counts, records, cand, base, engine.tracks)
+    if engine.cost is not None:
+        posted_costs = None if parsed is None else session_costs.gate_posted_costs(
+            parsed, versions, positions
+        )  # fmt: skip
+        engine.cost = session_costs.gate_spend(engine.cost, positions, posted_costs)
+        if session_costs.exhausted(engine.cost):
+            engine.state.left[:] = 0  # a budget is spent: no new round (an early stop)
     codes, _, outcome = engine.state.status()
     row.outcome = OUTCOMES[int(outcome[0])]
     row.state = CLOSED_STATE.get(row.outcome, "open")
@@ -534,9 +556,8 @@ def post_round_parsed(
                 for i in stray[:MAX_LISTED]
             ],
         )
-    return post_round(
-        session, gate_id, GateResults(round=round_number, results=results), idle_hours=idle_hours
-    )
+    body = GateResults(round=round_number, results=results)
+    return post_round(session, gate_id, body, idle_hours=idle_hours, parsed=parsed)
 
 
 def abandon(session: Session, gate_id: uuid.UUID, *, idle_hours: float | None = None) -> GatePublic:

@@ -1,4 +1,5 @@
-"""Cost budgets and cost-aware draws of evaluation sessions (issue 37).
+"""Cost budgets and cost-aware draws of evaluation sessions, and cost budgets of release gates
+(issue 37).
 
 A session may carry budgets (``max_cost`` in ``cost_unit``, ``max_tokens`` in input + output
 tokens) and may draw cost-aware (``cost_aware``: allocation scores per unit of predicted cost,
@@ -15,6 +16,15 @@ A batch's cost is added when its results are applied: the candidate's own costs 
 carries them (CSV cost columns, JSON cost fields: *measured*), else the prediction. Once
 ``spent >= limit`` the session takes no new batch and ends ``exhausted`` (undecided) with what it
 spent: it overshoots by at most one batch (:func:`app.core.sequential.cost.worst_batch_cost`).
+
+A release gate carries the same budgets (:func:`gate_start`, :func:`gate_spend`,
+:func:`gate_budgets`) in its engine state's ``"cost"`` part: ``predicted`` becomes one array per
+benchmark, ``predicted{j}`` (B, N_j), with an item no stored model reports set to the median of
+the benchmark's reported items (a round posted as JSON carries no costs, so every item needs a
+prediction); a benchmark with no reported item at all is a 422 naming the budget. A round's cost
+is added when its results are applied (the costs a results-files upload carries: measured; else
+the prediction); once ``spent >= limit`` the gate serves no new round and ends inconclusive
+(``exhausted``) with what it spent, overshooting by at most one round's worst case.
 """
 
 from __future__ import annotations
@@ -22,11 +32,17 @@ from __future__ import annotations
 import numpy as np
 from sqlalchemy.orm import Session
 
-from app.core.sequential.cost import COST_GAMMA, budget_open, item_cost_summary
+from app.core.sequential.cost import (
+    COST_GAMMA,
+    budget_open,
+    item_cost_summary,
+    worst_batch_cost,
+)
 from app.db.models import BenchmarkVersion
 from app.errors import FieldIssue, InvalidInput
 from app.ingest import ParsedResults
 from app.ingest.costs import COST_FIELDS, cost_matrix
+from app.schemas.gates import GateCreate
 from app.schemas.sessions import BudgetState, SessionCreate
 from app.services.catalog.benchmarks import item_index, stored_costs
 
@@ -44,8 +60,8 @@ def unit_costs(costs: np.ndarray, unit: str) -> np.ndarray:
     return costs[:, COST_FIELDS.index(unit)]
 
 
-def start(session: Session, version: BenchmarkVersion, body: SessionCreate) -> dict | None:
-    """The ``"cost"`` part of a new session, or None without budgets and cost-aware draws."""
+def _limits(body: SessionCreate | GateCreate) -> list[tuple[str, float]]:
+    """``(unit, limit)`` of each budget asked for (max_cost first)."""
     budgets = []
     if body.max_cost is not None:
         budgets.append((body.cost_unit, float(body.max_cost)))
@@ -56,6 +72,12 @@ def start(session: Session, version: BenchmarkVersion, body: SessionCreate) -> d
                 field="max_tokens",
             )
         budgets.append(("tokens", float(body.max_tokens)))
+    return budgets
+
+
+def start(session: Session, version: BenchmarkVersion, body: SessionCreate) -> dict | None:
+    """The ``"cost"`` part of a new session, or None without budgets and cost-aware draws."""
+    budgets = _limits(body)
     if not budgets and not body.cost_aware:
         return None
     if body.cost_aware:  # the design's unit first (tracked without a budget if it has none)
@@ -241,12 +263,147 @@ def public(
     return out
 
 
+# --- release gates ------------------------------------------------------------------------------
+
+
+def gate_start(
+    session: Session,
+    versions: list[BenchmarkVersion],
+    keys: list[str],
+    body: GateCreate,
+    first_round: np.ndarray,
+) -> dict | None:
+    """The ``"cost"`` part of a new gate (None without budgets). ``first_round``: the items per
+    benchmark of its first round (:func:`~app.core.sequential.gating.gates.gate_plan`). 422
+    naming the budget when a benchmark has no stored costs in its unit or the budget is below
+    one round's worst-case predicted cost."""
+    budgets = _limits(body)
+    if not budgets:
+        return None
+    fields = ["max_cost"] * (body.max_cost is not None) + ["max_tokens"] * (
+        body.max_tokens is not None
+    )
+    stored = []
+    for version in versions:
+        n = item_index(version).n_items
+        stored.append(stored_costs(session, version.id, n)[1])
+    part: dict = {}
+    errors = []
+    for b, ((unit, limit), field) in enumerate(zip(budgets, fields, strict=True)):
+        worst = 0.0
+        for j, (costs, key) in enumerate(zip(stored, keys, strict=True)):
+            n = costs.shape[2]
+            pred = np.full(n, np.nan)
+            if costs.shape[0]:
+                pred = item_cost_summary(unit_costs(costs, unit)).median
+            if not np.isfinite(pred).any():
+                errors.append(
+                    FieldIssue(
+                        (field,),
+                        f"no stored model reports {unit} on {key}: upload results with {unit} "
+                        "costs first, or gate without a cost budget",
+                    )
+                )
+                continue
+            pred = _filled(pred)
+            part.setdefault(f"predicted{j}", np.zeros((len(budgets), n)))[b] = pred
+            if int(first_round[j]):
+                worst += float(worst_batch_cost(pred[None, :], np.ones((1, n)), first_round[j])[0])
+        if not errors and limit < worst:
+            raise InvalidInput(
+                f"a {field} of {limit:g} {unit} is below one round's worst-case predicted cost "
+                f"({worst:.6g} {unit})",
+                field=field,
+                message=f"at least {worst:.6g} (one round's worst case)",
+            )
+    if errors:
+        raise InvalidInput(
+            "a cost budget needs predicted costs: the stored models' per-item costs", errors=errors
+        )
+    return {
+        "units": np.array([u for u, _ in budgets]),
+        "limits": np.array([lim for _, lim in budgets], dtype=np.float64),
+        **part,
+        "spent": np.zeros(len(budgets)),
+        "measured": np.zeros(len(budgets), dtype=np.int64),
+        "guessed": np.zeros(len(budgets), dtype=np.int64),
+    }
+
+
+def gate_posted_costs(
+    parsed: ParsedResults, versions: list[BenchmarkVersion], positions: list[np.ndarray]
+) -> list[np.ndarray] | None:
+    """The candidate's posted costs of a round per benchmark, (4, c_j) fields in the round's
+    serving order (NaN: not posted); None when the upload carries no costs."""
+    mat = cost_matrix(parsed.costs, parsed.n_items)
+    if mat is None or parsed.item_ids is None:
+        return None
+    ids = np.asarray(parsed.item_ids, dtype=str)
+    out = []
+    for version, pos in zip(versions, positions, strict=True):
+        index = item_index(version)
+        full = np.full((mat.shape[0], index.n_items), np.nan)
+        mine = np.isin(ids, index.item_ids[pos])
+        full[:, index.positions(ids[mine])] = mat[:, mine]
+        out.append(full[:, pos])
+    return out
+
+
+def gate_spend(part: dict, positions: list[np.ndarray], posted: list[np.ndarray] | None) -> dict:
+    """The part after paying for a round (``positions`` per benchmark): the posted costs where
+    given (measured), else the predicted ones."""
+    out = {k: np.array(v, copy=True) for k, v in part.items()}
+    for b, unit in enumerate(out["units"].tolist()):
+        for j, pos in enumerate(positions):
+            if not pos.size:
+                continue
+            pred = out[f"predicted{j}"][b][pos]
+            got = np.full(pos.size, np.nan)
+            if posted is not None:
+                got = unit_costs(posted[j][None, :, :], unit)[0]
+            out["spent"][b] += float(np.where(np.isfinite(got), got, pred).sum())
+            out["measured"][b] += int(np.isfinite(got).sum())
+            out["guessed"][b] += int((~np.isfinite(got)).sum())
+    return out
+
+
+def gate_budgets(part: dict | None, open_round: list[np.ndarray] | None) -> list[BudgetState]:
+    """A gate's budgets as the API shows them; ``predicted_per_item``: the mean predicted cost
+    of the open round's items (``open_round``: their positions per benchmark; None once
+    closed). No prediction to a decision (a gate's rounds are split across benchmarks)."""
+    if part is None:
+        return []
+    out = []
+    for b, unit in enumerate(np.asarray(part["units"]).tolist()):
+        per_item = None
+        if open_round is not None and sum(p.size for p in open_round):
+            pred = [part[f"predicted{j}"][b][p] for j, p in enumerate(open_round)]
+            per_item = float(np.concatenate(pred).mean())
+        limit, spent = float(part["limits"][b]), float(part["spent"][b])
+        out.append(
+            BudgetState(
+                unit=unit,
+                limit=limit,
+                spent=spent,
+                spent_source=_source(int(part["measured"][b]), int(part["guessed"][b])),
+                exhausted=spent >= limit,
+                predicted_per_item=per_item,
+                predicted_to_decision=None,
+            )
+        )
+    return out
+
+
 __all__ = [
     "MEASURED",
     "PREDICTED",
     "design_costs",
     "design_gamma",
     "exhausted",
+    "gate_budgets",
+    "gate_posted_costs",
+    "gate_spend",
+    "gate_start",
     "public",
     "session_budgets",
     "spend",
