@@ -24,10 +24,14 @@ selection seeds:
 In every variant the estimate stays on the graded scale where the estimator observes scores: ``irt``
 = the anchor-weighted graded mean, p-IRT's data part the graded anchor mean (its IRT part is the
 model's predicted accuracy on the other items, which for ``bin_*`` is P(score >= 0.5)), gp-IRT the
-stored mix of the two. Intervals: the service's ``reference_calibrated`` interval of each estimator
-(:func:`app.core.scoring.score_models.score_models` with the sources as reference models for
-``graded``; the same :func:`reference_calibrated_interval` call with the variant's own estimator on
-the same references for ``bin_*``), 95 %. Measured per (family, variant, estimator, n): robust MDAD
+stored mix of the two. Intervals: the service's ``reference_calibrated`` interval of each estimator,
+95 %. ``--calibration crossfit`` (default, what the service serves: its subset job stores
+out-of-fold values, :func:`app.core.scoring.crossfit.with_out_of_fold`): ``graded`` is
+:func:`app.core.scoring.score_models.score_models` on the selection with its out-of-fold values
+and the sources as reference models; ``bin_*`` the same :func:`crossfit_calibration` on the
+variant's own estimator, its folds refitted on the binarised sources. ``--calibration in_sample``:
+the in-sample law x 1.1 (``score_models`` without out-of-fold values; what runs before
+2026-12-06 21:30 UTC measured). Measured per (family, variant, estimator, n): robust MDAD
 (:func:`app.core.reliability.mdad.analyze_protocol`, ``"seen"`` = the whole benchmark here), mean
 absolute error, coverage overall and in the lowest / highest fifth of each run's targets by graded
 accuracy; a uniform random subset's mean gives the MDAD baseline.
@@ -51,6 +55,7 @@ from app.core.estimation.irt_estimates import p_irt_parts
 from app.core.reliability.mdad import analyze_protocol
 from app.core.reliability.protocol import selection_seed
 from app.core.results import ProtocolResult
+from app.core.scoring.crossfit import CROSSFIT_FOLDS, crossfit_calibration, with_out_of_fold
 from app.core.scoring.reference import CALIBRATION_INFLATION
 from app.core.scoring.score_models import score_models
 from app.core.selectors import make_selector
@@ -88,9 +93,34 @@ def estimates(variant: str, sel, y: np.ndarray) -> dict[str, np.ndarray]:
     return {"irt": irt, "p_irt": p, "gp_irt": lam_gp * irt + (1.0 - lam_gp) * p}
 
 
-def intervals(variant, sel, y_t, src_full) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def out_of_fold(variant, sel, src_full, seed: int, folds: dict) -> dict[str, np.ndarray]:
+    """``bin_*``'s own estimators on every source from a subset fitted without it: the folds of
+    :func:`app.core.scoring.crossfit.out_of_fold_estimates` (same permutation and draws), each
+    refitted on the binarised training sources; ``folds`` caches the fits of a run and their
+    partition (the first size's), as ``fold_selectors`` does there."""
+    r = src_full.shape[0]
+    perm = folds.setdefault("perm", np.random.default_rng([seed, 24]).permutation(r))
+    out = {name: np.full(r, np.nan) for name in ESTIMATORS}
+    for f in range(CROSSFIT_FOLDS):
+        held = perm[f::CROSSFIT_FOLDS]
+        if f not in folds:
+            train = np.setdiff1d(perm, held)
+            folds[f] = make_selector("tiny_benchmarks", calibrate_gp_irt=True).fit(
+                (src_full[train] >= THRESHOLD).astype(np.float64)
+            )
+        sub = folds[f].select(int(sel.n_requested), rng=np.random.default_rng([seed, f]))
+        for name, v in estimates(variant, sub, src_full[np.ix_(held, sub.indices)]).items():
+            out[name][held] = v
+    return out
+
+
+def intervals(
+    variant, sel, y_t, src_full, *, crossfit: bool, seed: int, folds: dict
+) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """(value, low, high) of the service's interval per estimator."""
     if variant == "graded":  # the service itself
+        if crossfit:  # as the subset job stores it
+            sel = with_out_of_fold(sel, src_full, seed=seed, fold_selectors=folds)
         batches = score_models(
             sel, y_t, src_full.shape[1], reference_correct=src_full, estimators=ESTIMATORS
         )
@@ -98,11 +128,16 @@ def intervals(variant, sel, y_t, src_full) -> dict[str, tuple[np.ndarray, np.nda
     est_t = estimates(variant, sel, y_t)
     est_r = estimates(variant, sel, src_full[:, sel.indices])
     truth_r = src_full.mean(axis=1)
+    oof = out_of_fold(variant, sel, src_full, seed, folds) if crossfit else None
     out = {}
     for name in ESTIMATORS:
-        val, lo, hi, _ = reference_calibrated_interval(
-            est_t[name], est_r[name], truth_r, confidence=LEVEL, inflation=CALIBRATION_INFLATION
-        )
+        if oof is not None:
+            cal = crossfit_calibration(est_r[name], oof[name], truth_r, confidence=LEVEL)
+            val, lo, hi, _ = cal.apply(est_t[name])
+        else:
+            val, lo, hi, _ = reference_calibrated_interval(
+                est_t[name], est_r[name], truth_r, confidence=LEVEL, inflation=CALIBRATION_INFLATION
+            )
         out[name] = (val, lo, hi)
     return out
 
@@ -113,11 +148,13 @@ def run_family(name: str, args, rng: np.random.Generator) -> list[dict]:
     b = rng.normal(0.0, 1.2, args.items)
     y = family(name, theta, b, rng)
     acc = y.mean(axis=1)
-    methods = ["random/mean"] + [f"{v}/{e}" for v in VARIANTS for e in ESTIMATORS]
+    variants = tuple(args.variants)
+    methods = ["random/mean"] + [f"{v}/{e}" for v in variants for e in ESTIMATORS]
     shape = (len(methods), len(SIZES), runs, n_t)
     est = np.empty(shape)
     raw = np.empty(shape)  # the estimators' own values (before the interval's bias correction)
     hit = np.zeros(shape, dtype=bool)
+    width = np.zeros(shape)
     targets = np.empty((runs, n_t), np.int64)
     sources = np.empty((runs, n_s), np.int64)
     fifths = np.zeros((2, runs, n_t), dtype=bool)
@@ -131,8 +168,8 @@ def run_family(name: str, args, rng: np.random.Generator) -> list[dict]:
         fifths[1, r, order[-k5:]] = True
         truth = acc[t]
         src = y[s]
-        fitted = {}
-        for v in ("graded", "bin"):
+        fitted, fold_fits = {}, {"graded": {}, "bin": {}}
+        for v in sorted({"graded" if v == "graded" else "bin" for v in variants}):
             sel_obj = make_selector("tiny_benchmarks", calibrate_gp_irt=True)
             sel_obj.fit(src if v == "graded" else (src >= THRESHOLD).astype(np.float64))
             fitted[v] = sel_obj
@@ -142,17 +179,27 @@ def run_family(name: str, args, rng: np.random.Generator) -> list[dict]:
             est[0, si, r] = raw[0, si, r] = y[np.ix_(t, idx)].mean(axis=1)
             hit[0, si, r] = True  # not measured here (bench/bench_graded.py: betting_fpc)
             sels = {v: fitted[v].select(n, rng=seed) for v in fitted}
-            for vi, variant in enumerate(VARIANTS):
-                sel = sels["graded" if variant == "graded" else "bin"]
+            for vi, variant in enumerate(variants):
+                kind = "graded" if variant == "graded" else "bin"
+                sel = sels[kind]
                 y_t = y[np.ix_(t, sel.indices)]
                 own = estimates(variant, sel, y_t)
-                ints = intervals(variant, sel, y_t, src)
+                ints = intervals(
+                    variant,
+                    sel,
+                    y_t,
+                    src,
+                    crossfit=args.calibration == "crossfit",
+                    seed=seed,
+                    folds=fold_fits[kind],
+                )
                 for ei, e in enumerate(ESTIMATORS):
                     mi = 1 + vi * len(ESTIMATORS) + ei
                     est[mi, si, r] = np.round(own[e], 12)
                     _, lo, hi = ints[e]
                     raw[mi, si, r] = ints[e][0]
                     hit[mi, si, r] = (lo <= truth) & (truth <= hi)
+                    width[mi, si, r] = hi - lo
         print(f"  {name} run {r + 1}/{runs}", flush=True)
     acc_t = acc[targets]
     res = ProtocolResult(
@@ -190,6 +237,7 @@ def run_family(name: str, args, rng: np.random.Generator) -> list[dict]:
                     "mae": float(np.mean(np.abs(est[mi, si] - acc_t))),
                     "mae_service": float(np.mean(np.abs(raw[mi, si] - acc_t))),
                     "coverage": None if mi == 0 else float(h.mean()),
+                    "width": None if mi == 0 else float(width[mi, si].mean()),
                     "cov_low": None if mi == 0 else float(h[fifths[0]].mean()),
                     "cov_high": None if mi == 0 else float(h[fifths[1]].mean()),
                 }
@@ -204,9 +252,9 @@ def _pct(x) -> str:
 def print_table(rows: list[dict]) -> None:
     print(
         "| family | method / estimator | n | MDAD (pts) [CI] | MAE raw (pts) | MAE served (pts) "
-        "| coverage | low fifth | high fifth |"
+        "| coverage | low fifth | high fifth | width (pts) |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         lo, hi = r["mdad_ci"]
         ci = f"[{_pct(lo)}, {_pct(hi)}]"
@@ -215,7 +263,8 @@ def print_table(rows: list[dict]) -> None:
         ]
         print(
             f"| {r['family']} | {r['method']} | {r['n']} | {_pct(r['mdad'])} {ci} "
-            f"| {100 * r['mae']:.2f} | {100 * r['mae_service']:.2f} | {' | '.join(cov)} |"
+            f"| {100 * r['mae']:.2f} | {100 * r['mae_service']:.2f} | {' | '.join(cov)} "
+            f"| {_pct(r['width'])} |"
         )
 
 
@@ -229,11 +278,20 @@ def main() -> None:
     parser.add_argument("--targets", type=int, default=50)
     parser.add_argument("--n-boot", type=int, default=200)
     parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    parser.add_argument(
+        "--calibration",
+        choices=("crossfit", "in_sample"),
+        default="crossfit",
+        help="crossfit: out-of-fold values stored as the subset job does (what the service "
+        "serves); in_sample: the in-sample law x 1.1",
+    )
     args = parser.parse_args()
     print(machine_line(), flush=True)
     print(
         f"# SYNTHETIC, {args.models} models x {args.items} items, {args.sources} sources, "
-        f"{args.targets} targets, {args.runs} runs, seed {args.seed}, threshold {THRESHOLD}",
+        f"{args.targets} targets, {args.runs} runs, seed {args.seed}, threshold {THRESHOLD}, "
+        f"calibration {args.calibration}",
         flush=True,
     )
     t0 = time.perf_counter()
