@@ -126,9 +126,16 @@ def flip(base, delta, agree, rng):
     return out
 
 
-def suite(kind: int, gates: int, rng):
-    """K = 3 or K = 5 baselines: [(name, rows (gates, N))]."""
+def suite(kind: int, gates: int, rng, *, banks: bool = False):
+    """K = 3 or K = 5 baselines: [(name, rows (gates, N))]; with ``banks`` also each benchmark's
+    IRT item bank, fitted on :data:`FIT_SOURCES` other models (GPQA: real models that are never
+    a baseline; SYNTHETIC: the same items at abilities ``theta + N(0, 1)``)."""
     real = gpqa()
+    fits = []
+    if banks:
+        held = rng.permutation(real.shape[0])
+        fits.append(item_bank(real[held[:FIT_SOURCES]], 0))
+        real = real[held[FIT_SOURCES:]]
     rows = real[rng.integers(0, real.shape[0], gates)]
     out = [("gpqa (REAL)", rows)]
     shapes = [
@@ -138,13 +145,22 @@ def suite(kind: int, gates: int, rng):
         ("synth-15000 mid", 15000, 0.5, 1.0),
     ]
     for name, n, theta, disc in shapes[: kind - 1]:
-        out.append((name, synthetic_benchmark(n, theta, gates, rng, disc=disc)))
-    return out
+        if banks:
+            rows, src = synthetic_benchmark(n, theta, gates, rng, disc=disc, sources=FIT_SOURCES)
+            out.append((name, rows))
+            fits.append(item_bank(src, 0))
+        else:
+            out.append((name, synthetic_benchmark(n, theta, gates, rng, disc=disc)))
+    return (out, fits) if banks else out
 
 
-def error_case(k, gates, margin, agree, seed):
+def error_case(k, gates, margin, agree, seed, prediction="calibrated"):
     rng = np.random.default_rng(seed)
-    benches = suite(k, gates, rng)
+    banks = None
+    if prediction == "combined":
+        benches, banks = suite(k, gates, rng, banks=True)
+    else:
+        benches = suite(k, gates, rng)
     names = [n for n, _ in benches]
     bases = [b for _, b in benches]
     rows = []
@@ -169,7 +185,8 @@ def error_case(k, gates, margin, agree, seed):
             # on-margin gaps: -ceil(delta N)/N, the nearest lattice point at or beyond -delta
             g = np.where(at, -np.ceil(-g * n - 1e-9) / n, g)
             cands.append(flip(b, g, agree, rng))
-        run = run_gates(cands, bases, [margin] * k, alpha=ALPHA, batch_size=50, seed=seed + 1)
+        run = run_gates(cands, bases, [margin] * k, alpha=ALPHA, batch_size=50, seed=seed + 1,
+                        prediction=prediction, banks=banks)  # fmt: skip
         true_gap = np.stack([c.mean(1) - b.mean(1) for c, b in zip(cands, bases, strict=True)], 1)
         noninf = true_gap > -margin + 1e-12
         if wrong == "fail":
@@ -180,6 +197,7 @@ def error_case(k, gates, margin, agree, seed):
         rows.append(
             {
                 "suite": f"K={k}",
+                "prediction": prediction,
                 "case": label,
                 "gates": gates,
                 "pass": int((run.outcome == G_PASS).sum()),
@@ -429,13 +447,16 @@ def main(argv=None) -> None:
     ap.add_argument("--margin", type=float, default=0.02)
     ap.add_argument("--seed", type=int, default=34)
     ap.add_argument("--pools", type=int, default=1, help="fresh pools for --cases predictions")
+    ap.add_argument("--error-prediction", default="calibrated",
+                    help="the gates' prediction in --cases error (combined: with IRT fits)")  # fmt: skip
     args = ap.parse_args(argv)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True, cwd=ROOT).stdout.strip()  # fmt: skip
     print(f"commit {commit}, load {os.getloadavg()[0]:.1f}, alpha {ALPHA}", flush=True)
     if "error" in args.cases:
         for k in (3, 5):
-            names, _ = error_case(k, args.gates, args.margin, 0.88, args.seed + k)
+            names, _ = error_case(k, args.gates, args.margin, 0.88, args.seed + k,
+                                  args.error_prediction)  # fmt: skip
             print(f"K={k} benchmarks: {names}", flush=True)
     if "predictions" in args.cases:
         predictions_case(args.pairs, args.seed, args.pools)
