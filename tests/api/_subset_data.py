@@ -71,3 +71,26 @@ def committed_with_cleanup(factory: sessionmaker[Session], cleanup, **kw) -> See
         for mid in s.scalars(select(LanguageModel.id).where(LanguageModel.name.in_(seeded.names))):
             cleanup(LanguageModel, mid)
     return seeded
+
+
+def store_irt_fit(session: Session, seeded: Seeded, *, dims: int = 2, max_iter: int = 60):
+    """Fit the IRT model on the seeded models (seed 0) and store it as the version's fit, as the
+    ``irt_fit`` job would (flush only); returns the fitted model."""
+    from app.core.irt.fit import fit_irt
+    from app.db.models import IrtFit
+
+    model = fit_irt(seeded.correct.astype(float), dims=dims, rng=0, max_iter=max_iter)
+    session.add(
+        IrtFit(
+            benchmark_version_id=seeded.version_id,
+            dims=dims,
+            seed=0,
+            n_models=len(seeded.names),
+            models=seeded.names,
+            a=np.ascontiguousarray(model.a, dtype="<f8").tobytes(),
+            offset=np.ascontiguousarray(model.item_offsets(), dtype="<f8").tobytes(),
+            converged=bool(model.converged),
+        )
+    )
+    session.flush()
+    return model

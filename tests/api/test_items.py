@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from app.core.items.health import FLAGS
-from tests.api._subset_data import seed_gpqa
+from tests.api._subset_data import seed_gpqa, store_irt_fit
 
 PROBLEM = "application/problem+json"
 
@@ -92,24 +92,9 @@ def test_pagination_and_errors(client: TestClient, db_session: Session) -> None:
 def test_stored_irt_fit_gives_discrimination_difficulty_and_fit(
     client: TestClient, db_session: Session
 ) -> None:
-    from app.core.irt.fit import fit_irt
-    from app.db.models import IrtFit
-
     seeded = seed_gpqa(db_session, n_models=40)
     y = seeded.correct.astype(float)
-    model = fit_irt(y, dims=2, rng=0, max_iter=60)
-    db_session.add(
-        IrtFit(
-            benchmark_version_id=seeded.version_id,
-            dims=2,
-            seed=0,
-            n_models=40,
-            models=seeded.names,
-            a=np.ascontiguousarray(model.a, dtype="<f8").tobytes(),
-            offset=np.ascontiguousarray(model.item_offsets(), dtype="<f8").tobytes(),
-            converged=bool(model.converged),
-        )
-    )
+    model = store_irt_fit(db_session, seeded)
     db_session.commit()
     body = client.get(f"/v1/benchmarks/{seeded.version_id}/items", params={"limit": 1000}).json()
     assert body["summary"]["irt"] is True and body["summary"]["irt_dims"] == 2

@@ -11,10 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from app.core.irt.fit import fit_irt
 from app.core.sequential.policies import MIN_GAIN_ITEMS, prediction_gain
-from app.db.models import IrtFit
-from tests.api._subset_data import Seeded, gpqa, seed_gpqa
+from tests.api._subset_data import Seeded, gpqa, seed_gpqa, store_irt_fit
 
 NEW_ROW = 210  # a GPQA model that is not stored
 
@@ -22,19 +20,7 @@ NEW_ROW = 210  # a GPQA model that is not stored
 @pytest.fixture
 def fitted(db_session: Session) -> Seeded:
     seeded = seed_gpqa(db_session, n_models=40)
-    model = fit_irt(seeded.correct.astype(float), dims=2, rng=0, max_iter=60)
-    db_session.add(
-        IrtFit(
-            benchmark_version_id=seeded.version_id,
-            dims=2,
-            seed=0,
-            n_models=40,
-            models=seeded.names,
-            a=np.ascontiguousarray(model.a, dtype="<f8").tobytes(),
-            offset=np.ascontiguousarray(model.item_offsets(), dtype="<f8").tobytes(),
-            converged=bool(model.converged),
-        )
-    )
+    store_irt_fit(db_session, seeded)
     db_session.commit()
     return seeded
 

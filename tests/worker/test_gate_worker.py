@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.sequential.fluid import ItemBank
 from app.core.sequential.gating.gates import BENCH_STATES, OUTCOMES, run_gates
-from app.db.models import Gate, IrtFit, Job
+from app.db.models import AuditEvent, Gate, IrtFit, Job
 from tests.api._subset_data import committed_with_cleanup, gpqa
 from tests.conftest import WorkerProcess, wait_for_job
 
@@ -58,7 +58,13 @@ def test_combined_gate_waits_for_the_fits_then_matches_the_offline_engine(
     }
     with committed_sessionmaker() as s:
         gates_before = s.scalar(select(func.count()).select_from(Gate))
-    created = None
+    created, seen = None, []
+
+    def new_jobs(s: Session) -> set:
+        versions = {str(x.version_id) for x in suite}
+        rows = s.scalars(select(Job).where(Job.kind == "irt_fit"))
+        return {str(j.id) for j in rows if j.params.get("version_id") in versions}
+
     for _ in range(4):  # one 202 per benchmark without a fit at most
         r = committed_client.post("/v1/gates", json=body)
         if r.status_code == 201:
@@ -68,8 +74,15 @@ def test_combined_gate_waits_for_the_fits_then_matches_the_offline_engine(
         job = r.json()
         cleanup(Job, uuid.UUID(job["id"]))
         assert job["kind"] == "irt_fit" and r.headers["Location"] == f"/v1/jobs/{job['id']}"
-        with committed_sessionmaker() as s:  # a 202 creates no gate
+        with committed_sessionmaker() as s:  # a 202 creates no gate; the fit jobs it wrote
             assert s.scalar(select(func.count()).select_from(Gate)) == gates_before
+            audited = s.scalars(select(AuditEvent).where(AuditEvent.action == "gate.create"))
+            jobs = {e.target.get("irt_fit_job") for e in audited}
+            if len(seen) == 0:  # the first 202 wrote (and audited) a fit job per benchmark
+                assert job["id"] in jobs and len(jobs & new_jobs(s)) == len(suite), jobs
+                for other in new_jobs(s) - {job["id"]}:
+                    cleanup(Job, uuid.UUID(other))
+        seen.append(job["id"])
         done = wait_for_job(lambda j=job: committed_client.get(f"/v1/jobs/{j['id']}").json(), 120)
         assert done["status"] == "succeeded", (done, celery_worker_process.log[-3000:])
     assert created is not None and created["prediction"] == "combined"

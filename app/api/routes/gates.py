@@ -28,6 +28,7 @@ from app.schemas.gates import GateCreate, GateOutcome, GatePage, GatePublic, Gat
 from app.schemas.jobs import JobPublic
 from app.schemas.results import ModelCreate
 from app.services.catalog import ownership
+from app.services.catalog.benchmarks import get_version
 from app.services.catalog.ownership import record_write
 from app.services.catalog.uploads import ParseOptions, parse_results_upload
 from app.services.evaluation import gate_listing, lifecycle
@@ -75,7 +76,10 @@ def create_gate(
     row, job, created = service.create_gate(session, principal, body)
     if row is None:
         assert job is not None
-        for new in created:
+        for new in created:  # fit jobs written now: audited on their benchmark, then enqueued
+            fit_version = get_version(session, uuid.UUID(new.params["version_id"]))
+            record_write(session, actor, "gate.create", fit_version, {"irt_fit_job": str(new.id)},
+                         irt_fit_job=str(new.id), model=body.model)  # fmt: skip
             enqueue_job_after_commit(session, queue, new.id)
         return JSONResponse(
             JobPublic.from_job(job).model_dump(mode="json"),
