@@ -63,6 +63,7 @@ def find_open(client: Client, body: dict[str, Any]) -> GatePublic | None:
         gate = client.get_gate(summary.id)
         same = gate.state == "open" and gate.rule == body["rule"] and gate.alpha == body["alpha"]
         same = same and {(b.unit, b.limit) for b in gate.budgets} == _budgets(body)
+        same = same and gate.allocation == body.get("allocation", "progress")
         for want, have in zip(body["benchmarks"], gate.benchmarks, strict=True):
             same = same and want["benchmark"] in _refs(have)
             same = same and want["margin"] == have.margin and want["baseline"] == have.baseline
@@ -162,7 +163,7 @@ def server_doc(gate: GatePublic) -> dict[str, Any]:
         }
         for b in gate.benchmarks
     ]
-    return {
+    doc: dict[str, Any] = {
         "outcome": gate.outcome,
         "model": gate.model,
         "baseline": gate.benchmarks[0].baseline,
@@ -178,7 +179,13 @@ def server_doc(gate: GatePublic) -> dict[str, Any]:
         "benchmarks": rows,
         "gate": str(gate.id),
         "offline": False,
-    } | ({"budgets": [b.model_dump(mode="json") for b in gate.budgets]} if gate.budgets else {})
+    }
+    if gate.budgets:
+        doc["budgets"] = [b.model_dump(mode="json") for b in gate.budgets]
+    if gate.allocation == "cost":  # as the offline document otherwise (progress)
+        doc["allocation"], doc["allocation_unit"] = gate.allocation, gate.allocation_unit
+        doc["allocation_costs"] = {b.benchmark: b.predicted_cost_per_item for b in gate.benchmarks}
+    return doc
 
 
 __all__ = [

@@ -288,6 +288,15 @@ def _spent(b: dict[str, Any]) -> str:
             + (", used up" if b["exhausted"] else "") + f" ({b['spent_source']})")  # fmt: skip
 
 
+def _allocation(doc: dict[str, Any]) -> list[str]:
+    """``Allocation: cost (...)`` for a cost-allocated gate; nothing otherwise."""
+    if doc.get("allocation") != "cost":
+        return []
+    per = ", ".join(f"{k} {v:,.4g}" for k, v in doc.get("allocation_costs", {}).items())
+    return [f"Allocation: cost (progress per unit of predicted cost; {doc.get('allocation_unit')} "
+            f"per item, the stored models' medians: {per})"]  # fmt: skip
+
+
 def gate_summary(doc: dict[str, Any]) -> str:
     """Markdown for a job summary: the outcome first, then one row per benchmark."""
     head = {
@@ -303,6 +312,7 @@ def gate_summary(doc: dict[str, Any]) -> str:
         + (f"; regressed: {', '.join(doc['regressed'])}" if doc["regressed"] else ""),
         "",
         *[x for b in doc.get("budgets", []) for x in (_spent(b), "")],
+        *[x for a in _allocation(doc) for x in (a, "")],
         "| benchmark | state | difference | lower bound | margin | items |",
         "|---|---|---|---|---|---|",
     ]
@@ -317,13 +327,22 @@ def gate_summary(doc: dict[str, Any]) -> str:
     return text[:MAX_SUMMARY_BYTES]
 
 
-def _check_costs(offline: bool, max_cost, max_tokens, cost_unit: str) -> None:
+def _check_costs(offline: bool, max_cost, max_tokens, cost_unit: str, allocation: str) -> None:
     from typing import get_args
 
+    from app.core.sequential.gating.gates import ALLOCATIONS
     from app.schemas.sessions import CostUnit
 
     if cost_unit not in get_args(CostUnit):
         raise typer.BadParameter(" | ".join(get_args(CostUnit)), param_hint="--cost-unit")
+    if allocation not in ALLOCATIONS:
+        raise typer.BadParameter(" | ".join(ALLOCATIONS), param_hint="--allocation")
+    if allocation == "cost" and offline:
+        raise typer.BadParameter(
+            "cost allocation uses the stored models' per-item costs, which only the server "
+            "keeps: run the gate on a server, or offline with progress",
+            param_hint="--allocation",
+        )
     for value, opt in ((max_cost, "--max-cost"), (max_tokens, "--max-tokens")):
         if value is not None and not (0 < value < float("inf")):
             raise typer.BadParameter("a budget is a positive number", param_hint=opt)
@@ -388,7 +407,17 @@ def gate(
         None, "--max-tokens", help="Token budget (input + output tokens), as --max-cost"
     ),
     cost_unit: str = typer.Option(
-        "usd", "--cost-unit", help="usd | seconds | input_tokens | output_tokens | tokens"
+        "usd",
+        "--cost-unit",
+        help="usd | seconds | input_tokens | output_tokens | tokens (of --max-cost and of "
+        "--allocation cost)",
+    ),
+    allocation: str = typer.Option(
+        "progress",
+        "--allocation",
+        help="progress | cost: split each round by progress, or by progress per unit of the "
+        "stored models' predicted cost per item in --cost-unit (cheap benchmarks first; server "
+        "gates)",
     ),
     summary: Path | None = SummaryOpt,
     junit: Path | None = typer.Option(
@@ -448,10 +477,12 @@ def gate(
         raise typer.BadParameter("alpha lies in (0, 1)", param_hint="--alpha")
     if budget is not None and budget < batch:
         raise typer.BadParameter(f"below one batch ({batch})", param_hint="--budget")
-    _check_costs(offline, max_cost, max_tokens, cost_unit)
-    costs = {"max_cost": max_cost, "max_tokens": max_tokens}
-    if max_cost is not None:
+    _check_costs(offline, max_cost, max_tokens, cost_unit, allocation)
+    costs: dict[str, Any] = {"max_cost": max_cost, "max_tokens": max_tokens}
+    if max_cost is not None or allocation == "cost":
         costs["cost_unit"] = cost_unit
+    if allocation == "cost":
+        costs["allocation"] = allocation
     margins = _margins(list(margin), names)
     settings = {"alpha": alpha, "rule": rule, "batch": batch, "budget": budget, "seed": seed,
                 "prediction": prediction}  # fmt: skip
@@ -470,6 +501,8 @@ def gate(
             typer.echo("  " + _line(r))
         for b in doc.get("budgets", []):
             typer.echo("  " + _spent(b))
+        for line in _allocation(doc):
+            typer.echo("  " + line)
     if summary is not None:
         write_summary(summary, gate_summary(doc))
     if junit is not None:

@@ -20,6 +20,7 @@ from app.schemas.sessions import (
 
 Rule = Literal["no_regression", "no_regression_and_one_better"]
 Prediction = Literal["calibrated", "paired", "random", "combined"]
+Allocation = Literal["progress", "cost"]
 GateState = Literal["open", "decided", "exhausted", "abandoned"]
 GateOutcome = Literal["open", "pass", "fail", "inconclusive"]
 BenchmarkState = Literal["open", "noninferior", "regressed", "better", "on_margin"]
@@ -125,7 +126,19 @@ class GateCreate(BaseModel):
         description="Token budget (input + output tokens), as max_cost",
     )
     cost_unit: CostUnit = Field(
-        default="usd", description="Unit of max_cost (tokens = input + output)"
+        default="usd",
+        description="Unit of max_cost and of allocation=cost's predicted costs (tokens = input + "
+        "output)",
+    )
+    allocation: Allocation = Field(
+        default="progress",
+        description="How a round's items (batch_size per open benchmark) are split over the open "
+        "benchmarks: progress (in proportion to 1 + progress towards a decision); cost (1 + "
+        "progress divided by the benchmark's predicted mean cost per item in cost_unit, at least "
+        "one item each: the cheap benchmarks move first, so a regression on one is found for "
+        "less). The predicted costs are the stored models' per-item medians, fixed when the gate "
+        "starts, so both error bounds hold as with progress. Needs stored costs on every "
+        "benchmark",
     )
 
 
@@ -175,6 +188,11 @@ class GateBenchmark(BaseModel):
     estimand: Estimand = Field(default="benchmark", description=ESTIMAND_DESCRIPTION)
     items: int = Field(description="Items served and answered")
     n_items: int
+    predicted_cost_per_item: float | None = Field(
+        default=None,
+        description="allocation=cost: the mean predicted cost of one item in the gate's "
+        "allocation_unit (the stored models' per-item medians), fixed at creation; else null",
+    )
 
 
 class GateRound(BaseModel):
@@ -228,6 +246,13 @@ class GatePublic(BaseModel):
     budgets: list[BudgetState] = Field(
         default_factory=list,
         description="Cost budgets and spending (max_cost, max_tokens); empty without a budget",
+    )
+    allocation: Allocation = Field(
+        default="progress", description="How rounds are split over the open benchmarks"
+    )
+    allocation_unit: CostUnit | None = Field(
+        default=None,
+        description="allocation=cost: the unit of each benchmark's predicted_cost_per_item",
     )
 
 

@@ -64,10 +64,46 @@ def test_resume_needs_the_same_budgets() -> None:
     have = type("H", (), {"benchmark": "a", "version_id": "v", "benchmark_version": 1,
                           "margin": 0.02, "baseline": "old"})()  # fmt: skip
     gate = type("G", (), {"state": "open", "rule": "no_regression", "alpha": 0.05,
-                          "benchmarks": [have], "budgets": [budget]})()  # fmt: skip
+                          "benchmarks": [have], "budgets": [budget],
+                          "allocation": "progress"})()  # fmt: skip
     body = {"model": "new", "rule": "no_regression", "alpha": 0.05,
             "benchmarks": [{"benchmark": "a", "margin": 0.02, "baseline": "old"}]}  # fmt: skip
     client = _Client(gate)
     assert find_open(client, {**body, "max_tokens": 1500.0}) is gate  # type: ignore[arg-type]
     assert find_open(client, body) is None  # type: ignore[arg-type]
     assert find_open(client, {**body, "max_cost": 1500.0}) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "args, hint",
+    [(["--allocation", "cost"], "--allocation"), (["--allocation", "cheap"], "--allocation")],
+)
+def test_cost_allocation_is_refused_offline_naming_the_option(files, args, hint) -> None:  # noqa: F811
+    res = _gate(files, "--model", "cand", "--margin", "0.02", *args)
+    assert res.exit_code == 2, res.stdout
+    assert hint in res.stderr
+
+
+def test_the_summary_says_how_rounds_were_split() -> None:
+    doc = {
+        "outcome": "pass", "model": "org/new", "baseline": "org/old", "alpha": 0.05,
+        "rule": "no_regression", "seed": 1, "items_used": 30, "items_total": 100,
+        "regressed": [], "benchmarks": [], "allocation": "cost", "allocation_unit": "tokens",
+        "allocation_costs": {"mmlu": 12.5, "gpqa": 1340.0},
+    }  # fmt: skip
+    text = gate_summary(doc)
+    assert "Allocation: cost (progress per unit of predicted cost; tokens per item" in text
+    assert "mmlu 12.5, gpqa 1,340" in text
+    assert "Allocation" not in gate_summary({**doc, "allocation": "progress"})
+
+
+def test_resume_needs_the_same_allocation() -> None:
+    have = type("H", (), {"benchmark": "a", "version_id": "v", "benchmark_version": 1,
+                          "margin": 0.02, "baseline": "old"})()  # fmt: skip
+    gate = type("G", (), {"state": "open", "rule": "no_regression", "alpha": 0.05,
+                          "benchmarks": [have], "budgets": [], "allocation": "cost"})()  # fmt: skip
+    body = {"model": "new", "rule": "no_regression", "alpha": 0.05,
+            "benchmarks": [{"benchmark": "a", "margin": 0.02, "baseline": "old"}]}  # fmt: skip
+    client = _Client(gate)
+    assert find_open(client, {**body, "allocation": "cost"}) is gate  # type: ignore[arg-type]
+    assert find_open(client, body) is None  # type: ignore[arg-type]

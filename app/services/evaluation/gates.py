@@ -98,6 +98,7 @@ class Engine:
     baselines: list[np.ndarray]
     banks: list[ItemBank] | None = None  # the benchmarks' IRT item banks (``combined``)
     cost: dict | None = None  # the cost budgets' part (``session_costs.gate_start``)
+    allocation_unit: str | None = None  # allocation="cost": the unit of ``state.costs``
 
 
 def _baselines(row: Gate) -> list[np.ndarray]:
@@ -123,7 +124,9 @@ def _engine(row: Gate, session: Session) -> Engine:
     banks = None
     if row.prediction == COMBINED:
         banks = gate_banks.item_banks(session, [uuid.UUID(b["version_id"]) for b in row.benchmarks])
-    return Engine(gs, tracks, ordered, base, banks, parts.get("cost"))
+    unit = parts.get("allocation", {}).get("unit")  # allocation="cost": its costs' unit
+    unit = None if unit is None else str(unit)
+    return Engine(gs, tracks, ordered, base, banks, parts.get("cost"), unit)
 
 
 def _pack(engine: Engine) -> bytes:
@@ -136,6 +139,8 @@ def _pack(engine: Engine) -> bytes:
         }
     if engine.cost is not None:
         parts["cost"] = engine.cost
+    if engine.allocation_unit is not None:
+        parts["allocation"] = {"unit": np.array(engine.allocation_unit)}
     return pack_state(parts)
 
 
@@ -246,6 +251,8 @@ def create_gate(
             field="budget",
             message=f"at least batch_size ({body.batch_size})",
         )
+    keys = _keys(versions)
+    per_item = session_costs.gate_allocation_costs(session, versions, keys, body)
     gs = gate_start(
         [np.array([v.mean()]) for v in values],
         sizes,
@@ -255,8 +262,9 @@ def create_gate(
         batch_size=body.batch_size,
         budget=budget,
         prediction=body.prediction,
+        allocation=body.allocation,
+        costs=per_item,
     )
-    keys = _keys(versions)
     cost = session_costs.gate_start(session, versions, keys, body, gate_plan(gs)[0])
     banks = None
     if body.prediction == COMBINED:
@@ -270,7 +278,8 @@ def create_gate(
     ]
     orders = gate_orders(seed, sizes)
     ordered = [OrderedBaseline.build(v[None, :], o) for v, o in zip(values, orders, strict=True)]
-    engine = Engine(gs, tracks, ordered, values, banks, cost)
+    unit = body.cost_unit if per_item is not None else None
+    engine = Engine(gs, tracks, ordered, values, banks, cost, unit)
     row = Gate(
         project_id=project.id,
         model_name=body.model,
@@ -341,6 +350,7 @@ def _rows(row: Gate, engine: Engine, versions: list[BenchmarkVersion]) -> list[G
                 upper=float(bounds[1]),
                 items=int(st.t[0]),
                 n_items=int(meta["n_items"]),
+                predicted_cost_per_item=None if gs.costs is None else float(gs.costs[j]),
             )
         )
     return out
@@ -388,6 +398,8 @@ def to_public(
         created_at=row.created_at,
         updated_at=row.updated_at,
         budgets=session_costs.gate_budgets(engine.cost, _open_round(row) if nxt else None),
+        allocation=engine.state.allocation,  # type: ignore[arg-type]
+        allocation_unit=engine.allocation_unit,  # type: ignore[arg-type]
     )
 
 

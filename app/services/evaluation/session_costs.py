@@ -25,6 +25,10 @@ prediction); a benchmark with no reported item at all is a 422 naming the budget
 is added when its results are applied (the costs a results-files upload carries: measured; else
 the prediction); once ``spent >= limit`` the gate serves no new round and ends inconclusive
 (``exhausted``) with what it spent, overshooting by at most one round's worst case.
+
+A gate with ``allocation="cost"`` splits its rounds by progress per unit of predicted cost
+(:func:`gate_allocation_costs`: each benchmark's mean predicted cost per item in ``cost_unit``,
+fixed at creation and stored in the engine state, so the allocation stays predictable).
 """
 
 from __future__ import annotations
@@ -330,6 +334,36 @@ def gate_start(
     }
 
 
+def gate_allocation_costs(
+    session: Session, versions: list[BenchmarkVersion], keys: list[str], body: GateCreate
+) -> np.ndarray | None:
+    """Each benchmark's mean predicted cost per item in ``cost_unit`` for ``allocation="cost"``
+    (None otherwise): the stored models' per-item medians, an unreported item at the median of
+    the reported ones. 422 naming ``allocation`` for every benchmark without stored costs."""
+    if body.allocation != "cost":
+        return None
+    unit, out, errors = body.cost_unit, [], []
+    for version, key in zip(versions, keys, strict=True):
+        costs = stored_costs(session, version.id, item_index(version).n_items)[1]
+        pred = item_cost_summary(unit_costs(costs, unit)).median if costs.shape[0] else None
+        if pred is None or not (np.isfinite(pred) & (pred > 0)).any():
+            errors.append(
+                FieldIssue(
+                    ("allocation",),
+                    f"no stored model reports {unit} on {key}: upload results with {unit} costs "
+                    "first, choose the cost_unit they report, or allocate by progress",
+                )
+            )
+            continue
+        out.append(float(_filled(pred).mean()))
+    if errors:
+        raise InvalidInput(
+            "allocation 'cost' needs predicted costs: the stored models' per-item costs",
+            errors=errors,
+        )
+    return np.asarray(out)
+
+
 def gate_posted_costs(
     parsed: ParsedResults, versions: list[BenchmarkVersion], positions: list[np.ndarray]
 ) -> list[np.ndarray] | None:
@@ -400,6 +434,7 @@ __all__ = [
     "design_costs",
     "design_gamma",
     "exhausted",
+    "gate_allocation_costs",
     "gate_budgets",
     "gate_posted_costs",
     "gate_spend",

@@ -23,8 +23,12 @@ A benchmark whose exact mean lies on its margin (exhausted, neither test decided
 Allocation (:func:`allocate`): a round hands out ``batch_size`` items per open benchmark (less
 when the budget is nearly spent), split in proportion to ``1 + progress_k``, where ``progress_k
 in [0, 1]`` is the larger fraction of the way its tests' log-capitals are to their thresholds — the
-benchmarks closest to deciding get up to twice the share; decided ones get nothing. It is a
-function of the past only (predictable), so it keeps every guarantee.
+benchmarks closest to deciding get up to twice the share; decided ones get nothing. With
+``allocation="cost"`` the shares are ``(1 + progress_k) / c_k`` (progress per unit of cost), ``c_k``
+the benchmark's predicted mean cost per item, fixed before the gate starts (the stored models'
+medians), and every open benchmark gets at least one item while the quota allows: the cheap
+benchmarks move first and the expensive ones are served in smaller steps. Either way the
+allocation is a function of the past only (predictable), so it keeps every guarantee.
 
 What the bets predict and are planned for: :mod:`app.core.sequential.gating.bets`.
 """
@@ -62,6 +66,7 @@ from app.core.sequential.gating.one_sided import (
     track_bounds,
 )
 from app.core.sequential.gating.rules import (  # noqa: F401 (re-exported)
+    ALLOCATIONS,
     BENCH_STATES,
     BETTER,
     G_FAIL,
@@ -78,7 +83,9 @@ from app.core.sequential.gating.rules import (  # noqa: F401 (re-exported)
     T_NONINFERIOR,
     T_REGRESSED,
     allocate,
+    allocation_weights,
     benchmark_codes,
+    check_costs,
     gate_outcome,
     gate_tests,
     needs_items,
@@ -153,6 +160,10 @@ class GateState:
         the ``combined`` prediction, which refits the candidate's ability on them.
     thetas : list of K ndarray, shape (S, D), or None
         ``combined``: the abilities of the last round (the next fit's starting point).
+    allocation : str
+        :data:`ALLOCATIONS` (:func:`allocation_weights`).
+    costs : ndarray, shape (K,), or None
+        ``allocation="cost"``: each benchmark's predicted mean cost per item (fixed at the start).
     """
 
     tests: list[OneSidedState]
@@ -164,6 +175,8 @@ class GateState:
     batch_size: int
     served: list[np.ndarray] | None = None
     thetas: list[np.ndarray] | None = None
+    allocation: str = "progress"
+    costs: np.ndarray | None = None
 
     @property
     def sizes(self) -> np.ndarray:
@@ -187,6 +200,8 @@ class GateState:
         for j, th in enumerate(self.thetas or []):
             if th is not None:
                 out[f"theta{j}"] = th
+        if self.allocation != "progress":  # a progress gate's state is written as before
+            out |= {"allocation": self.allocation, "costs": self.costs}
         return out
 
     @classmethod
@@ -212,6 +227,8 @@ class GateState:
             if "served0" in d
             else None,
             thetas=[d.get(f"theta{j}") for j in range(k)] if "served0" in d else None,
+            allocation=str(d.get("allocation", "progress")),
+            costs=None if "costs" not in d else np.asarray(d["costs"], np.float64).reshape(-1),
         )
 
 
@@ -226,6 +243,8 @@ def gate_start(
     budget: int | None = None,
     prediction: str = DEFAULT_PREDICTION,
     prior_weight: float = DEFAULT_PRIOR_WEIGHT,
+    allocation: str = "progress",
+    costs=None,
 ) -> GateState:
     """A new gate (``S`` of them for a simulation) before any item.
 
@@ -233,6 +252,9 @@ def gate_start(
     other parameters as :func:`run_gates`.
     """
     k = len(sizes)
+    if allocation not in ALLOCATIONS:
+        raise ValueError(f"allocation: expected one of {ALLOCATIONS}, got {allocation!r}")
+    cost_k = check_costs(costs, k) if allocation == "cost" else None
     delta = np.broadcast_to(np.asarray(margins, dtype=np.float64), (k,))
     if prediction not in (*PREDICTIONS, COMBINED):
         raise ValueError(
@@ -252,16 +274,19 @@ def gate_start(
                      rule=rule, prediction=prediction, batch_size=int(batch_size),
                      served=[np.zeros((s, int(n))) for n in sizes]
                      if prediction == COMBINED else None,
-                     thetas=[None] * k if prediction == COMBINED else None)  # fmt: skip
+                     thetas=[None] * k if prediction == COMBINED else None,
+                     allocation=allocation, costs=cost_k)  # fmt: skip
 
 
 def gate_plan(gs: GateState) -> np.ndarray:
     """Items per benchmark in the next round, shape (S, K) (all 0 once a gate has its outcome)."""
     codes, exhausted, outcome = gs.status()
     want = needs_items(codes, exhausted, gs.rule) & (outcome == G_OPEN)[:, None]
-    weights = 1.0 + np.stack([progress(st) for st in gs.tests], axis=1)
+    prog = np.stack([progress(st) for st in gs.tests], axis=1)
+    weights = allocation_weights(prog, gs.allocation, gs.costs)
     served = np.stack([st.t for st in gs.tests], axis=1)
-    return allocate(weights, want, gs.sizes[None, :] - served, gs.batch_size, gs.left)
+    return allocate(weights, want, gs.sizes[None, :] - served, gs.batch_size, gs.left,
+                    at_least_one=gs.allocation == "cost")  # fmt: skip
 
 
 class RoundDraws(NamedTuple):
@@ -360,6 +385,8 @@ def run_gates(
     bounds: bool = False,
     prior_weight: float = DEFAULT_PRIOR_WEIGHT,
     banks: list[ItemBank] | None = None,
+    allocation: str = "progress",
+    costs=None,
 ) -> GateRun:
     """Run ``S`` gates to their outcomes on stored results (vectorised over gates).
 
@@ -385,6 +412,14 @@ def run_gates(
     bounds : bool
         Also track every test's bound on the lattice ``k / N`` (``O(S P N)`` per item: for a
         handful of gates, as the CLI and the service run them).
+    allocation : str
+        ``"progress"`` (shares ``1 + progress_k``) or ``"cost"`` (``(1 + progress_k) / c_k``,
+        at least one item each while the quota allows; :func:`allocation_weights`).
+    costs : array_like, shape (K,), optional
+        ``allocation="cost"``: each benchmark's predicted mean cost per item, fixed before the
+        gate starts (e.g. the stored models' per-item medians, averaged). Not the candidate's
+        own costs: an allocation that looks at this gate's results other than through the past
+        of the tests would not be predictable.
 
     Returns
     -------
@@ -403,7 +438,7 @@ def run_gates(
               for o, c in zip(orders, cand, strict=True)]  # fmt: skip
     gs = gate_start([b.mean(axis=1) for b in base], sizes, margins, alpha=alpha, rule=rule,
                     batch_size=batch_size, budget=budget, prediction=prediction,
-                    prior_weight=prior_weight)  # fmt: skip
+                    prior_weight=prior_weight, allocation=allocation, costs=costs)  # fmt: skip
     ordered = [OrderedBaseline.build(b, o) for b, o in zip(base, orders, strict=True)]
     tracks = [GridTrack.start(st, np.arange(n + 1) / n) if bounds else None
               for st, n in zip(gs.tests, sizes, strict=True)]  # fmt: skip
@@ -438,6 +473,7 @@ def run_gates(
 
 
 __all__ = [
+    "ALLOCATIONS",
     "BENCH_STATES",
     "BETTER",
     "COMBINED",
@@ -458,7 +494,9 @@ __all__ = [
     "GateState",
     "RoundDraws",
     "allocate",
+    "allocation_weights",
     "benchmark_codes",
+    "check_costs",
     "design_priors",
     "gate_apply",
     "gate_orders",
