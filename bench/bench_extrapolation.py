@@ -36,7 +36,7 @@ from app.core.scoring.support import unsupported
 from bench.bench_coverage import METHODS, load_benchmark
 
 DESIGN_BASED = ("design", "model-assisted")
-FLAGS: dict[tuple, list[int]] = {}  # (split, method, requested n) -> [flagged, targets]
+FLAGS: dict[tuple, list[int]] = {}  # (benchmark, split, method, n) -> [flagged, targets]
 
 
 def _answer(batches: list[EstimateBatch], flagged: np.ndarray) -> EstimateBatch:
@@ -63,12 +63,12 @@ def _answer(batches: list[EstimateBatch], flagged: np.ndarray) -> EstimateBatch:
     )
 
 
-def make_scorer(split: str):
+def make_scorer(benchmark: str, split: str):
     def scorer(selection, y, n_population, reference_correct):
         out = score_models(selection, y, n_population, reference_correct=reference_correct)
         src_vals = reference_correct[:, selection.indices] @ np.asarray(selection.weights)
         flagged = unsupported(selection, y, src_vals)
-        slot = FLAGS.setdefault((split, selection.method, selection.n_requested), [0, 0])
+        slot = FLAGS.setdefault((benchmark, split, selection.method, selection.n_requested), [0, 0])
         slot[0] += int(flagged.sum())
         slot[1] += int(flagged.size)
         return [*out, _answer(out, flagged)]
@@ -76,7 +76,7 @@ def make_scorer(split: str):
     return scorer
 
 
-def markdown(table, split: str) -> str:
+def markdown(table, benchmark: str, split: str) -> str:
     lines = [
         "| method | estimator | interval | basis | n | coverage (SE) | bias | width | unavailable |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -87,7 +87,7 @@ def markdown(table, split: str) -> str:
         flag = " LOW" if r.cases and r.coverage < 0.93 else ""
         extra = ""
         if r.estimator == "answer":
-            f, t = FLAGS.get((split, r.method, r.n), [0, 0])
+            f, t = FLAGS.get((benchmark, split, r.method, r.n), [0, 0])
             extra = f" (flagged {f}/{t})"
         lines.append(
             f"| {r.method} | {r.estimator} | {r.interval} | {r.basis} | {r.n} | "
@@ -154,7 +154,7 @@ def main(argv=None) -> None:
                 repeats=args.repeats,
                 subtasks=subtasks,
                 seed=args.seed,
-                scorer=make_scorer(split),
+                scorer=make_scorer(name, split),
                 split=split,
             )
             dt = time.perf_counter() - t0
@@ -163,7 +163,7 @@ def main(argv=None) -> None:
                 f"{args.seed}, {dt:.0f} s (SHARED machine)\n",
                 flush=True,
             )
-            print(markdown(table, split), flush=True)
+            print(markdown(table, name, split), flush=True)
             dump[f"{name}/{split}"] = table.to_dict()
     if args.json:
         args.json.write_text(json.dumps(dump, indent=1))

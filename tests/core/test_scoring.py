@@ -8,6 +8,7 @@ import pytest
 from app.core.estimation.stats import compare_to_baseline, wilson_interval
 from app.core.reliability.exact import smallest_n
 from app.core.scoring.score_models import (
+    MEASURED_CAVEATS,
     kish_n_eff,
     size_needed_for_gap,
     weighted_estimate,
@@ -129,7 +130,8 @@ def test_non_probability_subsets_are_calibrated_on_references(split) -> None:
     assert [b.estimator for b in cal] == ["irt", "p_irt", "gp_irt"]
     for p, c in zip(plain, cal, strict=True):
         assert p.basis == "model" and "not calibrated" in p.note
-        assert c.interval == "reference_calibrated" and c.note is None
+        assert c.interval == "reference_calibrated"
+        assert c.note == MEASURED_CAVEATS.get(("tiny_benchmarks", c.estimator))
         assert np.allclose(c.raw_value, core_estimate(sel, y, estimator=c.estimator))
         assert np.all(c.ci_low <= c.value) and np.all(c.value <= c.ci_high)
     # without references, the irt (anchor-weighted mean) interval is the old weighted Wilson

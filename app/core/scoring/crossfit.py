@@ -24,6 +24,16 @@ bins: where the out-of-fold errors grow towards one end, it under-covers that en
 
 The out-of-fold values are computed once, where the subset is built (a job), and stored in its
 fitted state under ``oof_<estimator>`` (aligned with the source models' order).
+
+**Beyond the sources (issue 38).** A target stronger (weaker) than every source is not
+exchangeable with any reference, and a model-based estimator's error grows there (Anchor Points on
+GPQA, fitted on the weakest 80 %: bias -0.03 on the strongest 20 %, coverage 0.88 at n = 100).
+The edge folds measure that error on the sources themselves: refit the selector without the
+references in the highest (lowest) fifth of accuracies and score them with it, so each edge
+reference is beyond every model its subset was fitted on, as the target is. Their conformal
+quantile (:func:`edge_estimates`, stored under ``edge_<estimator>``) is the multiplier for every
+accuracy above the highest (below the lowest) reference's: the interval reaches beyond the
+sources as far as the sources' own edge errors say it must.
 """
 
 from __future__ import annotations
@@ -46,6 +56,8 @@ from app.core.selectors import make_selector
 CROSSFIT_FOLDS = 5
 #: Fitted-state key prefix of the stored out-of-fold values.
 OOF_PREFIX = "oof_"
+#: Fitted-state key prefix of the stored edge-fold values (NaN outside the two edge folds).
+EDGE_PREFIX = "edge_"
 #: Share of the references in each tail bin of the conformal quantile (lowest / highest fifth).
 TAIL_SHARE = 0.2
 #: Fewest references a bin needs for its own conformal quantile (else the pooled one): 19 is the
@@ -136,6 +148,73 @@ def out_of_fold_estimates(
     return {n: v for n, v in out.items() if n in common and np.all(np.isfinite(v))}
 
 
+def edge_estimates(
+    selection: Selection,
+    reference_correct,
+    *,
+    seed: int = 0,
+    confidence=None,
+    subtasks=None,
+    candidates=None,
+    estimators: tuple[str, ...] | None = None,
+    fold_selectors: dict | None = None,
+) -> dict[str, np.ndarray]:
+    """Each calibrated estimator's value on the edge references, from a subset fitted without them.
+
+    The edge folds are the references in the lowest and in the highest :data:`TAIL_SHARE` of
+    full accuracies. For each, the selector (method and parameters of ``selection``) is refitted
+    on the other references and a subset of the same size drawn (``default_rng([seed, 38, e])``,
+    ``e`` = 0 low, 1 high); its estimators are applied to the fold. Each edge reference is then
+    scored by a subset whose sources are all weaker (stronger) than it: the extrapolation a
+    target beyond every source undergoes.
+
+    Parameters
+    ----------
+    selection, reference_correct, seed, confidence, subtasks, candidates, estimators
+        As :func:`out_of_fold_estimates`.
+    fold_selectors : dict, optional
+        Cache shared with :func:`out_of_fold_estimates` (keys ``"edge_low"``, ``"edge_high"``).
+
+    Returns
+    -------
+    dict of str to ndarray, shape (r,)
+        NaN outside the two edge folds; estimators that failed on an edge are left out.
+
+    Notes
+    -----
+    Cost: two selector fits on ``(1 - TAIL_SHARE) r`` models (cached) plus two draws.
+    """
+    ref = np.asarray(reference_correct, dtype=np.float64)
+    conf = None if confidence is None else np.asarray(confidence, dtype=np.float64)
+    r = ref.shape[0]
+    truth = ref.mean(axis=1)
+    lo_cut, hi_cut = np.quantile(truth, [TAIL_SHARE, 1.0 - TAIL_SHARE])
+    cache = {} if fold_selectors is None else fold_selectors
+    out: dict[str, np.ndarray] = {}
+    seen: list[set[str]] = []
+    for e, (key, edge) in enumerate(
+        (("edge_low", truth <= lo_cut), ("edge_high", truth >= hi_cut))
+    ):
+        if edge.all() or not edge.any():
+            raise ValueError("reference_correct: the references' accuracies have no edge")
+        if key not in cache:
+            cache[key] = make_selector(selection.method, **dict(selection.params)).fit(
+                ref[~edge],
+                confidence=None if conf is None else conf[~edge],
+                subtasks=subtasks,
+                candidates=candidates,
+            )
+        sub = cache[key].select(
+            int(selection.n_requested), rng=np.random.default_rng([seed, 38, e])
+        )
+        vals = reference_estimates(sub, ref[edge], estimators=estimators)
+        seen.append(set(vals))
+        for name, v in vals.items():  # a handful of estimators
+            out.setdefault(name, np.full(r, np.nan))[edge] = v
+    common = set.intersection(*seen)
+    return {n: v for n, v in out.items() if n in common}
+
+
 def crossfit_applies(method: str, n_references: int) -> bool:
     """Whether a subset of ``method`` built on ``n_references`` source models gets out-of-fold
     values: non-probability selectors with at least ``MIN_REFERENCE_MODELS`` sources."""
@@ -154,15 +233,24 @@ def with_out_of_fold(selection: Selection, reference_correct, **kw) -> Selection
         return selection
     fitted = dict(selection.fitted)
     fitted.update({OOF_PREFIX + name: v for name, v in oof.items()})
+    kw.pop("folds", None)
+    try:  # the edge law is an addition: without it the interval is the cross-fitted one
+        edge = edge_estimates(selection, reference_correct, **kw)
+    except ValueError:
+        edge = {}
+    fitted.update({EDGE_PREFIX + name: v for name, v in edge.items() if name in oof})
     return dataclasses.replace(selection, fitted=fitted)
 
 
-def stored_out_of_fold(selection: Selection, n_references: int) -> dict[str, np.ndarray]:
-    """The out-of-fold values stored in ``selection``, when aligned with ``n_references``."""
+def stored_out_of_fold(
+    selection: Selection, n_references: int, *, prefix: str = OOF_PREFIX
+) -> dict[str, np.ndarray]:
+    """The out-of-fold values stored in ``selection``, when aligned with ``n_references``
+    (``prefix=EDGE_PREFIX``: the edge-fold values)."""
     return {
-        key[len(OOF_PREFIX) :]: np.asarray(v, dtype=np.float64)
+        key[len(prefix) :]: np.asarray(v, dtype=np.float64)
         for key, v in selection.fitted.items()
-        if key.startswith(OOF_PREFIX) and np.shape(v) == (n_references,)
+        if key.startswith(prefix) and np.shape(v) == (n_references,)
     }
 
 
@@ -174,7 +262,7 @@ def _conformal_quantile(scores: np.ndarray, confidence: float) -> float:
 
 
 def crossfit_calibration(
-    in_sample, out_of_fold, truth, *, confidence: float = 0.95
+    in_sample, out_of_fold, truth, *, confidence: float = 0.95, edge=None
 ) -> ReferenceCalibration:
     """The served subset's in-sample error law with conformal multipliers from out-of-fold errors.
 
@@ -184,6 +272,12 @@ def crossfit_calibration(
         The estimator on the references with the served subset, with out-of-fold subsets
         (:func:`out_of_fold_estimates`), and the references' full accuracies.
     confidence : float
+    edge : array_like, shape (r,), optional
+        :func:`edge_estimates` (NaN outside the edge folds). Above the highest reference's
+        accuracy the multiplier is at least the split-conformal quantile of the high edge's
+        scores (same formula, the edge values in place of ``oof``), below the lowest
+        reference's at least the low edge's (the largest score when the fold is too small for a
+        finite quantile).
 
     Returns
     -------
@@ -217,6 +311,19 @@ def crossfit_calibration(
     q_bin = [qb if np.isfinite(qb) else pooled for qb in q_bin]  # a high level, a small bin
     g = cin.grid
     q = np.where(g <= lo_cut, q_bin[0], np.where(g >= hi_cut, q_bin[2], q_bin[1]))
+    if edge is not None:
+        e = np.asarray(edge, dtype=np.float64).ravel()
+        if e.shape != truth.shape:
+            raise ValueError("edge: expected one value per reference model")
+        e_scores = np.abs(e - truth - cin.bias[pos]) / cin.spread[pos]
+        for beyond, side in (
+            (g > truth.max(), truth >= hi_cut),
+            (g < truth.min(), truth <= lo_cut),
+        ):
+            sc = e_scores[side & np.isfinite(e_scores)]
+            if sc.size:
+                qe = _conformal_quantile(sc, confidence)
+                q = np.where(beyond, np.maximum(q, qe if np.isfinite(qe) else sc.max()), q)
     q = np.maximum(q, cin.quantile)
     q.setflags(write=False)
     return ReferenceCalibration(
@@ -248,8 +355,9 @@ def reference_calibrations(
     vals = reference_estimates(selection, ref) if values is None else values
     truth = ref.mean(axis=1)
     oof = stored_out_of_fold(selection, ref.shape[0])
+    edge = stored_out_of_fold(selection, ref.shape[0], prefix=EDGE_PREFIX)
     return {
-        name: crossfit_calibration(v, oof[name], truth, confidence=level)
+        name: crossfit_calibration(v, oof[name], truth, confidence=level, edge=edge.get(name))
         if name in oof
         else calibrate_references(v, truth, confidence=level, inflation=inflation)
         for name, v in vals.items()  # a handful of estimators
@@ -259,10 +367,12 @@ def reference_calibrations(
 
 __all__ = [
     "CROSSFIT_FOLDS",
+    "EDGE_PREFIX",
     "MIN_BIN_REFERENCES",
     "OOF_PREFIX",
     "crossfit_applies",
     "crossfit_calibration",
+    "edge_estimates",
     "out_of_fold_estimates",
     "reference_calibrations",
     "stored_out_of_fold",
