@@ -10,6 +10,10 @@ Cases (alpha = 0.05, goal ``decide``, batch 10, every policy of
              three subtasks, subtask effect 0.8), same protocol, ``--sessions / 2`` sessions.
   tied       REAL GPQA, exactly tied held-out pairs only (``--sessions / 5`` sessions per policy):
              any decision is wrong.
+  graded     SYNTHETIC graded families of bench/bench_graded.py (mass01, judge, ksample), 200
+             models x 600 items each, strengths U(-2, 2), ``--sessions / 2`` sessions per family
+             and policy (issue 35: sessions and their IRT predictions on scores in [0, 1]; the
+             IRT policies fit fractional responses). The 0/1 fixed designs are not computed.
 Per policy and gap bucket: sessions, wrong decisions with the Clopper-Pearson 95 % upper bound,
 the share of sessions whose interval ever excluded the true difference (at a batch end), median
 and p90 items to the end of the session. Next to them, per bucket, the median size of two
@@ -102,7 +106,8 @@ def _case(
     )
     sim_s = time.perf_counter() - t0
     t1 = time.perf_counter()
-    fixed = _fixed_designs(c, res.pairs, 0.05)
+    graded = bool(res.params.get("graded"))
+    fixed = {} if graded else _fixed_designs(c, res.pairs, 0.05)  # 0/1 tests only
     fixed_s = time.perf_counter() - t1
     n_items = c.shape[1]
     bucket = _bucket_of(res.delta)
@@ -141,6 +146,8 @@ def _case(
             f"| {s.ever_missed / s.sessions:.4f} | {np.median(s.items_used):.0f} "
             f"| {np.percentile(s.items_used, 90):.0f} | {np.mean(s.items_used <= 40):.3f} |"
         )
+    if graded:
+        return lines
     lines += [
         "\nError-controlled fixed designs on the same pairs (median n over the bucket's pairs):\n",
         "| gap (pts) | pairs | " + " | ".join(fixed) + " |",
@@ -227,6 +234,16 @@ def main() -> None:
         )
     if "tied" in cases:
         out += _tied_case(_gpqa(), max(sessions // 5, 40), args.seed, pols)
+    if "graded" in cases:
+        from bench.bench_graded import family
+
+        gen = np.random.default_rng([args.seed, 35])
+        for fam in ("mass01", "judge", "ksample"):
+            theta, b = gen.uniform(-2, 2, 200), gen.standard_normal(600)
+            scores = family(fam, theta, b, gen)
+            out += _case(
+                f"graded {fam}", scores, max(sessions // 2, 100), args.seed, "SYNTHETIC", pols
+            )
     load = os.getloadavg()
     out.append(f"\nload average at end {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}")
     print("\n".join(out))

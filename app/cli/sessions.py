@@ -388,7 +388,11 @@ STATES = ("open", "decided", "exhausted", "abandoned")
 
 def simulate(
     matrix: Path = typer.Option(
-        ..., "--matrix", exists=True, dir_okay=False, help=".npz with 'correct' (0/1, full)"
+        ...,
+        "--matrix",
+        exists=True,
+        dir_okay=False,
+        help=".npz with 'correct' (0/1 or graded in [0, 1], full)",
     ),
     policies: str = typer.Option(
         "random,assisted,neyman,fluid", "--policies", help="random,assisted,neyman,fluid"
@@ -430,8 +434,10 @@ def simulate(
             correct = np.asarray(data["correct"], dtype=np.float64)
     except (OSError, KeyError, ValueError) as exc:
         raise typer.BadParameter(f"cannot read {matrix}: {exc}", param_hint="--matrix") from None
-    if not np.all((correct == 0) | (correct == 1)):
-        raise typer.BadParameter("needs full 0/1 results (no NaN)", param_hint="--matrix")
+    if not (np.isfinite(correct).all() and ((correct >= 0) & (correct <= 1)).all()):
+        raise typer.BadParameter(
+            "needs full results in [0, 1] (0/1 or graded scores, no NaN)", param_hint="--matrix"
+        )
     try:
         res = simulate_sessions(
             correct,

@@ -152,3 +152,20 @@ def test_simulate_matches_the_engine(cli: CLI, gpqa_path: Path) -> None:
     assert out["policies"]["random"]["basis"] == out["policies"]["fluid"]["basis"] == "design"
     text = cli("simulate", "--matrix", str(gpqa_path), "--policies", "random", "--pairs", "20")
     assert text.code == 0 and "random (design): 20 sessions" in text.stdout, text
+
+
+def test_simulate_takes_graded_scores(cli: CLI, tmp_path: Path) -> None:
+    """Scores in [0, 1] (issue 35): simulated on their own values; out of range: a clear error."""
+    rng = np.random.default_rng(5)
+    p = 1 / (1 + np.exp(-(rng.uniform(-2, 2, (40, 1)) - rng.standard_normal((1, 120)))))
+    graded = rng.binomial(8, p) / 8.0  # pass rates over 8 samples
+    path = tmp_path / "graded.npz"
+    np.savez(path, correct=graded)
+    run = cli("simulate", "--matrix", str(path), "--policies", "random", "--pairs", "20", "--json")
+    assert run.code == 0, run
+    ref = simulate_sessions(graded, policies=("random",), pairs=20, alpha=0.05, batch_size=10)
+    got = run.json()["policies"]["random"]
+    assert (got["sessions"], got["wrong"]) == (20, ref.policies["random"].wrong)
+    np.savez(path, correct=graded * 2)
+    bad = cli("simulate", "--matrix", str(path), "--policies", "random", "--pairs", "20")
+    assert bad.code == 2 and "[0, 1]" in bad.stderr, bad

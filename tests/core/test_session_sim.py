@@ -113,5 +113,36 @@ def test_bad_arguments(gpqa):
         simulate_sessions(gpqa["correct"], policies=("oracle",))
     with pytest.raises(ValueError, match="precision"):
         simulate_sessions(gpqa["correct"], goal="precision")
+    with pytest.raises(ValueError, match=r"correct: .*\[0, 1\]"):
+        simulate_sessions(gpqa["correct"] * 1.5)
     with pytest.raises(ValueError, match="correct"):
-        simulate_sessions(gpqa["correct"] * 0.5)
+        simulate_sessions(np.where(gpqa["correct"] == 1, np.nan, 0.0))
+
+
+def test_graded_scores_are_simulated_with_their_own_values():
+    """SYNTHETIC graded matrix (mass at 0 and 1 plus a continuum): sessions run on the scores
+    themselves (not a 0/1 rounding), the IRT policies fit fractional responses, the confidence
+    sequences stay valid, and the 0/1-only exact fixed sizes are NaN."""
+    rng = np.random.default_rng(35)
+    theta, b = rng.uniform(-2, 2, 80), rng.standard_normal(300)
+    p = 1 / (1 + np.exp(-(theta[:, None] - b[None, :])))
+    u = rng.random(p.shape)
+    graded = np.where(
+        u < (1 - p) / 2, 0.0, np.where(u > 1 - p / 2, 1.0, rng.beta(4 * p + 0.5, 4 * (1 - p) + 0.5))
+    )
+    res = simulate_sessions(
+        graded, policies=("random", "assisted"), pairs=60, orders=2, stratify=True, rng=3
+    )
+    assert res.params["graded"] and np.isnan(res.fixed_n).all()
+    acc = graded.mean(axis=1)
+    np.testing.assert_allclose(res.delta, acc[res.pairs[:, 0]] - acc[res.pairs[:, 1]])
+    for pol in ("random", "assisted"):
+        s = res.policies[pol]
+        assert s.sessions == 120
+        assert s.ever_missed / s.sessions <= 0.05  # time-uniform coverage of the true gap
+        assert s.decided > 60  # and most pairs are told apart or settled
+    rounded = simulate_sessions(
+        np.round(graded), policies=("random",), pairs=60, orders=2, stratify=True, rng=3
+    )
+    assert not rounded.params["graded"]
+    assert not np.allclose(rounded.delta, res.delta)

@@ -215,8 +215,11 @@ def _check(correct, policies, goal, alpha, batch_size, margin, precision, holdou
     c = np.asarray(correct)
     if c.ndim != 2 or c.shape[0] < 4 or c.shape[1] < 2:
         raise ValueError("correct: expected a (models x items) matrix with >= 4 models")
-    if not np.isin(c, (0, 1)).all():
-        raise ValueError("correct: the simulator needs 0/1 correctness")
+    if not (np.isfinite(c).all() and ((c >= 0) & (c <= 1)).all()):
+        raise ValueError(
+            "correct: the simulator needs full results in [0, 1] (0/1 correctness or graded "
+            "scores, no NaN)"
+        )
     bad = [p for p in policies if p not in POLICIES]
     if bad or not policies:
         raise ValueError(f"policies: expected a subset of {POLICIES}, got {policies!r}")
@@ -446,11 +449,14 @@ def simulate_sessions(
     stratify: bool = False,
     rng: SeedLike = 0,
 ) -> SimulationResult:
-    """Replay evaluation sessions for random model pairs of a 0/1 results matrix.
+    """Replay evaluation sessions for random model pairs of a full results matrix.
 
     Parameters
     ----------
-    correct : array_like of {0, 1}, shape (n_models, n_items)
+    correct : array_like, shape (n_models, n_items)
+        0/1 correctness or graded scores in [0, 1] (issue 35: the confidence sequences take any
+        bounded value, the IRT policies' fit takes fractional responses). The exact fixed-subset
+        sizes (``fixed_n``) are hypergeometric, so for graded scores they are NaN.
     policies : sequence of {"random", "assisted", "neyman", "fluid"}
     pairs : int
         Model pairs drawn from the held-out pool (module docstring).
@@ -494,9 +500,13 @@ def simulate_sessions(
     a, b = _draw_pairs(gen, pool, acc, int(pairs), bool(stratify))
     pair_rows = np.stack([a, b], axis=1)
     delta = acc[a] - acc[b]
-    n10 = (c01[a] * (1 - c01[b])).sum(axis=1).astype(np.int64)
-    n01 = ((1 - c01[a]) * c01[b]).sum(axis=1).astype(np.int64)
-    fixed_n = fixed_subset_sizes(n10, n01, n_items, 1.0 - alpha)
+    graded = not bool(np.isin(c01, (0.0, 1.0)).all())
+    if graded:  # no hypergeometric closed form for graded scores
+        fixed_n = np.full(a.size, np.nan)
+    else:
+        n10 = (c01[a] * (1 - c01[b])).sum(axis=1).astype(np.int64)
+        n01 = ((1 - c01[a]) * c01[b]).sum(axis=1).astype(np.int64)
+        fixed_n = fixed_subset_sizes(n10, n01, n_items, 1.0 - alpha)
     params = dict(
         policies=pol,
         pairs=int(pairs),
@@ -514,6 +524,7 @@ def simulate_sessions(
         stratify=bool(stratify),
         seed=seed,
         pool=pool,
+        graded=graded,
     )
     bank = None
     if any(p in IRT_POLICIES for p in pol):
