@@ -340,13 +340,15 @@ def test_calibrate_references_zero_spread_is_floored() -> None:
     truth = np.array([0.2, 0.4, 0.6, 0.8])
     cal = calibrate_references(truth + 0.05, truth, grid_step=0.1)
     np.testing.assert_allclose(cal.spread, 1e-6, rtol=1e-9)
-    np.testing.assert_allclose(cal.bias, 0.05, atol=1e-12)
+    np.testing.assert_allclose(cal.bias[:-1], 0.05, atol=1e-12)
+    assert cal.bias[-1] == 0.0  # at accuracy 1 an error of +0.05 is impossible: clipped to 0
 
 
 def test_calibrate_references_flattens_and_validates() -> None:
     truth = np.array([[0.2, 0.4, 0.6]])
     cal = calibrate_references(truth + 0.01, truth.T, grid_step=0.1)
-    np.testing.assert_allclose(cal.bias, 0.01, atol=1e-12)
+    np.testing.assert_allclose(cal.bias[:-1], 0.01, atol=1e-12)
+    assert cal.bias[-1] == 0.0  # at accuracy 1 no estimate in [0, 1] errs upwards
     message = "reference_estimates: expected >= 3 reference models aligned with truth"
     with pytest.raises(ValueError, match=_exact(message)):
         calibrate_references([0.1, 0.2], [0.1, 0.2])

@@ -24,6 +24,8 @@ def calibration_oracle(r_est, truth, level, inflation, bandwidth=None, step=0.00
         b = np.sum(kk * err) / np.sum(kk)
         n_eff = np.sum(kk) ** 2 / np.sum(kk**2)
         s2 = np.sum(kk * (err - b) ** 2) / np.sum(kk) * n_eff / max(n_eff - 1, 1e-9)
+        if a > truth.max() or a < truth.min():  # beyond the references: a possible error only
+            b = min(max(b, -a), 1.0 - a)
         bias.append(b)
         spread.append(np.sqrt(max(s2, 1e-12)))
         n_effs.append(max(n_eff - 1, 1))

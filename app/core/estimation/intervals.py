@@ -407,7 +407,9 @@ def reference_calibrated_interval(
     Reference errors ``e_j = est_j - truth_j``. On a grid of accuracies ``a``, kernel weights
     ``K_j(a) = exp(-(a - truth_j)^2 / (2 h^2))`` give the local bias ``b(a) = sum K e / sum K`` and
     spread ``s(a)^2 = n_eff / (n_eff - 1) sum K (e - b)^2 / sum K`` (``n_eff = (sum K)^2 / sum
-    K^2``). The interval is the test inversion ``{a : |est - a - b(a)| <= q(a) c s(a)}`` with
+    K^2``). Beyond the references' range ``b(a)`` is clipped to ``[-a, 1 - a]``, the only errors
+    an estimate in [0, 1] can make there (the spread is left as the references give it). The
+    interval is the test inversion ``{a : |est - a - b(a)| <= q(a) c s(a)}`` with
     ``q`` the Student quantile at ``n_eff - 1`` degrees of freedom and ``c`` the inflation: it is
     conditional on the true accuracy, so it keeps its level in the tails of the population, and
     it removes a selector's accuracy-dependent bias (e.g. a DPP's preference for easy items).
@@ -506,6 +508,13 @@ def calibrate_references(
     s2 = (k * (err[None, :] - b[:, None]) ** 2).sum(axis=1) / sk
     s2 *= n_eff / np.maximum(n_eff - 1.0, 1e-9)
     s = np.sqrt(np.maximum(s2, 1e-12))
+    # Beyond the references the kernel carries the edge references' bias on unchanged, which
+    # near a ceiling (floor) is impossible: an estimate in [0, 1] of accuracy a errs by at most
+    # 1 - a (at least -a). Unclipped, a target stronger than every source is "corrected" below
+    # its own raw estimate and the interval stops short of it (issue 38, SYNTHETIC `wide`).
+    # The spread stays the references' own.
+    beyond = (grid > truth.max()) | (grid < truth.min())
+    b = np.where(beyond, np.clip(b, -grid, 1.0 - grid), b)
     q = _st.t.ppf(1.0 - a / 2.0, np.maximum(n_eff - 1.0, 1.0)) * inflation
     for arr in (grid, b, s, q):
         arr.setflags(write=False)

@@ -141,7 +141,11 @@ MEASURED_CAVEATS: dict[tuple[str, str], str] = {
         "measured coverage of this 95 % interval on GPQA held-out models (20 splits): 0.947 at "
         "n = 50, but 0.927 among the lowest-accuracy 20 % of models (goal 0.93); for models "
         "stronger than every source model (sources: the weakest 80 %) 0.98-1.00 at n = 25-100 "
-        "with the edge folds (0.91-0.97 without; bench/RESULTS.md, 'Edge folds')"
+        "with the edge folds (0.91-0.97 without; bench/RESULTS.md, 'Edge folds'). Beyond the "
+        "sources on SYNTHETIC benchmarks of other shapes 0.76-1.00: below 0.93 in 4 of 9 "
+        "cells (0.76-0.92) with very discriminative items for models weaker than every source, "
+        "and in 3 of 9 (0.88-0.93) with accuracies spread from 0 to 100 % for models stronger "
+        "than every source (bench/RESULTS.md, 'Bias beyond the references')"
     ),
     ("tiny_benchmarks", "p_irt"): (
         "measured coverage of this 95 % interval for GPQA models stronger than every source "
