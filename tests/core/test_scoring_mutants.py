@@ -565,7 +565,8 @@ def test_calibrated_with_twenty_references(calib) -> None:
         estimators=("weighted_mean",),
     )
     (b,) = out
-    assert b.note is None and b.confidence == 0.9
+    assert b.note == MEASURED_CAVEATS[("dpp", "weighted_mean")] and b.confidence == 0.9
+    assert "0.88 at n = 100" in b.note  # the measured cell beyond the sources, said
     _check_calibrated(b, y @ w, ref[:, idx] @ w, ref.mean(axis=1), 0.9, 1.3)
 
 
