@@ -159,9 +159,9 @@ MEASURED_CAVEATS: dict[tuple[str, str], str] = {
     },
     ("tiny_benchmarks", "p_irt"): (
         "measured coverage of this 95 % interval for GPQA models stronger than every source "
-        "model (sources: the weakest 80 %): 0.70-0.79 at n = 25-100 (edge folds lift it only to "
-        "0.77-0.89; bench/RESULTS.md, 'Edge folds'); in range >= 0.96. Beyond the sources read "
-        "the subset's irt answer (>= 0.97 there)"
+        "model (sources: the weakest 80 %): 0.69-0.81 at n = 25-100 over two seeds (edge "
+        "folds lift it only to 0.77-0.89; bench/RESULTS.md, 'Edge folds'); in range >= 0.96. "
+        "Beyond the sources read the subset's irt answer (>= 0.97 there)"
     ),
 }
 
