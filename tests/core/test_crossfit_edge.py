@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -20,6 +22,7 @@ from app.core.scoring.reference import reference_estimates
 from app.core.scoring.score_models import score_models
 from app.core.scoring.support import unsupported
 from app.core.selectors import make_selector
+from tests.support.calibration_oracle import calibration_oracle
 
 
 def _population(r: int = 80, n_items: int = 150, seed: int = 7) -> np.ndarray:
@@ -148,8 +151,20 @@ def test_beyond_the_references_the_bias_stays_possible() -> None:
     assert np.all(cal.bias[beyond] <= 1.0 - g[beyond] + 1e-12)
     assert np.all(cal.bias[beyond] >= -g[beyond] - 1e-12)
     inside = (g >= truth.min()) & (g <= truth.max())
-    # inside the range nothing changes: the kernel bias of the errors, unclipped
-    assert cal.bias[inside].min() > 0.09 and np.all(cal.bias[inside] > 1.0 - g[inside] - 0.5)
+    # inside the range nothing changes: the kernel bias of the errors (loop-written oracle)
+    _, kernel, spread, _ = calibration_oracle(est, truth, 0.95, 1.0, clip_beyond=False)
+    np.testing.assert_allclose(cal.bias[inside], kernel[inside], atol=1e-12)
+    assert cal.bias[inside].min() > 0.09
+    np.testing.assert_allclose(cal.spread, spread, rtol=1e-10)  # the spread is never touched
+    # beyond, the clip binds (the kernel says +0.10 where at most 1 - a is possible), and the
+    # interval of every estimate contains the unclipped one
+    assert np.any(kernel[beyond] > 1.0 - g[beyond])
+    unclipped = dataclasses.replace(cal, bias=kernel)
+    ests = np.linspace(0.6, 1.0, 81)
+    _, lo_new, hi_new, _ = cal.apply(ests)
+    _, lo_old, hi_old, _ = unclipped.apply(ests)
+    assert np.all(lo_new <= lo_old) and np.all(hi_new >= hi_old)
+    assert np.any(hi_new > hi_old + 0.01)
     # a model at 0.98 whose raw estimate is 0.99: covered (before the clip the interval ended
     # at about 0.99 + 1.96 * 0.02 - 0.10 = 0.93)
     _, lo, hi, _ = cal.apply([0.99])

@@ -6,9 +6,12 @@ import numpy as np
 from scipy import stats
 
 
-def calibration_oracle(r_est, truth, level, inflation, bandwidth=None, step=0.001, min_nb=30):
+def calibration_oracle(
+    r_est, truth, level, inflation, bandwidth=None, step=0.001, min_nb=30, clip_beyond=True
+):
     """Bias, spread and Student quantile of the reference calibration on its grid, written with
-    a loop over grid points (independent of the vectorised ``calibrate_references``)."""
+    a loop over grid points (independent of the vectorised ``calibrate_references``).
+    ``clip_beyond=False``: the kernel bias before the clip beyond the references' range."""
     r = truth.size
     h = bandwidth
     if h is None:
@@ -24,7 +27,7 @@ def calibration_oracle(r_est, truth, level, inflation, bandwidth=None, step=0.00
         b = np.sum(kk * err) / np.sum(kk)
         n_eff = np.sum(kk) ** 2 / np.sum(kk**2)
         s2 = np.sum(kk * (err - b) ** 2) / np.sum(kk) * n_eff / max(n_eff - 1, 1e-9)
-        if a > truth.max() or a < truth.min():  # beyond the references: a possible error only
+        if clip_beyond and (a > truth.max() or a < truth.min()):  # a possible error only
             b = min(max(b, -a), 1.0 - a)
         bias.append(b)
         spread.append(np.sqrt(max(s2, 1e-12)))
