@@ -5,9 +5,9 @@ Predictions (``prediction=``, the §7 control variate with uniform draws):
 * ``"random"``: ``f = 0`` (the one-sample CS of the candidate's mean);
 * ``"paired"``: ``f = b``, the baseline's own outcome (the paired CS);
 * ``"calibrated"``: ``f = P(a | b)`` fitted on the items seen before the round (least squares of
-  ``a`` on ``b`` with one pseudo-observation ``a = 1/2`` at ``b = 0`` and at ``b = 1``; for 0/1
-  ``b`` the two group means), which is ``b`` for a sibling and a constant (``random``) for an
-  unrelated pair.
+  ``a`` on ``b`` with one pseudo-observation ``a = 1/4`` at ``b = 0`` and ``a = 3/4`` at ``b = 1``,
+  :data:`CALIBRATED_PRIOR`; for 0/1 ``b`` the two group means), which is ``b`` for a sibling and a
+  constant (``random``) for an unrelated pair.
 
 Design prior (``prior_weight``, :func:`design_priors`): each test's bet starts planned for its
 design alternative, as if ``prior_weight`` pseudo-items had shown it, and follows the data as the
@@ -25,6 +25,12 @@ PREDICTIONS = ("calibrated", "paired", "random")
 DEFAULT_PREDICTION = "calibrated"
 #: pseudo-items behind each test's design alternative (:func:`design_priors`); 0 turns it off
 DEFAULT_PRIOR_WEIGHT = 2000.0
+#: ``calibrated``'s pseudo-observations ``(0, q)`` and ``(1, 1 - q)``: before any item its line is
+#: halfway between an unrelated pair's ``f = 1/2`` and a sibling's ``f = b``. The first round is bet
+#: with it (batches of 50 per benchmark: about 7 % of a small benchmark's items); with q = 1/2 (flat)
+#: that round cost the 27,842-item sibling suite 0.6 % of its items (bench/RESULTS.md, "The
+#: calibrated prediction's first round"); after it the data outweigh the two pseudo-points.
+CALIBRATED_PRIOR = 0.25
 
 
 def design_priors(target, side, margin: float) -> np.ndarray:
@@ -48,9 +54,10 @@ def prediction_coefficients(kind: str, seen) -> tuple[np.ndarray, np.ndarray]:
     Notes
     -----
     ``calibrated`` is the least-squares line of ``a`` on ``b`` through the seen items and the
-    pseudo-points ``(0, 1/2)``, ``(1, 1/2)``, read at ``b = 0`` and ``b = 1`` and clipped to
-    [0, 1] (for 0/1 results: ``(sum of a over the group + 1/2) / (group size + 1)`` per value of
-    ``b``); between them ``f`` is linear in ``b``, so it stays in [0, 1] for graded results too.
+    pseudo-points ``(0, q)``, ``(1, 1 - q)`` (``q`` = :data:`CALIBRATED_PRIOR`), read at ``b = 0``
+    and ``b = 1`` and clipped to [0, 1] (for 0/1 results: ``(sum of a over the group + q) / (group
+    size + 1)`` at ``b = 0``, ``+ 1 - q`` at ``b = 1``); between them ``f`` is linear in ``b``, so
+    it stays in [0, 1] for graded results too.
     """
     sums = np.asarray(seen, dtype=np.float64)
     s = sums.shape[0]
@@ -64,7 +71,7 @@ def prediction_coefficients(kind: str, seen) -> tuple[np.ndarray, np.ndarray]:
     w = n + 2.0
     mb, ma = (sb + 1.0) / w, (sa + 1.0) / w
     var_b = (sbb + 1.0) / w - mb * mb
-    slope = ((sab + 0.5) / w - ma * mb) / np.maximum(var_b, 1e-12)
+    slope = ((sab + 1.0 - CALIBRATED_PRIOR) / w - ma * mb) / np.maximum(var_b, 1e-12)
     f0 = ma - slope * mb
     return np.clip(f0, 0.0, 1.0), np.clip(f0 + slope, 0.0, 1.0)
 
@@ -91,6 +98,7 @@ def refresh_residuals(state: OneSidedState, seen, f0, f1) -> None:
 
 
 __all__ = [
+    "CALIBRATED_PRIOR",
     "DEFAULT_PREDICTION",
     "DEFAULT_PRIOR_WEIGHT",
     "PREDICTIONS",
