@@ -12,6 +12,11 @@ sequence, so the error guarantee is the same for every variant):
   synthetic  SYNTHETIC benchmark (bench/synth.py, 200 models x 1000 items, positive
              discrimination), costs ``exp(kappa z_i)`` with ``z_i`` the standardised item
              difficulty ``b_i`` (10x 5-95 % range), same verbosity and noise.
+  alpaca     REAL graded scores AND REAL per-item costs (bench/data/alpaca_eval_weighted.npz,
+             54 models x 805 AlpacaEval instructions): the GPT-4-turbo judge's weighted
+             preference of each model's output over the reference's (in [0, 1]), and each
+             model's own output length in words as its cost (generation cost grows with the
+             output tokens; words are the unit here, about 0.75 of a token).
 Pairs: a seeded 25 % held-out pool (the IRT fit and the cost summary use only the other models),
 pairs drawn in equal numbers per gap bucket, 2 replays each. The design's costs are the stored
 models' per-item median (app.core.sequential.cost.item_cost_summary: *predicted*); what a session
@@ -81,14 +86,21 @@ VARIANTS = {  # name: (policy, cost-aware, gamma, bet, c, cost_after)
 }
 
 
-def run_case(name, correct, cost_driver_fn, sessions, seed, gamma, label):
+def _alpaca() -> tuple[np.ndarray, np.ndarray]:
+    with np.load(ROOT / "bench" / "data" / "alpaca_eval_weighted.npz", allow_pickle=False) as d:
+        return d["scores"].astype(np.float64), np.maximum(d["words"], 1).astype(np.float64)
+
+
+def run_case(name, correct, cost_driver_fn, sessions, seed, gamma, label, *, costs=None,
+             unit="tokens"):  # fmt: skip
     gen = np.random.default_rng(seed)
     n_models, n_items = correct.shape
     perm = gen.permutation(n_models)
     n_pool = round(0.25 * n_models)
     pool, train = np.sort(perm[:n_pool]), np.sort(perm[n_pool:])
     acc = correct.mean(axis=1)
-    costs = cost_matrix(cost_driver_fn(correct[train]), n_models, gen)
+    if costs is None:
+        costs = cost_matrix(cost_driver_fn(correct[train]), n_models, gen)
     predicted = item_cost_summary(costs[train]).filled()
     t_fit = time.perf_counter()
     bank = ItemBank.from_irt(fit_irt(correct[train], dims=2, rng=gen))
@@ -103,7 +115,7 @@ def run_case(name, correct, cost_driver_fn, sessions, seed, gamma, label):
     lines = [
         f"\n#### {name} ({label}, {n_models} models x {n_items} items): {pairs} pairs x 2 "
         f"replays = {a.size} sessions per variant; predicted item cost 5-95 % range "
-        f"{ratio:.1f}x, median {np.median(predicted):.0f} tokens; floor gamma = {gamma}\n",
+        f"{ratio:.1f}x, median {np.median(predicted):.0f} {unit}; floor gamma = {gamma}\n",
     ]
     runs, times = {}, {}
     for var, (pol, aware, g, bet, cc, after) in VARIANTS.items():  # each vectorised
@@ -125,7 +137,7 @@ def run_case(name, correct, cost_driver_fn, sessions, seed, gamma, label):
         )
         times[var] = time.perf_counter() - t0
     lines += [
-        "| variant | gap (pts) | sessions | wrong | wrong CP95 upper | median cost (tokens) "
+        f"| variant | gap (pts) | sessions | wrong | wrong CP95 upper | median cost ({unit}) "
         "| cost vs uniform-assisted | median items | p90 cost |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -184,6 +196,19 @@ def main() -> None:
                 args.seed,
                 args.gamma,
                 "REAL correctness, SYNTHETIC cost proxy",
+            )
+        elif case == "alpaca":
+            scores, words = _alpaca()
+            lines = run_case(
+                "alpaca",
+                scores,
+                None,
+                sessions,
+                args.seed,
+                args.gamma,
+                "REAL graded scores, REAL per-item costs: each model's output words",
+                costs=words,
+                unit="words",
             )
         else:
             syn = make_synthetic(200, 1000, seed=args.seed, discrimination="positive")

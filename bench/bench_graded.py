@@ -1,5 +1,6 @@
 """Graded scores (issue 35): coverage of the default intervals, wrong-decision rates, and the graded
-leaderboard's cost against the 0/1 one. SYNTHETIC graded families throughout (labelled).
+leaderboard's cost against the 0/1 one. SYNTHETIC graded families (labelled), and one REAL graded
+matrix (``--part real``: AlpacaEval's judge preferences, bench/data/alpaca_eval_weighted.npz).
 
 Families (``N`` items, ``M`` models; a model's strength ``θ`` and an item's difficulty ``b``):
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import time
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 
@@ -45,6 +47,7 @@ from app.core.sequential.confidence_sequences import (
     paired_values,
 )
 
+ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = ("mass01", "judge", "ksample")
 SIZES = (25, 50, 100)
 
@@ -88,15 +91,24 @@ def coverage(name: str, rng, *, n_items: int, n_models: int, reps: int) -> list[
     theta = np.linspace(-2.0, 2.0, n_models)
     b = rng.normal(0, 1.2, n_items)
     y = family(name, theta, b, rng)
-    truth = y.mean(axis=1)
-    order = np.argsort(truth)
-    fifth = max(1, n_models // 5)
-    low, high = order[:fifth], order[-fifth:]
     # four subtasks of 40/30/20/10 % of the items, n/4 items drawn from each (unequal
     # weights N_h / (N n_h): the stratified design's own interval, not the uniform one)
     strata = np.repeat(
         np.arange(4), np.diff(np.round(np.r_[0, 0.4, 0.7, 0.9, 1.0] * n_items).astype(int))
     )
+    return coverage_of(name, y, strata, rng, reps=reps)
+
+
+def coverage_of(name: str, y: np.ndarray, strata: np.ndarray, rng, *, reps: int) -> list[dict]:
+    """Coverage of the default intervals of random and stratified subsets of the rows ``y``
+    (models x items), the truth each row's mean over every item; ``strata``: each item's
+    subtask (the stratified design draws ``n / H`` items from each of the ``H``)."""
+    n_models, n_items = y.shape
+    truth = y.mean(axis=1)
+    order = np.argsort(truth)
+    fifth = max(1, n_models // 5)
+    low, high = order[:fifth], order[-fifth:]
+    n_strata = int(strata.max()) + 1
     out = []
     for n in SIZES:
         for design in ("random", "subtask_stratified"):
@@ -108,13 +120,13 @@ def coverage(name: str, rng, *, n_items: int, n_models: int, reps: int) -> list[
                     idx = np.sort(rng.choice(n_items, n, replace=False))
                     w = np.full(n, 1.0 / n)
                 else:
-                    per = n // 4
+                    per = n // n_strata
                     parts = [
                         rng.choice(np.flatnonzero(strata == h), per, replace=False)
-                        for h in range(4)
+                        for h in range(n_strata)
                     ]
                     idx = np.concatenate(parts)
-                    size_h = np.bincount(strata, minlength=4)[strata[idx]]
+                    size_h = np.bincount(strata, minlength=n_strata)[strata[idx]]
                     w = size_h / (n_items * per)
                 sel = _selection(design, idx, w)
                 (batch,) = score_models(sel, y[:, idx], n_items, estimators=("mean",))
@@ -125,7 +137,7 @@ def coverage(name: str, rng, *, n_items: int, n_models: int, reps: int) -> list[
                 {
                     "family": name,
                     "design": design,
-                    "n": n,
+                    "n": int(idx.size),
                     "interval": label,
                     "overall": float(hit.mean()),
                     "low_fifth": float(hit[:, low].mean()),
@@ -180,6 +192,74 @@ def session_miss(name: str, rng, *, n_items: int, reps: int) -> float:
     return float(np.mean(np.any((lo > true + 1e-9) | (hi < true - 1e-9), axis=1)))
 
 
+def alpaca() -> tuple[np.ndarray, np.ndarray]:
+    """REAL graded matrix (bench/data/alpaca_eval_weighted.npz: 54 models x 805 AlpacaEval
+    instructions, the judge's weighted preference in [0, 1]) and each item's subtask index."""
+    with np.load(ROOT / "bench" / "data" / "alpaca_eval_weighted.npz", allow_pickle=False) as d:
+        y, subsets = d["scores"].astype(np.float64), d["subsets"]
+    return y, np.unique(subsets, return_inverse=True)[1]
+
+
+def real_decisions(y: np.ndarray, rng, *, n: int, reps: int) -> dict:
+    """Wrong-decision rates on a REAL matrix, the truth its full-benchmark means.
+
+    * verdict: two models drawn at random, ``n`` items at random; the sign-flip test at 0.05 on
+      the subset's item differences; wrong when it rejects in the direction against the full
+      benchmark (also counted among pairs less than 2 points apart);
+    * leaderboard: every model on one random ``n``-item subset (Holm over all pairs); wrong
+      when any significant ordering is against the full benchmark;
+    * session: the paired confidence sequence over every item in a random order; a miss when
+      it ever excludes the full-benchmark difference (pairs drawn among the closest fifth).
+    """
+    m, n_items = y.shape
+    truth = y.mean(axis=1)
+    wrong = close = close_wrong = 0
+    for _ in range(reps * 25):
+        i, j = rng.choice(m, 2, replace=False)
+        idx = rng.choice(n_items, n, replace=False)
+        d = y[i, idx] - y[j, idx]
+        res = sign_flip_test(d, n_resamples=2000, seed=int(rng.integers(2**31)))
+        bad = res.p_value <= 0.05 and np.sign(d.mean()) != np.sign(truth[i] - truth[j])
+        wrong += bad
+        if abs(truth[i] - truth[j]) < 0.02:
+            close += 1
+            close_wrong += bad
+    board_wrong = 0
+    for _ in range(reps * 4):
+        idx = rng.choice(n_items, n, replace=False)
+        pairs = graded_leaderboard(y[:, idx]).pairs
+        d_true = truth[pairs.a] - truth[pairs.b]
+        board_wrong += bool(
+            (pairs.significant & (np.sign(pairs.difference) != np.sign(d_true))).any()
+        )
+    gaps = np.abs(truth[:, None] - truth[None, :])
+    iu = np.triu_indices(m, 1)
+    closest = np.argsort(gaps[iu])[: max(1, iu[0].size // 5)]
+    misses = trials = 0
+    for q in rng.choice(closest, min(closest.size, reps), replace=False):
+        i, j = iu[0][q], iu[1][q]
+        x = paired_values(y[i], y[j])
+        true = float((y[i] - y[j]).mean())
+        orders = np.argsort(rng.random((40, n_items)), axis=1)
+        path = confidence_sequence(x[orders], n_items=n_items, paired=True)
+        lo, hi = difference_interval(path.lower, path.upper)
+        misses += int(np.any((lo > true + 1e-9) | (hi < true - 1e-9), axis=1).sum())
+        trials += orders.shape[0]
+    row = {
+        "family": "alpaca (REAL)",
+        "n": n,
+        "verdict_wrong": wrong / (reps * 25),
+        "verdict_tests": reps * 25,
+        "verdict_wrong_close": close_wrong / max(close, 1),
+        "verdict_close_tests": close,
+        "leaderboard_fwer": board_wrong / (reps * 4),
+        "session_miss": misses / max(trials, 1),
+        "session_runs": trials,
+    }
+    print(row, flush=True)
+    return row
+
+
 def leaderboard_cost(m: int = 5000, n: int = 250, repeats: int = 3) -> dict:
     """Graded vs 0/1 leaderboard of the same shape: best time and peak traced memory."""
     rng = np.random.default_rng(35)
@@ -218,7 +298,9 @@ def leaderboard_cost(m: int = 5000, n: int = 250, repeats: int = 3) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--part", choices=["all", "coverage", "decisions", "cost"], default="all")
+    parser.add_argument(
+        "--part", choices=["all", "coverage", "decisions", "cost", "real"], default="all"
+    )
     args = parser.parse_args()
     rng = np.random.default_rng(20261204)
     reps = 10 if args.quick else 40
@@ -236,6 +318,11 @@ def main() -> None:
                     "session_miss": session_miss(name, rng, n_items=n, reps=4 * reps),
                 }
                 print(row, flush=True)
+    if args.part in ("all", "real"):
+        y, strata = alpaca()
+        coverage_of("alpaca (REAL)", y, strata, rng, reps=reps)
+        for n in SIZES:
+            real_decisions(y, rng, n=n, reps=reps)
     if args.part in ("all", "cost"):
         leaderboard_cost()
 
