@@ -28,7 +28,7 @@ DEFAULT_PRIOR_WEIGHT = 2000.0
 #: ``calibrated``'s pseudo-observations ``(0, q)`` and ``(1, 1 - q)``: before any item its line is
 #: halfway between an unrelated pair's ``f = 1/2`` and a sibling's ``f = b``. The first round is bet
 #: with it (batches of 50 per benchmark: about 7 % of a small benchmark's items); with q = 1/2 (flat)
-#: that round cost the 27,842-item sibling suite 0.6 % of its items (bench/RESULTS.md, "The
+#: that round cost the 27,842-item sibling suite about 0.5 % of its items (bench/RESULTS.md, "The
 #: calibrated prediction's first round"); after it the data outweigh the two pseudo-points.
 CALIBRATED_PRIOR = 0.25
 

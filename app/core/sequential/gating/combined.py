@@ -11,8 +11,8 @@ and predicts by the least-squares line of ``a`` on ``(b, p)`` through the served
     f_i = clip(beta_0 + beta_b b_i + beta_p p_i, 0, 1)
 
 with both slopes shrunk towards 0 by :data:`RIDGE` pseudo-items (so before any item ``f = 1/2``;
-``calibrated`` starts halfway to ``b``) and the intercept from the served mean of ``a`` with one pseudo-observation at
-1/2. The regression chooses per pair how much of ``b`` and of ``p`` to use: a sibling gets ``b``,
+``calibrated`` starts halfway to ``b``) and the intercept from the served mean of ``a`` with one
+pseudo-observation at 1/2. The regression chooses per pair how much of ``b`` and of ``p`` to use: a sibling gets ``b``,
 an unrelated pair ``p``, and a pair in between both.
 
 Everything is refitted at the start of each round from the served items only (``theta_hat``,
