@@ -8,7 +8,9 @@ whether its full accuracy is inside each interval. Non-probability subsets carry
 
 Benchmarks (``--benchmarks``): ``gpqa`` (REAL, 420 x 448) and the SYNTHETIC families of
 :mod:`bench.synth_families` (``weak``, ``wide``, ``strong``; 420 x 448, drawn with
-``--family-seed``). Seeds: the constants (``SPARSE_OUTCOMES``, the conformal bins) were chosen on
+``--family-seed``); graded scores: ``alpaca`` (REAL AlpacaEval judge preferences, 54 x 805: use
+``--sources 34 --targets 20``) and ``graded_mass01`` / ``graded_judge`` / ``graded_ksample``
+(SYNTHETIC, the families of :mod:`bench.bench_graded`, 420 x 448). Seeds: the constants (``SPARSE_OUTCOMES``, the conformal bins) were chosen on
 split seeds 0 and 101 and family seed 0; the published table uses ``--seed 202 --family-seed 1``.
 
 * ``--scorer references`` (default): :func:`app.core.scoring.score_models` with the source models as
@@ -62,8 +64,28 @@ def load_benchmark(name: str, family_seed: int) -> tuple[np.ndarray, np.ndarray,
     if name == "gpqa":
         with np.load(_data_path(), allow_pickle=False) as d:
             return d["correct"], d["subtasks"], "REAL GPQA 420 x 448"
+    if name == "alpaca":
+        from bench.bench_graded import alpaca
+
+        y, subsets = alpaca()
+        return y, subsets.astype(str), "REAL graded AlpacaEval 54 x 805"
+    if name.startswith("graded_"):
+        from bench.bench_graded import FAMILIES as GRADED
+        from bench.bench_graded import family
+
+        kind = name.removeprefix("graded_")
+        if kind not in GRADED:
+            raise SystemExit(f"--benchmarks: expected graded_ + one of {GRADED}, got {name!r}")
+        rng = np.random.default_rng([family_seed, 35])
+        theta, b = rng.normal(0.0, 1.2, 420), rng.normal(0.0, 1.0, 448)
+        subtasks = np.repeat(np.array(["s0", "s1", "s2", "s3"]), [180, 130, 90, 48])
+        scores = family(kind, theta, b, rng)
+        return scores, subtasks, f"SYNTHETIC graded {kind} 420 x 448"
     if name not in FAMILIES:
-        raise SystemExit(f"--benchmarks: expected gpqa or one of {FAMILIES}, got {name!r}")
+        raise SystemExit(
+            f"--benchmarks: expected gpqa, alpaca, graded_<family> or one of {FAMILIES}, "
+            f"got {name!r}"
+        )
     fam = make_family(name, seed=family_seed)
     return fam.correct, fam.subtasks, fam.source
 

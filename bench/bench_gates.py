@@ -355,7 +355,9 @@ def holm_items(cand, base, margin, alpha, k):
     return np.minimum(np.ceil(n0 / (1 + (n0 - 1) / n_items)), n_items)
 
 
-def items_case(gates, seed, two_sided_gates):
+def items_case(gates, seed, two_sided_gates, items_out=None):
+    """Items on the SYNTHETIC 27,842-item suite; ``items_out``: also save each row's items per
+    gate (``.npz``, keys ``agreement_gap``) so medians can be pooled over seeds."""
     rng = np.random.default_rng(seed)
     sizes = [n for _, n in MMLU_SUITE]
     total = sum(sizes)
@@ -365,6 +367,7 @@ def items_case(gates, seed, two_sided_gates):
     ]
     margin = 0.02
     out = []
+    per_gate = {}
     for agree in (0.85, 0.90):
         for gap in (0.0, -0.01):
             cands = [flip(b, gap, agree, rng) for b in bases]
@@ -399,7 +402,10 @@ def items_case(gates, seed, two_sided_gates):
                 "two-sided s": round(two_s, 1),
             }
             out.append(row)
+            per_gate[f"{agree:.2f}_{gap:+.2f}"] = used
             print(row, flush=True)
+    if items_out:
+        np.savez(items_out, total=total, seed=seed, **per_gate)
     return out
 
 
@@ -446,6 +452,7 @@ def main(argv=None) -> None:
     ap.add_argument("--two-sided-gates", type=int, default=200)
     ap.add_argument("--margin", type=float, default=0.02)
     ap.add_argument("--seed", type=int, default=34)
+    ap.add_argument("--items-out", default=None, help="--cases items: save items per gate (.npz)")
     ap.add_argument("--pools", type=int, default=1, help="fresh pools for --cases predictions")
     ap.add_argument("--error-prediction", default="calibrated",
                     help="the gates' prediction in --cases error (combined: with IRT fits)")  # fmt: skip
@@ -463,7 +470,7 @@ def main(argv=None) -> None:
     if "onesided" in args.cases:
         onesided_case(args.pairs, args.seed)
     if "items" in args.cases:
-        items_case(args.gates, args.seed, args.two_sided_gates)
+        items_case(args.gates, args.seed, args.two_sided_gates, args.items_out)
 
 
 if __name__ == "__main__":

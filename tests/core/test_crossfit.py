@@ -18,7 +18,7 @@ from app.core.scoring.crossfit import (
     with_out_of_fold,
 )
 from app.core.scoring.reference import reference_estimates
-from app.core.scoring.score_models import score_models
+from app.core.scoring.score_models import IN_SAMPLE_GRADED_CAVEAT, score_models
 from app.core.selectors import make_selector
 
 
@@ -208,3 +208,42 @@ def test_a_fold_whose_refit_fails_leaves_the_selection_in_sample() -> None:
         out_of_fold_estimates(stale, ref, seed=0)
     assert with_out_of_fold(stale, ref, seed=0) is stale
     assert stored_out_of_fold(with_out_of_fold(selection, ref, seed=0), 40)
+
+
+def test_graded_scores_on_the_in_sample_law_carry_its_measured_caveat() -> None:
+    # SYNTHETIC graded benchmark: 40 references, 3 targets, scores in quarters
+    rng = np.random.default_rng(35)
+    ability = rng.uniform(0.2, 0.8, (43, 1))
+    scores = np.round(np.clip(ability + rng.normal(0, 0.3, (43, 120)), 0, 1) * 4) / 4
+    ref, targets = scores[:40], scores[40:]
+    sel = make_selector("anchor_points").fit(ref).select(20, rng=0)
+    y = targets[:, sel.indices]
+    kw = {"reference_correct": ref, "estimators": ("weighted_mean",)}
+    (bare,) = score_models(sel, y, 120, **kw)
+    assert bare.interval == "reference_calibrated"
+    assert IN_SAMPLE_GRADED_CAVEAT in bare.note
+    (binary,) = score_models(sel, (y >= 0.5).astype(float), 120, **kw)
+    assert binary.note is None or IN_SAMPLE_GRADED_CAVEAT not in binary.note
+    crossfitted = with_out_of_fold(sel, ref, seed=0)
+    (served,) = score_models(crossfitted, y, 120, **kw)
+    assert served.interval == "reference_calibrated"
+    assert served.note is None or IN_SAMPLE_GRADED_CAVEAT not in served.note
+
+
+def test_tiny_benchmarks_irt_on_graded_scores_carries_its_measured_caveat() -> None:
+    from app.core.scoring.score_models import GRADED_CAVEATS
+
+    caveat = GRADED_CAVEATS[("tiny_benchmarks", "irt")]
+    rng = np.random.default_rng(36)
+    ability = rng.normal(0.0, 1.0, (45, 1))
+    p = 1.0 / (1.0 + np.exp(-(ability - rng.normal(0.0, 1.0, (1, 100)))))
+    graded = rng.binomial(4, p) / 4.0
+    sel = make_selector("tiny_benchmarks").fit(graded[:40]).select(20, rng=0)
+    kw = {"reference_correct": graded[:40], "estimators": ("irt",)}
+    (on_graded,) = score_models(sel, graded[40:, sel.indices], 100, **kw)
+    assert caveat in on_graded.note
+    binary = (graded >= 0.5).astype(float)
+    sel01 = make_selector("tiny_benchmarks").fit(binary[:40]).select(20, rng=0)
+    kw01 = {"reference_correct": binary[:40], "estimators": ("irt",)}
+    (on_binary,) = score_models(sel01, binary[40:, sel01.indices], 100, **kw01)
+    assert on_binary.note is None or caveat not in on_binary.note

@@ -166,6 +166,30 @@ MEASURED_CAVEATS: dict[tuple[str, str], str] = {
 }
 
 
+# The in-sample law (x CALIBRATION_INFLATION) is what a non-probability subset gets when it stores no
+# out-of-fold values for its references (a fold refit failed, or a caller passed a bare selection).
+IN_SAMPLE_GRADED_CAVEAT = (
+    "calibrated on the source models in-sample (x1.1; the subset stores no out-of-fold values "
+    "for them): on SYNTHETIC judge-like graded scores this law covered 0.89-0.94 among the "
+    "strongest 20 % of models (goal 0.93), the cross-fitted one >= 0.955 (bench/RESULTS.md, "
+    "'Reference-calibrated intervals in the top fifth of graded targets')"
+)
+
+# Cells of the graded coverage study that missed the 0.93 goal (bench/RESULTS.md, "Closing runs for
+# graded scores"): said on graded scores only (0/1 scores keep MEASURED_CAVEATS alone).
+GRADED_CAVEATS: dict[tuple[str, str], str] = {
+    ("tiny_benchmarks", est): (
+        "measured coverage of this 95 % interval on REAL graded AlpacaEval judge preferences "
+        "(54 models, 34 sources, 2 x 30 random splits): 0.97-0.99 overall but 0.89-0.98 among "
+        "the strongest 20 % of models at n = 25-100 (below the 0.93 goal in 7 of 12 cells), a "
+        "sparse top of unusual models (7 of 54 above 0.29, the rest at most 0.17); on SYNTHETIC "
+        "graded families >= 0.955. For models above the bulk of the sources prefer a random "
+        "subset's design-based interval"
+    )
+    for est in ("irt", "gp_irt")
+}
+
+
 def score_models(
     selection: Selection,
     correct,
@@ -360,6 +384,12 @@ def score_models(
             )
         if calibrated is not None:
             val, lo, hi, se = calibrated
+            caveats = [MEASURED_CAVEATS.get((selection.method, name))]
+            if not binary and (cal is None or not cal.crossfit):
+                caveats.append(IN_SAMPLE_GRADED_CAVEAT)
+            if not binary:
+                caveats.append(GRADED_CAVEATS.get((selection.method, name)))
+            note = "; ".join(c for c in caveats if c) or None
             out.append(
                 make_batch(
                     name,
@@ -371,7 +401,7 @@ def score_models(
                     "model",
                     level,
                     raw=value,
-                    note=MEASURED_CAVEATS.get((selection.method, name)),
+                    note=note,
                 )
             )
             continue
@@ -488,7 +518,9 @@ __all__ = [
     "BASES",
     "CALIBRATION_INFLATION",
     "DEFAULT_SMALL_N",
+    "GRADED_CAVEATS",
     "GRADED_INTERVAL",
+    "IN_SAMPLE_GRADED_CAVEAT",
     "MIN_MODEL_ASSISTED_N",
     "MIN_REFERENCE_MODELS",
     "PROBABILITY_DESIGNS",
