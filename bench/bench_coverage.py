@@ -10,8 +10,9 @@ Benchmarks (``--benchmarks``): ``gpqa`` (REAL, 420 x 448) and the SYNTHETIC fami
 :mod:`bench.synth_families` (``weak``, ``wide``, ``strong``; 420 x 448, drawn with
 ``--family-seed``); graded scores: ``alpaca`` (REAL AlpacaEval judge preferences, 54 x 805: use
 ``--sources 34 --targets 20``) and ``graded_mass01`` / ``graded_judge`` / ``graded_ksample``
-(SYNTHETIC, the families of :mod:`bench.bench_graded`, 420 x 448). Seeds: the constants (``SPARSE_OUTCOMES``, the conformal bins) were chosen on
-split seeds 0 and 101 and family seed 0; the published table uses ``--seed 202 --family-seed 1``.
+(SYNTHETIC, the families of :mod:`bench.bench_graded`, 420 x 448). Seeds: the constants
+(``SPARSE_OUTCOMES``, the conformal bins) were chosen on split seeds 0 and 101 and family seed 0;
+the published table uses ``--seed 202 --family-seed 1``.
 
 * ``--scorer references`` (default): :func:`app.core.scoring.score_models` with the source models as
   references (plus the alternative small-sample intervals for unweighted probability subsets);

@@ -14,11 +14,17 @@ from app.core.scoring.crossfit import (
     OOF_PREFIX,
     crossfit_calibration,
     out_of_fold_estimates,
+    reference_calibrations,
     stored_out_of_fold,
     with_out_of_fold,
 )
 from app.core.scoring.reference import reference_estimates
-from app.core.scoring.score_models import IN_SAMPLE_GRADED_CAVEAT, score_models
+from app.core.scoring.score_models import (
+    GRADED_CAVEATS,
+    IN_SAMPLE_GRADED_CAVEAT,
+    MEASURED_CAVEATS,
+    score_models,
+)
 from app.core.selectors import make_selector
 
 
@@ -222,17 +228,22 @@ def test_graded_scores_on_the_in_sample_law_carry_its_measured_caveat() -> None:
     (bare,) = score_models(sel, y, 120, **kw)
     assert bare.interval == "reference_calibrated"
     assert IN_SAMPLE_GRADED_CAVEAT in bare.note
+    measured = MEASURED_CAVEATS[("anchor_points", "weighted_mean")]
+    assert bare.note == f"{measured}; {IN_SAMPLE_GRADED_CAVEAT}"
     (binary,) = score_models(sel, (y >= 0.5).astype(float), 120, **kw)
-    assert binary.note is None or IN_SAMPLE_GRADED_CAVEAT not in binary.note
+    assert binary.note == measured  # 0/1 scores: the note as before
     crossfitted = with_out_of_fold(sel, ref, seed=0)
     (served,) = score_models(crossfitted, y, 120, **kw)
     assert served.interval == "reference_calibrated"
-    assert served.note is None or IN_SAMPLE_GRADED_CAVEAT not in served.note
+    assert served.note == measured
+    # given cross-fitted laws at another level are not applied: the in-sample law is, and says so
+    at_95 = reference_calibrations(crossfitted, ref)
+    assert at_95["weighted_mean"].crossfit
+    (other,) = score_models(crossfitted, y, 120, level=0.9, calibrations=at_95, **kw)
+    assert IN_SAMPLE_GRADED_CAVEAT in other.note
 
 
 def test_tiny_benchmarks_irt_on_graded_scores_carries_its_measured_caveat() -> None:
-    from app.core.scoring.score_models import GRADED_CAVEATS
-
     caveat = GRADED_CAVEATS[("tiny_benchmarks", "irt")]
     rng = np.random.default_rng(36)
     ability = rng.normal(0.0, 1.0, (45, 1))
@@ -246,4 +257,4 @@ def test_tiny_benchmarks_irt_on_graded_scores_carries_its_measured_caveat() -> N
     sel01 = make_selector("tiny_benchmarks").fit(binary[:40]).select(20, rng=0)
     kw01 = {"reference_correct": binary[:40], "estimators": ("irt",)}
     (on_binary,) = score_models(sel01, binary[40:, sel01.indices], 100, **kw01)
-    assert on_binary.note is None or caveat not in on_binary.note
+    assert on_binary.interval == "reference_calibrated" and on_binary.note is None
