@@ -271,8 +271,10 @@ class ScoreRow:
     model: str
     n_items: int
     subset_accuracy: float
-    estimate: dict[str, Any] | None
+    estimate: dict[str, Any] | None  # the answer the API returned (issue 38), None: withheld
     created_at: Any
+    answer_reason: str = ""  # why, when the model lies outside what the sources support
+    extrapolated: bool = False
 
 
 @dataclass(frozen=True)
@@ -288,20 +290,23 @@ def subset_view(session: Session, subset_id: str) -> SubsetView:
     row = subsets_service.get_subset(session, subset_id)
     version = get_version(session, row.benchmark_version_id)
     public = subsets_service.to_public(row, version)
+    ref = f"{version.benchmark.name}@v{version.version}"
     scores = []
     for s in SubsetScoreRepository(session).for_subset(row.id):
         items = (s.estimates or {}).get("items") or []
-        chosen = next((e for e in items if e.get("estimator") == row.estimator), None)
+        shift = s.population_shift or {}
+        answer, reason = extrapolation.stored_answer(items, shift, benchmark=ref, size=row.size)
         scores.append(
             ScoreRow(
                 s.model_name,
                 s.n_items,
                 s.subset_accuracy,
-                chosen or (items[0] if items else None),
+                answer,
                 s.created_at,
+                answer_reason=reason if shift.get("flagged") else "",
+                extrapolated=bool(shift.get("flagged")),
             )
         )
-    ref = f"{version.benchmark.name}@v{version.version}"
     reanchor = extrapolation.reanchor_prompt(session, row, version)
     return SubsetView(public, ref, EXPORT_FORMATS, scores, reanchor)
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import html
+import re
+
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
@@ -231,6 +234,26 @@ def test_tiny_benchmarks_irt_estimates_and_shift(
     assert oracle["answer"] is None
     assert "not drawn at random" in oracle["answer_reason"]
     assert "--method random" in oracle["answer_reason"]
+    # the subset page reads the answers the API returned: tb-model's first estimate, and for
+    # the oracle none (withheld, with the API's reason), never its model-based irt estimate
+    page = client.get(f"/ui/subsets/{subset.id}")
+    assert page.status_code == 200, page.text
+    rows = {
+        m.group(1): m.group(0)
+        for m in re.finditer(
+            r'<tr class="score[^"]*"><td class="name">([^<]+)</td>.*?</tr>', page.text, re.S
+        )
+    }
+    assert set(rows) == {"tb-model", "oracle"}
+    first = body["estimates"][0]
+    assert (
+        'class="score"' in rows["tb-model"]
+        and f"{first['estimator']} (model-based" in rows["tb-model"]
+    )
+    assert f"{100 * first['value']:.1f}" in rows["tb-model"]
+    assert "extrapolated" in rows["oracle"] and "withheld" in rows["oracle"]
+    assert oracle["answer_reason"] in html.unescape(rows["oracle"])
+    assert "(model-based" not in rows["oracle"]
 
 
 def test_anchor_points_confidence_estimator_needs_confidences(

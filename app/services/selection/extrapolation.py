@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from app.db.models import BenchmarkVersion
@@ -33,7 +34,8 @@ def choose_answer(
     estimates: Sequence[EstimatePublic], shift: PopulationShift, *, benchmark: str, size: int
 ) -> tuple[EstimatePublic | None, str]:
     """``(answer, reason)``: the first available estimate when the target is supported; else the
-    first available design-based one (None when the subset has none)."""
+    first available design-based one (None when the subset has none: the reason then names a
+    random subset of ``max(50, size)`` items)."""
     usable = [e for e in estimates if e.available and e.ci_low is not None]
     if not shift.flagged:
         first = usable[0] if usable else None
@@ -50,9 +52,29 @@ def choose_answer(
     return None, (
         f"extrapolation ({why}): this subset was not drawn at random, so none of its intervals "
         "holds beyond the source models (every one is model-based); score a random subset "
-        f"(benchslice subset create --benchmark {benchmark} --method random --size {size}) "
+        f"(benchslice subset create --benchmark {benchmark} --method random --size "
+        f"{max(50, size)}) "
         "or run a session (benchslice evaluate), whose intervals are design-based"
     )
+
+
+def stored_answer(
+    estimates: Sequence[dict], shift: dict | None, *, benchmark: str, size: int
+) -> tuple[dict | None, str]:
+    """:func:`choose_answer` for a stored score (its ``estimates["items"]`` and
+    ``population_shift`` columns), so a page reads the same answer the API returned. A row the
+    schemas can no longer read (stored by an older version) answers with its first estimate."""
+    try:
+        rows = [EstimatePublic(**e) for e in estimates]
+        flag = (
+            PopulationShift(**shift)
+            if shift
+            else PopulationShift(checked="none", flagged=False, reasons=[], details={})
+        )
+    except ValidationError:
+        return (estimates[0] if estimates else None), ""
+    answer, reason = choose_answer(rows, flag, benchmark=benchmark, size=size)
+    return (None if answer is None else answer.model_dump(mode="json")), reason
 
 
 #: A re-anchor prompt needs this many models beyond the sources, and this share of the sources
@@ -93,4 +115,5 @@ __all__ = [
     "REANCHOR_MIN_SHARE",
     "choose_answer",
     "reanchor_prompt",
+    "stored_answer",
 ]

@@ -441,7 +441,7 @@ def score_model(
         estimates,
         shift,
         benchmark=f"{version.benchmark.name}@v{version.version}",
-        size=max(50, selection.size),
+        size=selection.size,
     )
     score = SubsetScore(
         subset_id=row.id,
