@@ -202,3 +202,56 @@ def test_synthetic_wide_answers_cover_models_beyond_every_source(family_seed: in
             total += int(ok.sum())
     assert total >= 50
     assert hits / total >= 0.95
+
+
+def test_edge_hull_widens_only_at_the_references_edge() -> None:
+    """A model whose raw value lies in the references' lowest / highest EDGE_SHARE gets the hull of
+    its interval and the copy re-centred on the raw value; interior models are untouched."""
+    from app.core.scoring.reference import EDGE_SHARE, edge_hull
+
+    refs = np.linspace(0.2, 0.8, 101)  # the 10 % / 90 % quantiles: 0.26 / 0.74
+    raw = np.array([0.22, 0.5, 0.78, 0.74])
+    value = raw + np.array([0.08, 0.03, -0.05, 0.0])  # bias-corrected values
+    lo, hi = value - 0.04, value + 0.06
+    lo2, hi2 = edge_hull(raw, value, lo, hi, refs)
+    assert EDGE_SHARE == 0.1
+    # edges: hull of [value - 0.04, value + 0.06] and [raw - 0.04, raw + 0.06]
+    assert lo2[0] == pytest.approx(0.18) and hi2[0] == pytest.approx(0.36)
+    assert lo2[2] == pytest.approx(0.69) and hi2[2] == pytest.approx(0.84)
+    assert (lo2[1], hi2[1]) == (lo[1], hi[1])  # interior: unchanged
+    assert (lo2[3], hi2[3]) == pytest.approx((lo[3], hi[3]))  # at the edge, no bias: unchanged
+    assert np.all(lo2 <= lo) and np.all(hi2 >= hi)  # only ever wider
+    clipped = edge_hull(np.array([0.01]), np.array([0.05]), np.array([0.0]), np.array([0.1]), refs)
+    assert clipped[0][0] == 0.0 and clipped[1][0] == pytest.approx(0.1)
+    empty = edge_hull(raw, value, lo, hi, np.array([np.nan]))
+    assert np.array_equal(empty[0], lo) and np.array_equal(empty[1], hi)
+
+
+def test_score_models_applies_the_edge_hull_to_calibrated_answers() -> None:
+    """score_models' calibrated interval of a model below every reference holds its raw value's
+    re-centred copy; the interval of a model in the middle equals the plain calibrated one."""
+    from app.core.estimation.intervals import reference_calibrated_interval
+    from app.core.scoring.reference import CALIBRATION_INFLATION, reference_estimates
+    from app.core.scoring.score_models import score_models
+    from app.core.selectors import make_selector
+
+    rng = np.random.default_rng(38)
+    theta = np.sort(rng.normal(0.0, 1.0, 80))
+    b = rng.normal(0.0, 1.0, 150)
+    y = (rng.random((80, 150)) < 1 / (1 + np.exp(-(theta[:, None] - b[None, :])))).astype(float)
+    ref, targets = y[10:], y[[0, 45]]  # the weakest model and a middle one
+    sel = make_selector("anchor_points").fit(ref).select(30, rng=1)
+    (got,) = score_models(
+        sel, targets[:, sel.indices], 150, reference_correct=ref, estimators=("weighted_mean",)
+    )
+    vals = reference_estimates(sel, ref)["weighted_mean"]
+    raw = got.raw_value
+    _, lo, hi, _ = reference_calibrated_interval(
+        raw, vals, ref.mean(axis=1), inflation=CALIBRATION_INFLATION
+    )
+    assert raw[0] <= np.quantile(vals, 0.1) < raw[1] < np.quantile(vals, 0.9)
+    assert (got.ci_low[1], got.ci_high[1]) == pytest.approx((lo[1], hi[1]))
+    half_lo, half_hi = got.value[0] - lo[0], hi[0] - got.value[0]
+    assert got.ci_low[0] < lo[0] - 0.01  # the bias correction moved it up: the hull reaches down
+    assert got.ci_low[0] == pytest.approx(min(lo[0], max(0.0, raw[0] - half_lo)))
+    assert got.ci_high[0] == pytest.approx(max(hi[0], min(1.0, raw[0] + half_hi)))

@@ -541,9 +541,14 @@ def calib():
     return ref, rconf, idx, w, y, conf, n_pop
 
 
-def _check_calibrated(b, raw, r_est, truth, level, inflation):
+def _check_calibrated(b, raw, r_est, truth, level, inflation, hull=True):
     grid, bb, s, q = _calibration_oracle(r_est, truth, level, inflation)
-    value, lo, hi, se = _apply_oracle(raw, grid, bb, s, q, 0.001)
+    value, lo0, hi0, se = _apply_oracle(raw, grid, bb, s, q, 0.001)
+    # near the references' edge (raw among their lowest / highest 10 %) the hull with the
+    # interval re-centred on the raw value (issue 38)
+    edge = hull & ((raw <= np.quantile(r_est, 0.1)) | (raw >= np.quantile(r_est, 0.9)))
+    lo = np.where(edge, np.minimum(lo0, np.clip(raw - (value - lo0), 0, 1)), lo0)
+    hi = np.where(edge, np.maximum(hi0, np.clip(raw + (hi0 - value), 0, 1)), hi0)
     assert b.interval == "reference_calibrated" and b.basis == "model"
     np.testing.assert_allclose(b.raw_value, raw, atol=1e-14)
     np.testing.assert_allclose(b.value, value, atol=1e-12)
@@ -566,7 +571,7 @@ def test_calibrated_with_twenty_references(calib) -> None:
     )
     (b,) = out
     assert b.note == MEASURED_CAVEATS[("dpp", "weighted_mean")] and b.confidence == 0.9
-    assert "0.88 at n = 100" in b.note  # the measured cell beyond the sources, said
+    assert "0.99-1.00 at n = 25-100" in b.note  # the measured cells beyond the sources, said
     _check_calibrated(b, y @ w, ref[:, idx] @ w, ref.mean(axis=1), 0.9, 1.3)
 
 
@@ -621,7 +626,8 @@ def test_anchor_points_weighted_mean_carries_the_measured_caveat(calib) -> None:
     assert "0.927" in out[1].note
     assert out[0].note is None
     # weighted_confidence is calibrated on the references' confidences
-    _check_calibrated(out[0], conf @ w, rconf[:, idx] @ w, rconf.mean(axis=1), 0.95, 1.1)
+    # weighted_confidence is calibrated on confidences: no edge hull
+    _check_calibrated(out[0], conf @ w, rconf[:, idx] @ w, rconf.mean(axis=1), 0.95, 1.1, False)
     _check_calibrated(out[1], y @ w, ref[:, idx] @ w, ref.mean(axis=1), 0.95, 1.1)
 
 
