@@ -274,7 +274,6 @@ class ScoreRow:
     estimate: dict[str, Any] | None  # the answer the API returned (issue 38), None: withheld
     created_at: Any
     answer_reason: str = ""  # why, when the model lies outside what the sources support
-    extrapolated: bool = False
 
 
 @dataclass(frozen=True)
@@ -304,7 +303,6 @@ def subset_view(session: Session, subset_id: str) -> SubsetView:
                 answer,
                 s.created_at,
                 answer_reason=reason if shift.get("flagged") else "",
-                extrapolated=bool(shift.get("flagged")),
             )
         )
     reanchor = extrapolation.reanchor_prompt(session, row, version)
