@@ -8,7 +8,9 @@ study scores every target of the extrapolation splits (``weak_to_strong``, ``str
 :func:`app.core.scoring.coverage.extrapolation_split`) and of the ordinary held-out split
 (``random``: 300 sources, 120 targets) once, and reports, per split x selector x n, the coverage
 of the unflagged targets and the share flagged under the current check
-(:func:`app.core.scoring.support.unsupported`) and under candidate checks added to it:
+(:func:`app.core.scoring.support.unsupported`), under the check before its Guttman misfit (``no
+Guttman``: score range, and IRT ability and ``l_z`` on tinyBenchmarks) and under candidate checks
+added to the current one:
 
 * ``est``: the model-based estimate above every source's full accuracy or below every one's;
 * ``sub q``: the subset score ``y . w`` at or beyond the sources' top / bottom ``q`` share of
@@ -35,12 +37,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.core.scoring.coverage import extrapolation_split, split_models
 from app.core.scoring.crossfit import crossfit_applies, with_out_of_fold
 from app.core.scoring.score_models import score_models
-from app.core.scoring.support import unsupported
+from app.core.scoring.support import irt_support, score_outside, unsupported
 from app.core.selectors import make_selector
 from bench.bench_coverage import load_benchmark
 
 SPLITS = ("weak_to_strong", "strong_to_weak", "random")
-RULES = ("current", "est", "sub 0.02", "sub 0.05", "rank 0.05", "rank 0.1", "rank 0.2")
+RULES = (
+    "current",
+    "no Guttman",
+    "est",
+    "sub 0.02",
+    "sub 0.05",
+    "rank 0.05",
+    "rank 0.1",
+    "rank 0.2",
+)
 
 
 def _cases(c, subtasks, methods, sizes, split, repeats, seed) -> dict[tuple, dict]:
@@ -76,7 +87,8 @@ def _cases(c, subtasks, methods, sizes, split, repeats, seed) -> dict[tuple, dic
                 slot = out.setdefault((name, int(n)), {})
                 rows = {
                     "cover": (b.ci_low <= truth + 1e-12) & (truth - 1e-12 <= b.ci_high),
-                    "current": unsupported(s, y, sv),
+                    "current": unsupported(s, y, c[src][:, s.indices]),
+                    "before": _before_guttman(s, y, sv),
                     "est": (b.value > acc[-1]) | (b.value < acc[0]),
                     # share of sources at or beyond the target (subset score / estimate)
                     "sub_hi": 1.0 - np.searchsorted(sv, tv, side="left") / sv.size,
@@ -89,10 +101,18 @@ def _cases(c, subtasks, methods, sizes, split, repeats, seed) -> dict[tuple, dic
     return {key: {k: np.concatenate(v) for k, v in slot.items()} for key, slot in out.items()}
 
 
+def _before_guttman(selection, y, source_values) -> np.ndarray:
+    """The check before the Guttman misfit: score range, and on IRT subsets ability and l_z."""
+    out = score_outside(y @ np.asarray(selection.weights), source_values)[0]
+    irt = irt_support(selection, y)
+    return out if irt is None else out | irt.flagged
+
+
 def flags(d: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The candidate checks (each added to the current one) as (cases,) bool arrays."""
     cur = d["current"]
-    out = {"current": cur, "est": cur | d["est"]}
+    # "no Guttman": the check before the Guttman misfit was added (it applies off IRT subsets)
+    out = {"current": cur, "no Guttman": d["before"], "est": cur | d["est"]}
     for q in (0.02, 0.05):
         out[f"sub {q}"] = cur | (d["sub_hi"] <= q) | (d["sub_lo"] <= q)
     for q in (0.05, 0.1, 0.2):

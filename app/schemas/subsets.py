@@ -333,7 +333,10 @@ class BaselineComparison(BaseModel):
 
 class PopulationShift(BaseModel):
     checked: str = Field(
-        description="What was checked (irt_ability_and_person_fit or accuracy_range)"
+        description="What was checked: irt_ability_and_person_fit (a subset with an IRT item "
+        "bank: ability range, l_z person fit, subset-score range) or "
+        "accuracy_range_and_person_fit (subset-score range, normed Guttman errors); none "
+        "without reference models"
     )
     flagged: bool
     reasons: list[str]

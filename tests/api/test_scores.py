@@ -16,6 +16,7 @@ from app.core.estimation.intervals import jeffreys_fpc
 from app.core.estimation.stats import compare_to_baseline
 from app.core.scoring.crossfit import stored_out_of_fold
 from app.core.scoring.score_models import design_inclusion, score_models, size_needed_for_gap
+from app.core.scoring.support import guttman_errors
 from app.db.models import SubsetScore
 from app.services.selection import subsets as subset_service
 from tests.api._subset_data import Seeded, gpqa, seed_gpqa
@@ -38,6 +39,12 @@ def _subset(db_session: Session, seeded: Seeded, method: str = "random", size: i
     subset, _ = subset_service.build_subset(db_session, req, None)
     db_session.commit()
     return subset, np.frombuffer(subset.indices, dtype="<i8")
+
+
+def _post_results(client: TestClient, subset, seeded: Seeded, idx, y, model: str):
+    """POST one model's results on the subset's items (``y`` in ``idx`` order)."""
+    results = {seeded.item_ids[p]: int(v) for p, v in zip(idx, y, strict=True)}
+    return client.post(f"/v1/subsets/{subset.id}/scores", json={"model": model, "results": results})
 
 
 def test_random_subset_score_with_baseline(
@@ -69,9 +76,38 @@ def test_random_subset_score_with_baseline(
     )
     assert base["large_enough"] == (base["size_needed"] is not None and 40 >= base["size_needed"])
     shift = body["population_shift"]
-    assert shift["checked"] == "accuracy_range" and shift["details"]["reference_models"] == 30
+    assert shift["checked"] == "accuracy_range_and_person_fit"
+    assert shift["details"]["reference_models"] == 30
+    ref = seeded.correct[:, idx].astype(np.float64)
+    assert shift["details"]["guttman_errors"] == pytest.approx(
+        float(guttman_errors(new[None, idx], ref.mean(axis=0))[0])
+    )
     stored = db_session.scalars(select(SubsetScore).where(SubsetScore.subset_id == subset.id)).one()
     assert stored.model_name == "new-model" and stored.baseline["p_better"] == base["p_better"]
+
+
+def test_a_model_that_fails_the_easy_items_is_flagged_and_answered_design_based(
+    client: TestClient, db_session: Session, seeded: Seeded
+) -> None:
+    """Issue 38 (person misfit off IRT subsets): right on the items the references find
+    hardest, wrong on the easiest, with an ordinary subset score: flagged by its Guttman errors,
+    answered design-based on a random subset (the reason says why)."""
+    subset, idx = _subset(db_session, seeded)
+    ref = seeded.correct[:, idx].astype(np.float64)
+    n_right = round(float(ref.mean()) * idx.size)  # the references' mean score
+    hardest = np.argsort(ref.mean(axis=0), kind="stable")[:n_right]
+    y = np.zeros(idx.size, dtype=int)
+    y[hardest] = 1
+    r = _post_results(client, subset, seeded, idx, y, "reversed")
+    assert r.status_code == 201, r.text
+    body = r.json()
+    shift = body["population_shift"]
+    lo, hi = shift["details"]["reference_min"], shift["details"]["reference_max"]
+    assert lo <= y.mean() <= hi  # the score range alone would not flag it
+    assert shift["flagged"] and "poor person fit (normed Guttman errors" in shift["reasons"][0]
+    assert shift["details"]["guttman_errors"] > shift["details"]["reference_guttman_limit"]
+    assert body["answer"]["basis"] == "design"
+    assert "extrapolation (poor person fit" in body["answer_reason"]
 
 
 def test_csv_upload_and_weighted_subset(
@@ -194,13 +230,7 @@ def test_tiny_benchmarks_irt_estimates_and_shift(
     # intervals below are the cross-fitted ones (issue 24)
     assert set(stored_out_of_fold(selection, 20)) == {"irt", "p_irt", "gp_irt"}
     y = seeded.correct[5, idx].astype(float)  # a source model: expected in range
-    r = client.post(
-        f"/v1/subsets/{subset.id}/scores",
-        json={
-            "model": "tb-model",
-            "results": {seeded.item_ids[p]: int(v) for p, v in zip(idx, y, strict=True)},
-        },
-    )
+    r = _post_results(client, subset, seeded, idx, y, "tb-model")
     assert r.status_code == 201, r.text
     body = r.json()
     by = {e["estimator"]: e for e in body["estimates"]}

@@ -30,12 +30,12 @@ def _answer(method: str, target: np.ndarray, c: np.ndarray, src: np.ndarray, n: 
     sel = make_selector(method).fit(c[src]).select(n, rng=7)
     y = target[None, sel.indices].astype(np.float64)
     ref = c[src].astype(np.float64)
-    flagged = bool(unsupported(sel, y, ref[:, sel.indices] @ np.asarray(sel.weights))[0])
+    flagged = bool(unsupported(sel, y, ref[:, sel.indices])[0])
     rows = [
         EstimatePublic(**b.row(0)) for b in score_models(sel, y, c.shape[1], reference_correct=ref)
     ]
     shift = PopulationShift(
-        checked="accuracy_range",
+        checked="accuracy_range_and_person_fit",
         flagged=flagged,
         reasons=["subset estimate outside the reference models' range"] if flagged else [],
         details={},

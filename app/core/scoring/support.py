@@ -7,9 +7,14 @@ outside what they support, each computed from the subset results and the stored 
   ``[min, max]`` of the sources' own subset estimates (every subset);
 * **ability beyond every source's**: the IRT ability (tinyBenchmarks' stored item bank) outside
   the sources' ``[theta_min, theta_max]`` on some dimension;
-* **person misfit**: the standardized log-likelihood ``l_z`` of the target's anchor responses
-  below :data:`PERSON_FIT_LIMIT` (Drasgow, Levine & Williams 1985: ``l_z`` is approximately
-  standard normal for a model the IRT fit describes, so -2 flags about 2 % of fitting models).
+* **person misfit**: on a subset with an IRT item bank, the standardized log-likelihood ``l_z``
+  of the target's anchor responses below :data:`PERSON_FIT_LIMIT` (Drasgow, Levine & Williams
+  1985: ``l_z`` is approximately standard normal for a model the IRT fit describes, so -2 flags
+  about 2 % of fitting models); on every other subset, the normed Guttman errors ``G*`` of the
+  target's subset results (Meijer 1994; items ordered by the sources' mean score) above the
+  :data:`GUTTMAN_QUANTILE` quantile of the sources' own ``G*``: a model that gets the items the
+  sources find easy wrong and the hard ones right, which a weighting learned from the sources
+  misreads (measured: ``bench/RESULTS.md``, "Closing runs III").
 
 Vectorised over targets; the service (:func:`app.services.selection.scoring.population_shift`)
 and the extrapolation-split study (``bench/bench_extrapolation.py``) call the same functions.
@@ -25,6 +30,68 @@ from app.core.estimation.irt_estimates import item_bank
 from app.core.results import Selection
 
 PERSON_FIT_LIMIT = -2.0
+GUTTMAN_QUANTILE = 0.98
+_PAIR_BUDGET = 4_000_000  # floats per block of targets x items x items
+
+
+def guttman_errors(y, item_means) -> np.ndarray:
+    """Normed Guttman errors ``G*`` of each row of ``y`` (m, k) against the item order of
+    ``item_means`` (k,).
+
+    A Guttman error is a pair of items where the easier one (higher mean) scores lower than the
+    harder one; on scores in [0, 1] a pair counts ``max(0, y_hard - y_easy)``, which is the
+    classical count on 0/1 results. ``G*`` divides by the row's total pairwise spread
+    ``sum_{i<j} |y_i - y_j|`` (on 0/1 results ``s (k - s)``, the most errors ``s`` right answers
+    can make), so it lies in [0, 1]; a constant row has ``G* = 0``. Items of equal mean make no
+    pair.
+
+    Parameters
+    ----------
+    y : array_like, shape (m, k)
+    item_means : array_like, shape (k,) or (m, k)
+        One item order for every row, or one per row (a source scored against the others).
+
+    Returns
+    -------
+    ndarray, shape (m,)
+
+    Notes
+    -----
+    O(m k^2) time; targets are processed in blocks of at most ``4e6 / k^2`` rows so memory stays
+    bounded whatever ``m``.
+    """
+    resp = np.atleast_2d(np.asarray(y, dtype=np.float64))
+    m, k = resp.shape
+    p = np.broadcast_to(np.asarray(item_means, dtype=np.float64), (m, k))
+    out = np.zeros(m)
+    block = max(1, _PAIR_BUDGET // max(1, k * k))
+    for start in range(0, m, block):  # bounded-memory blocks, not a loop per model
+        r, q = resp[start : start + block], p[start : start + block]
+        easier = q[:, :, None] > q[:, None, :]  # [m, i, j]: item i easier than item j
+        diff = r[:, None, :] - r[:, :, None]  # [m, i, j] = y_j - y_i
+        errors = np.where(easier, np.maximum(diff, 0.0), 0.0).sum(axis=(1, 2))
+        spread = np.abs(diff).sum(axis=(1, 2)) / 2.0
+        out[start : start + block] = np.divide(
+            errors, spread, out=np.zeros_like(errors), where=spread > 0
+        )
+    return out
+
+
+def guttman_misfit(y, source_results) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(misfit, g_star, limit)``: which rows of ``y`` (m, k) have more Guttman errors than
+    :data:`GUTTMAN_QUANTILE` of the sources (``source_results`` (r, k), on the same items).
+
+    Each source is scored against the item means of the *other* sources (leave one out): scored
+    against means it helped make, a source looks more orderly than a new model from the same
+    population, and the limit would flag more than ``1 - GUTTMAN_QUANTILE`` of such models."""
+    ref = np.atleast_2d(np.asarray(source_results, dtype=np.float64))
+    r = ref.shape[0]
+    g = guttman_errors(y, ref.mean(axis=0))
+    if r < 2:
+        return np.zeros(g.shape, dtype=bool), g, float("nan")
+    loo_means = (ref.sum(axis=0)[None, :] - ref) / (r - 1)
+    limit = float(np.quantile(guttman_errors(ref, loo_means), GUTTMAN_QUANTILE))
+    return g > limit, g, limit
 
 
 def score_outside(subset_values, source_values) -> tuple[np.ndarray, float, float]:
@@ -86,12 +153,26 @@ def irt_support(selection: Selection, y) -> IrtSupport | None:
     )
 
 
-def unsupported(selection: Selection, y, source_subset_values) -> np.ndarray:
-    """(m,) bool: any of the three signs (the service's ``population_shift.flagged``)."""
+def unsupported(selection: Selection, y, source_subset_results) -> np.ndarray:
+    """(m,) bool: any of the three signs (the service's ``population_shift.flagged``);
+    ``source_subset_results`` (r, k): the sources' results on the subset's items."""
     resp = np.atleast_2d(np.asarray(y, dtype=np.float64))
-    out, _, _ = score_outside(resp @ np.asarray(selection.weights), source_subset_values)
+    ref = np.atleast_2d(np.asarray(source_subset_results, dtype=np.float64))
+    w = np.asarray(selection.weights)
+    out, _, _ = score_outside(resp @ w, ref @ w)
     irt = irt_support(selection, resp)
-    return out if irt is None else out | irt.flagged
+    if irt is not None:
+        return out | irt.flagged
+    return out | guttman_misfit(resp, ref)[0]
 
 
-__all__ = ["PERSON_FIT_LIMIT", "IrtSupport", "irt_support", "score_outside", "unsupported"]
+__all__ = [
+    "GUTTMAN_QUANTILE",
+    "PERSON_FIT_LIMIT",
+    "IrtSupport",
+    "guttman_errors",
+    "guttman_misfit",
+    "irt_support",
+    "score_outside",
+    "unsupported",
+]

@@ -45,7 +45,12 @@ from app.core.scoring.score_models import (
     size_needed_for_gap,
     weighted_paired_comparison,
 )
-from app.core.scoring.support import PERSON_FIT_LIMIT, score_outside
+from app.core.scoring.support import (
+    GUTTMAN_QUANTILE,
+    PERSON_FIT_LIMIT,
+    guttman_misfit,
+    score_outside,
+)
 from app.db.models.subset import Subset, SubsetScore
 from app.errors import FieldIssue, InvalidInput
 from app.ingest import ParsedResults
@@ -249,7 +254,7 @@ def population_shift(
             )
         if lz < PERSON_FIT_LIMIT:
             reasons.append(f"poor person fit (l_z = {lz:.2f} < {PERSON_FIT_LIMIT})")
-        reasons += _score_range(session, row, selection, y)[0]  # issue 38: the third sign
+        reasons += _score_range(selection, y, _reference_subset(session, row, selection))[0]
         return PopulationShift(
             checked="irt_ability_and_person_fit",
             flagged=bool(reasons),
@@ -261,7 +266,8 @@ def population_shift(
                 "person_fit_lz": lz,
             },
         )
-    reasons, details = _score_range(session, row, selection, y)
+    ref = _reference_subset(session, row, selection)
+    reasons, details = _score_range(selection, y, ref)
     if not details["reference_models"]:
         return PopulationShift(
             checked="none",
@@ -269,23 +275,43 @@ def population_shift(
             reasons=["no reference models with full results"],
             details=details,
         )
+    misfit, g_star, limit = guttman_misfit(y, ref)
+    details.update(
+        {
+            "guttman_errors": float(g_star[0]),
+            "reference_guttman_limit": limit if np.isfinite(limit) else None,  # < 2 references
+        }
+    )
+    if misfit[0]:
+        reasons.append(
+            f"poor person fit (normed Guttman errors {g_star[0]:.3f} above "
+            f"{GUTTMAN_QUANTILE:.0%} of the reference models', {limit:.3f}: it gets items they "
+            "find easy wrong and hard ones right)"
+        )
     return PopulationShift(
-        checked="accuracy_range", flagged=bool(reasons), reasons=reasons, details=details
+        checked="accuracy_range_and_person_fit",
+        flagged=bool(reasons),
+        reasons=reasons,
+        details=details,
     )
 
 
-def _score_range(
-    session: Session, row: Subset, selection: Selection, y: np.ndarray
-) -> tuple[list[str], dict[str, Any]]:
-    """A subset score no source model reached: ``(reasons, details)``."""
+def _reference_subset(session: Session, row: Subset, selection: Selection) -> np.ndarray:
+    """The reference models' results on the subset's items, (r, k) (r = 0 without any)."""
     fm = full_matrix(session, row.benchmark_version_id)
     rows = reference_rows(fm, row)
+    return reference_matrix(fm)[rows][:, selection.indices].astype(np.float64)
+
+
+def _score_range(
+    selection: Selection, y: np.ndarray, reference: np.ndarray
+) -> tuple[list[str], dict[str, Any]]:
+    """A subset score no source model reached: ``(reasons, details)``."""
     value = float(y @ selection.weights)
-    details: dict[str, Any] = {"reference_models": len(rows), "subset_estimate": value}
-    if not rows:
+    details: dict[str, Any] = {"reference_models": len(reference), "subset_estimate": value}
+    if not len(reference):
         return [], details
-    ref = reference_matrix(fm)[rows][:, selection.indices].astype(np.float64) @ selection.weights
-    outside, lo, hi = score_outside([value], ref)
+    outside, lo, hi = score_outside([value], reference @ selection.weights)
     details.update({"reference_min": lo, "reference_max": hi})
     if not outside[0]:
         return [], details
