@@ -11,8 +11,10 @@ the answer per target: the first estimate when the target is supported, else the
 design-based one (design / model-assisted), else nothing (counted in ``withheld``), with
 "supported" decided by :func:`app.core.scoring.support.unsupported` (the service's three signs).
 
-Benchmarks: ``gpqa`` (REAL, 420 x 448) and the SYNTHETIC families of :mod:`bench.synth_families`
-(``weak``, ``wide``, ``strong``, ``discriminative``).
+Benchmarks: ``gpqa`` (REAL, 420 x 448), ``alpaca`` (REAL graded AlpacaEval, 54 x 805: use
+``--splits random --sources 34 --targets 20``), the SYNTHETIC families of
+:mod:`bench.synth_families` (``weak``, ``wide``, ``strong``, ``discriminative``) and the SYNTHETIC
+graded ones (``graded_mass01`` / ``graded_judge`` / ``graded_ksample``).
 
     .venv/bin/python bench/bench_extrapolation.py --benchmarks gpqa --repeats 3 --seed 3838
 """
@@ -66,8 +68,7 @@ def _answer(batches: list[EstimateBatch], flagged: np.ndarray) -> EstimateBatch:
 def make_scorer(benchmark: str, split: str):
     def scorer(selection, y, n_population, reference_correct):
         out = score_models(selection, y, n_population, reference_correct=reference_correct)
-        src_vals = reference_correct[:, selection.indices] @ np.asarray(selection.weights)
-        flagged = unsupported(selection, y, src_vals)
+        flagged = unsupported(selection, y, reference_correct[:, selection.indices])
         slot = FLAGS.setdefault((benchmark, split, selection.method, selection.n_requested), [0, 0])
         slot[0] += int(flagged.sum())
         slot[1] += int(flagged.size)
@@ -78,8 +79,9 @@ def make_scorer(benchmark: str, split: str):
 
 def markdown(table, benchmark: str, split: str) -> str:
     lines = [
-        "| method | estimator | interval | basis | n | coverage (SE) | bias | width | unavailable |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| method | estimator | interval | basis | n | coverage (SE) | weakest / strongest fifth "
+        "| bias | width | unavailable |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in table.rows:
         if r.cases == 0 and r.unavailable == 0:
@@ -91,7 +93,8 @@ def markdown(table, benchmark: str, split: str) -> str:
             extra = f" (flagged {f}/{t})"
         lines.append(
             f"| {r.method} | {r.estimator} | {r.interval} | {r.basis} | {r.n} | "
-            f"{r.coverage:.3f} ({r.coverage_se:.3f}){flag} | {r.bias:+.4f} | {r.mean_width:.4f} | "
+            f"{r.coverage:.3f} ({r.coverage_se:.3f}){flag} | {r.coverage_low:.3f} / "
+            f"{r.coverage_high:.3f} | {r.bias:+.4f} | {r.mean_width:.4f} | "
             f"{r.unavailable}{extra} |"
         )
     return "\n".join(lines)
@@ -136,6 +139,8 @@ def main(argv=None) -> None:
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
     ap.add_argument("--seed", type=int, default=3838)
     ap.add_argument("--family-seed", type=int, default=5)
+    ap.add_argument("--sources", type=int, default=300, help="source models (random split)")
+    ap.add_argument("--targets", type=int, default=120, help="targets (random split)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--summary-of", type=Path, nargs="+", help="print the summary of --json files")
     args = ap.parse_args(argv)
@@ -156,6 +161,8 @@ def main(argv=None) -> None:
                 seed=args.seed,
                 scorer=make_scorer(name, split),
                 split=split,
+                n_sources=args.sources,
+                n_targets=args.targets,
             )
             dt = time.perf_counter() - t0
             print(

@@ -18,7 +18,7 @@ from app.core.scoring.crossfit import (
     stored_out_of_fold,
     with_out_of_fold,
 )
-from app.core.scoring.reference import reference_estimates
+from app.core.scoring.reference import graded_irt_hull, reference_estimates
 from app.core.scoring.score_models import score_models
 from app.core.scoring.support import unsupported
 from app.core.selectors import make_selector
@@ -193,8 +193,7 @@ def test_synthetic_wide_answers_cover_models_beyond_every_source(family_seed: in
         for seed in range(3):  # three subsets per split
             sel = with_out_of_fold(fitted.select(25, rng=seed), c[src], seed=seed)
             y = c[np.ix_(tgt, sel.indices)]
-            src_vals = c[np.ix_(src, sel.indices)] @ sel.weights
-            answered = ~unsupported(sel, y, src_vals)
+            answered = ~unsupported(sel, y, c[np.ix_(src, sel.indices)])
             batches = score_models(sel, y, c.shape[1], reference_correct=c[src])
             first = next(b for b in batches if np.isfinite(b.ci_low).any())
             ok = answered & np.isfinite(first.ci_low)
@@ -255,3 +254,40 @@ def test_score_models_applies_the_edge_hull_to_calibrated_answers() -> None:
     assert got.ci_low[0] < lo[0] - 0.01  # the bias correction moved it up: the hull reaches down
     assert got.ci_low[0] == pytest.approx(min(lo[0], max(0.0, raw[0] - half_lo)))
     assert got.ci_high[0] == pytest.approx(max(hi[0], min(1.0, raw[0] + half_hi)))
+
+
+def test_graded_irt_hull_holds_both_intervals_only_where_both_exist() -> None:
+    lo, hi = graded_irt_hull(
+        [0.2, 0.2, np.nan], [0.4, 0.4, np.nan], [0.3, np.nan, 0.1], [0.5, 0.3, 0.2]
+    )
+    assert lo[:2] == pytest.approx([0.2, 0.2]) and np.isnan(lo[2])
+    assert hi[:2] == pytest.approx([0.5, 0.4]) and np.isnan(hi[2])
+
+
+def test_graded_tiny_benchmarks_irt_interval_is_the_hull_with_gp_irt() -> None:
+    """Graded scores only: a 0/1 batch keeps irt's own interval (today's numbers)."""
+    ref01 = _population(r=120, n_items=160, seed=21)
+    rng = np.random.default_rng(22)
+    graded = np.clip(ref01 * 0.7 + rng.random(ref01.shape) * 0.3, 0, 1)
+    for ref, hull in ((graded, True), (ref01, False)):
+        sel = make_selector("tiny_benchmarks").fit(ref[:100]).select(20, rng=4)
+        y = ref[100:][:, sel.indices]
+        out = {
+            b.estimator: b for b in score_models(sel, y, ref.shape[1], reference_correct=ref[:100])
+        }
+        irt, gp = out["irt"], out["gp_irt"]
+        assert irt.interval == gp.interval == "reference_calibrated"
+        # the irt interval without the hull: score_models on irt alone
+        (alone,) = score_models(
+            sel, y, ref.shape[1], reference_correct=ref[:100], estimators=("irt",)
+        )
+        if hull:
+            exp_lo, exp_hi = graded_irt_hull(alone.ci_low, alone.ci_high, gp.ci_low, gp.ci_high)
+            assert np.array_equal(irt.ci_low, exp_lo) and np.array_equal(irt.ci_high, exp_hi)
+            assert (irt.ci_high - irt.ci_low > alone.ci_high - alone.ci_low + 1e-12).any()
+            assert "hull of irt's and gp_irt's" in irt.note
+            assert "0.89-0.98 among" not in irt.note  # the unhulled caveat is replaced
+        else:
+            assert np.array_equal(irt.ci_low, alone.ci_low)
+            assert np.array_equal(irt.ci_high, alone.ci_high)
+            assert irt.note is None or "hull" not in irt.note

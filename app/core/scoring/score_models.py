@@ -9,6 +9,8 @@ and the model-assisted estimator); their public names are re-exported here.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from scipy import stats as _st
 
@@ -41,9 +43,11 @@ from app.core.results import Selection
 from app.core.scoring.crossfit import reference_calibrations, stored_out_of_fold
 from app.core.scoring.reference import (
     CALIBRATION_INFLATION,
+    GRADED_IRT_HULL_NOTE,
     MIN_MODEL_ASSISTED_N,
     MIN_REFERENCE_MODELS,
     edge_hull,
+    graded_irt_hull,
     model_assisted,
     reference_estimates,
     reference_predictions,
@@ -175,19 +179,25 @@ IN_SAMPLE_GRADED_CAVEAT = (
     "'Reference-calibrated intervals in the top fifth of graded targets')"
 )
 
-# Cells of the graded coverage study that missed the 0.93 goal (bench/RESULTS.md, "Closing runs" and,
-# with the edge hull, "Closing runs II"):
-# said on graded scores only (0/1 scores keep MEASURED_CAVEATS alone).
+# The graded coverage study's figures for tinyBenchmarks (bench/RESULTS.md, "Closing runs II"
+# and "Closing runs III"), said on graded scores only (0/1 scores keep MEASURED_CAVEATS alone);
+# irt's is replaced by GRADED_IRT_HULL_NOTE when the hull with gp_irt applies.
 GRADED_CAVEATS: dict[tuple[str, str], str] = {
-    ("tiny_benchmarks", est): (
+    ("tiny_benchmarks", "irt"): (
         "measured coverage of this 95 % interval on REAL graded AlpacaEval judge preferences "
-        "(54 models, 34 sources, 2 x 30 random splits): 0.97-0.99 overall but 0.90-0.97 among "
-        "the strongest 20 % of models at n = 25-100 (below the 0.93 goal in 6 of 12 cells), a "
+        "(54 models, 34 sources, 2 x 30 random splits): 0.97-0.99 overall but 0.89-0.98 among "
+        "the strongest 20 % of models at n = 25-100 (below the 0.93 goal in 3 of 6 cells), a "
         "sparse top of unusual models (7 of 54 above 0.29, the rest at most 0.17); on SYNTHETIC "
-        "graded families >= 0.955. For models stronger than most sources a random subset's "
-        "design-based interval holds (>= 0.983 there; bench/RESULTS.md, 'Closing runs')"
-    )
-    for est in ("irt", "gp_irt")
+        "graded families >= 0.955 (bench/RESULTS.md, 'Closing runs III')"
+    ),
+    ("tiny_benchmarks", "gp_irt"): (
+        "measured coverage of this 95 % interval on REAL graded AlpacaEval judge preferences "
+        "(54 models, 34 sources, 2 x 30 random splits): 0.976-0.988 overall and 0.933-0.967 "
+        "among the strongest 20 % of models at n = 25-100 (an earlier run: 0.900-0.967), a "
+        "sparse top of unusual models (7 of 54 above 0.29, the rest at most 0.17); on SYNTHETIC "
+        "graded families >= 0.963. For models stronger than most sources a random subset's "
+        "design-based interval holds (>= 0.983 there; bench/RESULTS.md, 'Closing runs III')"
+    ),
 }
 
 
@@ -451,7 +461,26 @@ def score_models(
         out.append(
             make_batch(name, value, lo, hi, se, "wilson_kish_fpc", "model", level, note=note)
         )
+    if not binary and selection.method == "tiny_benchmarks":
+        out = _with_graded_irt_hull(out)
     return out + pending
+
+
+def _with_graded_irt_hull(batches: list[EstimateBatch]) -> list[EstimateBatch]:
+    """``irt``'s calibrated interval widened to hold ``gp_irt``'s (graded scores only:
+    :func:`app.core.scoring.reference.graded_irt_hull`)."""
+    by_name = {b.estimator: b for b in batches}
+    irt, gp = by_name.get("irt"), by_name.get("gp_irt")
+    if irt is None or gp is None or {irt.interval, gp.interval} != {"reference_calibrated"}:
+        return batches
+    lo, hi = graded_irt_hull(irt.ci_low, irt.ci_high, gp.ci_low, gp.ci_high)
+    caveat = GRADED_CAVEATS[("tiny_benchmarks", "irt")]  # measured without the hull
+    if irt.note and caveat in irt.note:
+        note = irt.note.replace(caveat, GRADED_IRT_HULL_NOTE)
+    else:
+        note = "; ".join(n for n in (irt.note, GRADED_IRT_HULL_NOTE) if n)
+    hull = dataclasses.replace(irt, ci_low=lo, ci_high=hi, note=note)
+    return [hull if b is irt else b for b in batches]
 
 
 def _design_batch(
