@@ -264,7 +264,7 @@ def test_graded_irt_hull_holds_both_intervals_only_where_both_exist() -> None:
     assert hi[:2] == pytest.approx([0.5, 0.4]) and np.isnan(hi[2])
 
 
-def test_graded_tiny_benchmarks_irt_interval_is_the_hull_with_gp_irt() -> None:
+def test_graded_tiny_benchmarks_irt_intervals_are_the_hull_of_irt_and_gp_irt() -> None:
     """Graded scores only: a 0/1 batch keeps irt's own interval (today's numbers)."""
     ref01 = _population(r=120, n_items=160, seed=21)
     rng = np.random.default_rng(22)
@@ -277,17 +277,27 @@ def test_graded_tiny_benchmarks_irt_interval_is_the_hull_with_gp_irt() -> None:
         }
         irt, gp = out["irt"], out["gp_irt"]
         assert irt.interval == gp.interval == "reference_calibrated"
-        # the irt interval without the hull: score_models on irt alone
+        # each interval without the hull: score_models on that estimator alone
         (alone,) = score_models(
             sel, y, ref.shape[1], reference_correct=ref[:100], estimators=("irt",)
         )
+        (gp_alone,) = score_models(
+            sel, y, ref.shape[1], reference_correct=ref[:100], estimators=("gp_irt",)
+        )
+        assert np.array_equal(gp.value, gp_alone.value) and np.array_equal(irt.value, alone.value)
         if hull:
-            exp_lo, exp_hi = graded_irt_hull(alone.ci_low, alone.ci_high, gp.ci_low, gp.ci_high)
-            assert np.array_equal(irt.ci_low, exp_lo) and np.array_equal(irt.ci_high, exp_hi)
+            exp_lo, exp_hi = graded_irt_hull(
+                alone.ci_low, alone.ci_high, gp_alone.ci_low, gp_alone.ci_high
+            )
+            for b in (irt, gp):
+                assert np.array_equal(b.ci_low, exp_lo) and np.array_equal(b.ci_high, exp_hi)
+                assert "hull of irt's and gp_irt's" in b.note
             assert (irt.ci_high - irt.ci_low > alone.ci_high - alone.ci_low + 1e-12).any()
-            assert "hull of irt's and gp_irt's" in irt.note
-            assert "0.89-0.98 among" not in irt.note  # the unhulled caveat is replaced
+            assert (gp.ci_high - gp.ci_low > gp_alone.ci_high - gp_alone.ci_low + 1e-12).any()
+            assert "0.89-0.98 among" not in irt.note  # the unhulled caveats are replaced
+            assert "0.908-0.967" not in gp.note
         else:
-            assert np.array_equal(irt.ci_low, alone.ci_low)
-            assert np.array_equal(irt.ci_high, alone.ci_high)
-            assert irt.note is None or "hull" not in irt.note
+            for b, own in ((irt, alone), (gp, gp_alone)):
+                assert np.array_equal(b.ci_low, own.ci_low)
+                assert np.array_equal(b.ci_high, own.ci_high)
+                assert b.note is None or "hull" not in b.note
