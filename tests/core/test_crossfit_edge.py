@@ -296,8 +296,10 @@ def test_graded_tiny_benchmarks_irt_intervals_are_the_hull_of_irt_and_gp_irt() -
             assert (gp.ci_high - gp.ci_low > gp_alone.ci_high - gp_alone.ci_low + 1e-12).any()
             assert "0.89-0.98 among" not in irt.note  # the unhulled caveats are replaced
             assert "0.908-0.967" not in gp.note
+            assert "0.900-0.983 among" in out["p_irt"].note  # p_irt keeps its own, measured
         else:
             for b, own in ((irt, alone), (gp, gp_alone)):
                 assert np.array_equal(b.ci_low, own.ci_low)
                 assert np.array_equal(b.ci_high, own.ci_high)
                 assert b.note is None or "hull" not in b.note
+            assert "AlpacaEval" not in (out["p_irt"].note or "")  # graded caveats: graded only
