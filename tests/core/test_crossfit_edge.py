@@ -296,7 +296,14 @@ def test_graded_tiny_benchmarks_irt_intervals_are_the_hull_of_irt_and_gp_irt() -
             assert (gp.ci_high - gp.ci_low > gp_alone.ci_high - gp_alone.ci_low + 1e-12).any()
             assert "0.89-0.98 among" not in irt.note  # the unhulled caveats are replaced
             assert "0.908-0.967" not in gp.note
-            assert "0.900-0.983 among" in out["p_irt"].note  # p_irt keeps its own, measured
+            p_irt = out["p_irt"]
+            (p_alone,) = score_models(
+                sel, y, ref.shape[1], reference_correct=ref[:100], estimators=("p_irt",)
+            )
+            p_lo, p_hi = graded_irt_hull(p_alone.ci_low, p_alone.ci_high, exp_lo, exp_hi)
+            assert np.array_equal(p_irt.ci_low, p_lo) and np.array_equal(p_irt.ci_high, p_hi)
+            assert "hull of irt's and gp_irt's" in p_irt.note
+            assert "0.900-0.983 among" not in p_irt.note
         else:
             for b, own in ((irt, alone), (gp, gp_alone)):
                 assert np.array_equal(b.ci_low, own.ci_low)

@@ -181,7 +181,7 @@ IN_SAMPLE_GRADED_CAVEAT = (
 
 # The graded coverage study's figures for tinyBenchmarks (bench/RESULTS.md, "Closing runs II"
 # and "Closing runs III"), said on graded scores only (0/1 scores keep MEASURED_CAVEATS alone);
-# irt's is replaced by GRADED_IRT_HULL_NOTE when the hull with gp_irt applies.
+# each is replaced by GRADED_IRT_HULL_NOTE when the graded IRT hull applies (irt and gp_irt present).
 GRADED_CAVEATS: dict[tuple[str, str], str] = {
     ("tiny_benchmarks", "irt"): (
         "measured coverage of this 95 % interval on REAL graded AlpacaEval judge preferences "
@@ -475,22 +475,30 @@ def score_models(
 
 
 def _with_graded_irt_hull(batches: list[EstimateBatch]) -> list[EstimateBatch]:
-    """``irt``'s and ``gp_irt``'s calibrated intervals both replaced by their hull (graded
-    scores only: :func:`app.core.scoring.reference.graded_irt_hull`); each keeps its value."""
+    """Every calibrated IRT interval (``irt``, ``gp_irt``, ``p_irt``) widened to hold the hull of
+    ``irt``'s and ``gp_irt``'s (graded scores only:
+    :func:`app.core.scoring.reference.graded_irt_hull`); each keeps its value."""
     by_name = {b.estimator: b for b in batches}
     irt, gp = by_name.get("irt"), by_name.get("gp_irt")
     if irt is None or gp is None or {irt.interval, gp.interval} != {"reference_calibrated"}:
         return batches
     lo, hi = graded_irt_hull(irt.ci_low, irt.ci_high, gp.ci_low, gp.ci_high)
-    hulled = {}
-    for b in (irt, gp):
+    out = []
+    for b in batches:
+        if b.estimator not in IRT_HULLED or b.interval != "reference_calibrated":
+            out.append(b)
+            continue
+        b_lo, b_hi = graded_irt_hull(b.ci_low, b.ci_high, lo, hi)  # irt / gp_irt: the hull
         caveat = GRADED_CAVEATS[("tiny_benchmarks", b.estimator)]  # measured without the hull
         if b.note and caveat in b.note:
             note = b.note.replace(caveat, GRADED_IRT_HULL_NOTE)
         else:
             note = "; ".join(n for n in (b.note, GRADED_IRT_HULL_NOTE) if n)
-        hulled[b.estimator] = dataclasses.replace(b, ci_low=lo, ci_high=hi, note=note)
-    return [hulled[b.estimator] if b is irt or b is gp else b for b in batches]
+        out.append(dataclasses.replace(b, ci_low=b_lo, ci_high=b_hi, note=note))
+    return out
+
+
+IRT_HULLED = ("irt", "p_irt", "gp_irt")
 
 
 def _design_batch(
