@@ -16,7 +16,7 @@ from app.core.estimation.intervals import jeffreys_fpc
 from app.core.estimation.stats import compare_to_baseline
 from app.core.scoring.crossfit import stored_out_of_fold
 from app.core.scoring.score_models import design_inclusion, score_models, size_needed_for_gap
-from app.core.scoring.support import guttman_errors
+from app.core.scoring.support import guttman_errors, guttman_limit
 from app.db.models import SubsetScore
 from app.services.selection import subsets as subset_service
 from tests.api._subset_data import Seeded, gpqa, seed_gpqa
@@ -82,6 +82,7 @@ def test_random_subset_score_with_baseline(
     assert shift["details"]["guttman_errors"] == pytest.approx(
         float(guttman_errors(new[None, idx], ref.mean(axis=0))[0])
     )
+    assert shift["details"]["reference_guttman_limit"] == pytest.approx(guttman_limit(ref))
     stored = db_session.scalars(select(SubsetScore).where(SubsetScore.subset_id == subset.id)).one()
     assert stored.model_name == "new-model" and stored.baseline["p_better"] == base["p_better"]
 

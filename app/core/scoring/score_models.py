@@ -474,6 +474,9 @@ def score_models(
     return out + pending
 
 
+IRT_HULLED = ("irt", "p_irt", "gp_irt")  # the calibrated intervals the graded hull widens
+
+
 def _with_graded_irt_hull(batches: list[EstimateBatch]) -> list[EstimateBatch]:
     """Every calibrated IRT interval (``irt``, ``gp_irt``, ``p_irt``) widened to hold the hull of
     ``irt``'s and ``gp_irt``'s (graded scores only:
@@ -496,9 +499,6 @@ def _with_graded_irt_hull(batches: list[EstimateBatch]) -> list[EstimateBatch]:
             note = "; ".join(n for n in (b.note, GRADED_IRT_HULL_NOTE) if n)
         out.append(dataclasses.replace(b, ci_low=b_lo, ci_high=b_hi, note=note))
     return out
-
-
-IRT_HULLED = ("irt", "p_irt", "gp_irt")
 
 
 def _design_batch(

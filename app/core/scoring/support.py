@@ -77,21 +77,29 @@ def guttman_errors(y, item_means) -> np.ndarray:
     return out
 
 
-def guttman_misfit(y, source_results) -> tuple[np.ndarray, np.ndarray, float]:
-    """``(misfit, g_star, limit)``: which rows of ``y`` (m, k) have more Guttman errors than
-    :data:`GUTTMAN_QUANTILE` of the sources (``source_results`` (r, k), on the same items).
+def guttman_limit(source_results) -> float:
+    """The :data:`GUTTMAN_QUANTILE` quantile of the sources' own ``G*`` (``source_results``
+    (r, k)); NaN with fewer than 2 sources.
 
     Each source is scored against the item means of the *other* sources (leave one out): scored
     against means it helped make, a source looks more orderly than a new model from the same
     population, and the limit would flag more than ``1 - GUTTMAN_QUANTILE`` of such models."""
     ref = np.atleast_2d(np.asarray(source_results, dtype=np.float64))
     r = ref.shape[0]
-    g = guttman_errors(y, ref.mean(axis=0))
     if r < 2:
-        return np.zeros(g.shape, dtype=bool), g, float("nan")
+        return float("nan")
     loo_means = (ref.sum(axis=0)[None, :] - ref) / (r - 1)
-    limit = float(np.quantile(guttman_errors(ref, loo_means), GUTTMAN_QUANTILE))
-    return g > limit, g, limit
+    return float(np.quantile(guttman_errors(ref, loo_means), GUTTMAN_QUANTILE))
+
+
+def guttman_misfit(y, source_results, limit: float | None = None):
+    """``(misfit, g_star, limit)``: which rows of ``y`` (m, k) have more Guttman errors than
+    :data:`GUTTMAN_QUANTILE` of the sources (``source_results`` (r, k), on the same items);
+    ``limit``: :func:`guttman_limit` of the same sources when already known (a cache)."""
+    ref = np.atleast_2d(np.asarray(source_results, dtype=np.float64))
+    g = guttman_errors(y, ref.mean(axis=0))
+    limit = guttman_limit(ref) if limit is None else float(limit)
+    return g > limit, g, limit  # NaN limit (< 2 sources): nothing flagged
 
 
 def score_outside(subset_values, source_values) -> tuple[np.ndarray, float, float]:
@@ -171,6 +179,7 @@ __all__ = [
     "PERSON_FIT_LIMIT",
     "IrtSupport",
     "guttman_errors",
+    "guttman_limit",
     "guttman_misfit",
     "irt_support",
     "score_outside",

@@ -48,6 +48,7 @@ from app.core.scoring.score_models import (
 from app.core.scoring.support import (
     GUTTMAN_QUANTILE,
     PERSON_FIT_LIMIT,
+    guttman_limit,
     guttman_misfit,
     score_outside,
 )
@@ -161,6 +162,7 @@ class References:
     correct: np.ndarray  # (r, N) uint8, read-only (small in the cache; converted per call)
     values: dict[str, np.ndarray]
     calibrations: dict[str, ReferenceCalibration]
+    guttman_limit: float  # the person-fit limit off IRT subsets (NaN: < 2 references, or IRT)
 
 
 # (subset id, results stamp) -> its references
@@ -198,7 +200,10 @@ def references(fm: FullMatrix, row: Subset, selection: Selection) -> References:
     for v in values.values():
         v.setflags(write=False)
     cals = reference_calibrations(selection, ref, values=values) if len(rows) else {}
-    out = References(correct=ref, values=values, calibrations=cals)
+    limit = float("nan")
+    if selection.method != "tiny_benchmarks":  # IRT subsets check l_z instead
+        limit = guttman_limit(ref[:, selection.indices])
+    out = References(correct=ref, values=values, calibrations=cals, guttman_limit=limit)
     _REFERENCES.discard_where(lambda k: k[0] == row.id and k[1] != fm.stamp)
     _REFERENCES.put(key, out)
     return out
@@ -238,9 +243,8 @@ def estimates_for(
     return [EstimatePublic(**b.row(0)) for b in batches]
 
 
-def population_shift(
-    session: Session, row: Subset, selection: Selection, y: np.ndarray
-) -> PopulationShift:
+def population_shift(refs: References, selection: Selection, y: np.ndarray) -> PopulationShift:
+    ref = refs.correct[:, selection.indices].astype(np.float64)  # (r, k) on the subset's items
     score = irt_score(selection, y)
     if score is not None:
         theta, lz = score.theta, score.lz
@@ -254,7 +258,7 @@ def population_shift(
             )
         if lz < PERSON_FIT_LIMIT:
             reasons.append(f"poor person fit (l_z = {lz:.2f} < {PERSON_FIT_LIMIT})")
-        reasons += _score_range(selection, y, _reference_subset(session, row, selection))[0]
+        reasons += _score_range(selection, y, ref)[0]
         return PopulationShift(
             checked="irt_ability_and_person_fit",
             flagged=bool(reasons),
@@ -266,7 +270,6 @@ def population_shift(
                 "person_fit_lz": lz,
             },
         )
-    ref = _reference_subset(session, row, selection)
     reasons, details = _score_range(selection, y, ref)
     if not details["reference_models"]:
         return PopulationShift(
@@ -275,7 +278,7 @@ def population_shift(
             reasons=["no reference models with full results"],
             details=details,
         )
-    misfit, g_star, limit = guttman_misfit(y, ref)
+    misfit, g_star, limit = guttman_misfit(y, ref, limit=refs.guttman_limit)
     details.update(
         {
             "guttman_errors": float(g_star[0]),
@@ -294,13 +297,6 @@ def population_shift(
         reasons=reasons,
         details=details,
     )
-
-
-def _reference_subset(session: Session, row: Subset, selection: Selection) -> np.ndarray:
-    """The reference models' results on the subset's items, (r, k) (r = 0 without any)."""
-    fm = full_matrix(session, row.benchmark_version_id)
-    rows = reference_rows(fm, row)
-    return reference_matrix(fm)[rows][:, selection.indices].astype(np.float64)
 
 
 def _score_range(
@@ -451,7 +447,7 @@ def score_model(
     selection = to_selection(row)
     refs = references(full_matrix(session, row.benchmark_version_id), row, selection)
     estimates = estimates_for(selection, y, conf, version.n_items, refs, interval=interval)
-    shift = population_shift(session, row, selection, y)
+    shift = population_shift(refs, selection, y)
     warnings = drift.score_warnings(
         session, row.benchmark_version_id, row.method, row.source_models, model_name, parsed
     )
