@@ -265,7 +265,8 @@ def test_graded_irt_hull_holds_both_intervals_only_where_both_exist() -> None:
 
 
 def test_graded_tiny_benchmarks_irt_intervals_are_the_hull_of_irt_and_gp_irt() -> None:
-    """Graded scores only: a 0/1 batch keeps irt's own interval (today's numbers)."""
+    """Graded scores: the hull; a 0/1 batch keeps irt's and gp_irt's own intervals and p_irt's
+    holds gp_irt's."""
     ref01 = _population(r=120, n_items=160, seed=21)
     rng = np.random.default_rng(22)
     graded = np.clip(ref01 * 0.7 + rng.random(ref01.shape) * 0.3, 0, 1)
@@ -310,3 +311,17 @@ def test_graded_tiny_benchmarks_irt_intervals_are_the_hull_of_irt_and_gp_irt() -
                 assert np.array_equal(b.ci_high, own.ci_high)
                 assert b.note is None or "hull" not in b.note
             assert "AlpacaEval" not in (out["p_irt"].note or "")  # graded caveats: graded only
+            # 0/1: p_irt (alone 0.71-0.82 beyond the sources on REAL GPQA) holds gp_irt's interval
+            p_irt = out["p_irt"]
+            (p_alone,) = score_models(
+                sel, y, ref.shape[1], reference_correct=ref[:100], estimators=("p_irt",)
+            )
+            assert np.array_equal(p_irt.value, p_alone.value)
+            exp_lo, exp_hi = graded_irt_hull(
+                p_alone.ci_low, p_alone.ci_high, gp_alone.ci_low, gp_alone.ci_high
+            )
+            assert np.array_equal(p_irt.ci_low, exp_lo) and np.array_equal(p_irt.ci_high, exp_hi)
+            assert (p_irt.ci_low <= gp.ci_low).all() and (p_irt.ci_high >= gp.ci_high).all()
+            assert "holds gp_irt's calibrated interval" in p_irt.note
+            assert "0.69-0.81" not in p_irt.note  # the caveat measured without it is dropped
+            assert "0.69-0.81" in p_alone.note

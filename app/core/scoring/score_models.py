@@ -9,8 +9,6 @@ and the model-assisted estimator); their public names are re-exported here.
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 from scipy import stats as _st
 
@@ -43,14 +41,13 @@ from app.core.results import Selection
 from app.core.scoring.crossfit import reference_calibrations, stored_out_of_fold
 from app.core.scoring.reference import (
     CALIBRATION_INFLATION,
-    GRADED_IRT_HULL_NOTE,
     MIN_MODEL_ASSISTED_N,
     MIN_REFERENCE_MODELS,
     edge_hull,
-    graded_irt_hull,
     model_assisted,
     reference_estimates,
     reference_predictions,
+    with_irt_hulls,
 )
 from app.core.selectors import SELECTORS
 
@@ -181,7 +178,7 @@ IN_SAMPLE_GRADED_CAVEAT = (
 
 # The graded coverage study's figures for tinyBenchmarks (bench/RESULTS.md, "Closing runs II"
 # and "Closing runs III"), said on graded scores only (0/1 scores keep MEASURED_CAVEATS alone);
-# each is replaced by GRADED_IRT_HULL_NOTE when the graded IRT hull applies (irt and gp_irt present).
+# each is replaced by the hull's note when the graded IRT hull applies (irt and gp_irt present).
 GRADED_CAVEATS: dict[tuple[str, str], str] = {
     ("tiny_benchmarks", "irt"): (
         "measured coverage of this 95 % interval on REAL graded AlpacaEval judge preferences "
@@ -205,6 +202,16 @@ GRADED_CAVEATS: dict[tuple[str, str], str] = {
         "among the strongest 20 % of models at n = 25-100 (below the 0.93 goal in 2 of 12 "
         "cells), 1.2-1.5x wider than irt's; on SYNTHETIC graded families >= 0.952. Read the "
         "subset's irt answer (>= 0.950 there; bench/RESULTS.md, 'Closing runs III')"
+    ),
+}
+
+# What each widened IRT interval's note drops: the caveats measured without the widening.
+_HULL_REPLACES = {
+    "irt": (GRADED_CAVEATS[("tiny_benchmarks", "irt")],),
+    "gp_irt": (GRADED_CAVEATS[("tiny_benchmarks", "gp_irt")],),
+    "p_irt": (
+        GRADED_CAVEATS[("tiny_benchmarks", "p_irt")],
+        MEASURED_CAVEATS[("tiny_benchmarks", "p_irt")],
     ),
 }
 
@@ -469,36 +476,9 @@ def score_models(
         out.append(
             make_batch(name, value, lo, hi, se, "wilson_kish_fpc", "model", level, note=note)
         )
-    if not binary and selection.method == "tiny_benchmarks":
-        out = _with_graded_irt_hull(out)
+    if selection.method == "tiny_benchmarks":  # the IRT intervals measured short alone
+        out = with_irt_hulls(out, graded=not binary, replaced_notes=_HULL_REPLACES)
     return out + pending
-
-
-IRT_HULLED = ("irt", "p_irt", "gp_irt")  # the calibrated intervals the graded hull widens
-
-
-def _with_graded_irt_hull(batches: list[EstimateBatch]) -> list[EstimateBatch]:
-    """Every calibrated IRT interval (``irt``, ``gp_irt``, ``p_irt``) widened to hold the hull of
-    ``irt``'s and ``gp_irt``'s (graded scores only:
-    :func:`app.core.scoring.reference.graded_irt_hull`); each keeps its value."""
-    by_name = {b.estimator: b for b in batches}
-    irt, gp = by_name.get("irt"), by_name.get("gp_irt")
-    if irt is None or gp is None or {irt.interval, gp.interval} != {"reference_calibrated"}:
-        return batches
-    lo, hi = graded_irt_hull(irt.ci_low, irt.ci_high, gp.ci_low, gp.ci_high)
-    out = []
-    for b in batches:
-        if b.estimator not in IRT_HULLED or b.interval != "reference_calibrated":
-            out.append(b)
-            continue
-        b_lo, b_hi = graded_irt_hull(b.ci_low, b.ci_high, lo, hi)  # irt / gp_irt: the hull
-        caveat = GRADED_CAVEATS[("tiny_benchmarks", b.estimator)]  # measured without the hull
-        if b.note and caveat in b.note:
-            note = b.note.replace(caveat, GRADED_IRT_HULL_NOTE)
-        else:
-            note = "; ".join(n for n in (b.note, GRADED_IRT_HULL_NOTE) if n)
-        out.append(dataclasses.replace(b, ci_low=b_lo, ci_high=b_hi, note=note))
-    return out
 
 
 def _design_batch(
