@@ -7,7 +7,7 @@ import pytest
 
 from app.core.estimation.stats import compare_to_baseline, wilson_interval
 from app.core.reliability.exact import smallest_n
-from app.core.scoring.reference import P_IRT_HOLDS_GP_IRT_NOTE
+from app.core.scoring.reference import GP_IRT_EDGE_NOTE, P_IRT_HOLDS_GP_IRT_NOTE
 from app.core.scoring.score_models import (
     MEASURED_CAVEATS,
     kish_n_eff,
@@ -134,6 +134,8 @@ def test_non_probability_subsets_are_calibrated_on_references(split) -> None:
         assert c.interval == "reference_calibrated"
         if c.estimator == "p_irt":  # it holds gp_irt's interval, and says so instead
             assert c.note == P_IRT_HOLDS_GP_IRT_NOTE
+        elif c.estimator == "gp_irt":  # held-out models at the sources' edge: it holds irt's
+            assert c.note == GP_IRT_EDGE_NOTE
         else:
             assert c.note == MEASURED_CAVEATS.get(("tiny_benchmarks", c.estimator))
         assert np.allclose(c.raw_value, core_estimate(sel, y, estimator=c.estimator))

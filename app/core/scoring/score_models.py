@@ -336,6 +336,7 @@ def score_models(
         )
     out = []
     pending: list[EstimateBatch] = []
+    irt_reference_values = None
     for name in names:  # a handful of estimators
         signal = y
         if name == "weighted_confidence":
@@ -407,6 +408,8 @@ def score_models(
                     else np.asarray(reference_confidence)[:, selection.indices],
                     estimator=name,
                 )
+        if name == "irt":  # with_irt_hulls reads where irt puts a model among the sources
+            irt_reference_values = r_val
         if (
             cal is not None
             and calibrate
@@ -477,7 +480,12 @@ def score_models(
             make_batch(name, value, lo, hi, se, "wilson_kish_fpc", "model", level, note=note)
         )
     if selection.method == "tiny_benchmarks":  # the IRT intervals measured short alone
-        out = with_irt_hulls(out, graded=not binary, replaced_notes=_HULL_REPLACES)
+        out = with_irt_hulls(
+            out,
+            graded=not binary,
+            replaced_notes=_HULL_REPLACES,
+            irt_reference_values=irt_reference_values,
+        )
     return out + pending
 
 
