@@ -20,7 +20,7 @@ from app.core.scoring.crossfit import (
 )
 from app.core.scoring.reference import (
     IRT_EDGE_SHARE,
-    graded_irt_hull,
+    interval_hull,
     irt_edge,
     reference_estimates,
 )
@@ -261,8 +261,8 @@ def test_score_models_applies_the_edge_hull_to_calibrated_answers() -> None:
     assert got.ci_high[0] == pytest.approx(max(hi[0], min(1.0, raw[0] + half_hi)))
 
 
-def test_graded_irt_hull_holds_both_intervals_only_where_both_exist() -> None:
-    lo, hi = graded_irt_hull(
+def test_interval_hull_holds_both_intervals_only_where_both_exist() -> None:
+    lo, hi = interval_hull(
         [0.2, 0.2, np.nan], [0.4, 0.4, np.nan], [0.3, np.nan, 0.1], [0.5, 0.3, 0.2]
     )
     assert lo[:2] == pytest.approx([0.2, 0.2]) and np.isnan(lo[2])
@@ -292,7 +292,7 @@ def test_graded_tiny_benchmarks_irt_intervals_are_the_hull_of_irt_and_gp_irt() -
         )
         assert np.array_equal(gp.value, gp_alone.value) and np.array_equal(irt.value, alone.value)
         if hull:
-            exp_lo, exp_hi = graded_irt_hull(
+            exp_lo, exp_hi = interval_hull(
                 alone.ci_low, alone.ci_high, gp_alone.ci_low, gp_alone.ci_high
             )
             for b in (irt, gp):
@@ -306,7 +306,7 @@ def test_graded_tiny_benchmarks_irt_intervals_are_the_hull_of_irt_and_gp_irt() -
             (p_alone,) = score_models(
                 sel, y, ref.shape[1], reference_correct=ref[:100], estimators=("p_irt",)
             )
-            p_lo, p_hi = graded_irt_hull(p_alone.ci_low, p_alone.ci_high, exp_lo, exp_hi)
+            p_lo, p_hi = interval_hull(p_alone.ci_low, p_alone.ci_high, exp_lo, exp_hi)
             assert np.array_equal(p_irt.ci_low, p_lo) and np.array_equal(p_irt.ci_high, p_hi)
             assert "hull of irt's and gp_irt's" in p_irt.note
             assert "0.900-0.983 among" not in p_irt.note
@@ -321,7 +321,7 @@ def test_graded_tiny_benchmarks_irt_intervals_are_the_hull_of_irt_and_gp_irt() -
             edge = (alone.raw_value <= cut_lo) | (alone.raw_value >= cut_hi)
             assert 0 < edge.sum() < edge.size  # both kinds of model are in the test
             assert np.array_equal(edge, irt_edge(alone.raw_value, r_irt))
-            hull_lo, hull_hi = graded_irt_hull(
+            hull_lo, hull_hi = interval_hull(
                 alone.ci_low, alone.ci_high, gp_alone.ci_low, gp_alone.ci_high
             )
             assert np.array_equal(gp.ci_low, np.where(edge, hull_lo, gp_alone.ci_low))
@@ -336,7 +336,7 @@ def test_graded_tiny_benchmarks_irt_intervals_are_the_hull_of_irt_and_gp_irt() -
                 sel, y, ref.shape[1], reference_correct=ref[:100], estimators=("p_irt",)
             )
             assert np.array_equal(p_irt.value, p_alone.value)
-            exp_lo, exp_hi = graded_irt_hull(p_alone.ci_low, p_alone.ci_high, gp.ci_low, gp.ci_high)
+            exp_lo, exp_hi = interval_hull(p_alone.ci_low, p_alone.ci_high, gp.ci_low, gp.ci_high)
             assert np.array_equal(p_irt.ci_low, exp_lo) and np.array_equal(p_irt.ci_high, exp_hi)
             assert (p_irt.ci_low <= gp.ci_low).all() and (p_irt.ci_high >= gp.ci_high).all()
             assert "the interval holds gp_irt's" in p_irt.note

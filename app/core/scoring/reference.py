@@ -225,7 +225,7 @@ def edge_hull(raw, value, lo, hi, reference_values, share: float = EDGE_SHARE):
     return np.where(edge, np.minimum(lo, lo2), lo), np.where(edge, np.maximum(hi, hi2), hi)
 
 
-#: Said on each IRT estimate whose interval :func:`graded_irt_hull` widened.
+#: Said on each IRT estimate whose interval the graded hull (:func:`with_irt_hulls`) widened.
 GRADED_IRT_HULL_NOTE = (
     "graded scores: the interval holds the hull of irt's and gp_irt's calibrated intervals (the "
     "two IRT predictions part on models the IRT fit describes poorly); the hull, measured on REAL graded "
@@ -237,19 +237,19 @@ GRADED_IRT_HULL_NOTE = (
 )
 
 
-def graded_irt_hull(irt_low, irt_high, gp_low, gp_high):
-    """The interval of tinyBenchmarks' ``irt`` and ``gp_irt`` on graded scores: the hull of
-    their two calibrated intervals.
+def interval_hull(low, high, other_low, other_high):
+    """The hull of two intervals per model: where both are finite, ``[min(lows), max(highs)]``;
+    elsewhere the first interval. The IRT hulls of :func:`with_irt_hulls` are built from it (on
+    graded scores the first pair is ``irt``'s calibrated interval and the other ``gp_irt``'s).
 
     Parameters
     ----------
-    irt_low, irt_high, gp_low, gp_high : array_like, shape (m,)
-        The two reference-calibrated intervals (NaN where one is unavailable).
+    low, high, other_low, other_high : array_like, shape (m,)
+        The two intervals (NaN where one is unavailable).
 
     Returns
     -------
     lo, hi : ndarray, shape (m,)
-        ``[min(lows), max(highs)]`` where both are finite; ``irt``'s interval elsewhere.
 
     Notes
     -----
@@ -263,8 +263,8 @@ def graded_irt_hull(irt_low, irt_high, gp_low, gp_high):
     where the two agree, ``irt``'s width +0.6-2.8 %. ``p_irt``'s interval, wider than both, is
     widened to hold the hull too (alone it covered 0.900 / 0.925 in two AlpacaEval cells).
     """
-    lo, hi = np.asarray(irt_low, dtype=np.float64), np.asarray(irt_high, dtype=np.float64)
-    g_lo, g_hi = np.asarray(gp_low, dtype=np.float64), np.asarray(gp_high, dtype=np.float64)
+    lo, hi = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+    g_lo, g_hi = np.asarray(other_low, dtype=np.float64), np.asarray(other_high, dtype=np.float64)
     both = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(g_lo) & np.isfinite(g_hi)
     return np.where(both, np.fmin(lo, g_lo), lo), np.where(both, np.fmax(hi, g_hi), hi)
 
@@ -306,7 +306,7 @@ def with_irt_hulls(
         One subset's estimates (``irt``, ``gp_irt``, ``p_irt`` among them).
     graded : bool
         Graded scores: ``irt``, ``gp_irt`` and ``p_irt`` each hold the hull of ``irt``'s and
-        ``gp_irt``'s calibrated intervals (:func:`graded_irt_hull`). 0/1 scores: a model whose
+        ``gp_irt``'s calibrated intervals (:func:`interval_hull`). 0/1 scores: a model whose
         raw ``irt`` value lies in the sources' lowest or highest :data:`IRT_EDGE_SHARE` of
         ``irt_reference_values`` gets ``gp_irt``'s interval widened to hold ``irt``'s, and
         ``p_irt``'s interval holds ``gp_irt``'s (widened or not); ``irt`` is unchanged.
@@ -340,11 +340,11 @@ def with_irt_hulls(
     if irt is None or gp is None or {irt.interval, gp.interval} != {"reference_calibrated"}:
         return batches
     if graded:
-        lo, hi = graded_irt_hull(irt.ci_low, irt.ci_high, gp.ci_low, gp.ci_high)
+        lo, hi = interval_hull(irt.ci_low, irt.ci_high, gp.ci_low, gp.ci_high)
         hulls = {name: (lo, hi, GRADED_IRT_HULL_NOTE) for name in IRT_HULLED}
     else:
         edge = irt_edge(irt.raw_value, irt_reference_values)
-        g_lo, g_hi = graded_irt_hull(irt.ci_low, irt.ci_high, gp.ci_low, gp.ci_high)
+        g_lo, g_hi = interval_hull(irt.ci_low, irt.ci_high, gp.ci_low, gp.ci_high)
         lo, hi = np.where(edge, g_lo, gp.ci_low), np.where(edge, g_hi, gp.ci_high)
         hulls = {"p_irt": (lo, hi, P_IRT_HOLDS_GP_IRT_NOTE)}
         if edge.any():
@@ -355,7 +355,7 @@ def with_irt_hulls(
             out.append(b)
             continue
         lo, hi, said = hulls[b.estimator]
-        b_lo, b_hi = graded_irt_hull(b.ci_low, b.ci_high, lo, hi)
+        b_lo, b_hi = interval_hull(b.ci_low, b.ci_high, lo, hi)
         note = b.note or ""
         for caveat in replaced_notes.get(b.estimator, ()):  # caveats may hold "; " themselves
             note = note.replace(caveat, "")
@@ -400,7 +400,7 @@ __all__ = [
     "P_IRT_HOLDS_GP_IRT_NOTE",
     "SPARSE_OUTCOMES",
     "edge_hull",
-    "graded_irt_hull",
+    "interval_hull",
     "irt_edge",
     "model_assisted",
     "reference_estimates",
