@@ -21,7 +21,7 @@ from app.core.scoring.crossfit import (
 from app.core.scoring.reference import (
     IRT_EDGE_SHARE,
     interval_hull,
-    irt_edge,
+    reference_edge,
     reference_estimates,
 )
 from app.core.scoring.score_models import score_models
@@ -315,12 +315,12 @@ def test_graded_tiny_benchmarks_irt_intervals_are_the_hull_of_irt_and_gp_irt() -
             assert np.array_equal(irt.ci_high, alone.ci_high)
             assert irt.note is None or "hull" not in irt.note
             # 0/1: where irt's raw value is in the sources' lowest / highest 20 % of irt's values,
-            # gp_irt (0.92-0.94 beyond the sources on REAL GPQA) also holds irt's interval
+            # gp_irt (0.92-0.97 beyond the sources on REAL GPQA) also holds irt's interval
             r_irt = reference_estimates(sel, ref[:100], estimators=("irt",))["irt"]
             cut_lo, cut_hi = np.quantile(r_irt, [IRT_EDGE_SHARE, 1 - IRT_EDGE_SHARE])
             edge = (alone.raw_value <= cut_lo) | (alone.raw_value >= cut_hi)
             assert 0 < edge.sum() < edge.size  # both kinds of model are in the test
-            assert np.array_equal(edge, irt_edge(alone.raw_value, r_irt))
+            assert np.array_equal(edge, reference_edge(alone.raw_value, r_irt, IRT_EDGE_SHARE))
             hull_lo, hull_hi = interval_hull(
                 alone.ci_low, alone.ci_high, gp_alone.ci_low, gp_alone.ci_high
             )

@@ -212,14 +212,9 @@ def edge_hull(raw, value, lo, hi, reference_values, share: float = EDGE_SHARE):
     uncorrected one. Measured: beyond-source answer cells below 0.93 go from 7 to 3 of 180 (lowest
     0.756 to 0.881), interior widths +1 % (Anchor Points) to +7 % (DPP) on REAL GPQA.
     """
-    r = np.asarray(reference_values, dtype=np.float64).ravel()
     lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
-    r = r[np.isfinite(r)]
-    if r.size == 0:
-        return lo, hi
     raw, value = np.asarray(raw, dtype=np.float64), np.asarray(value, dtype=np.float64)
-    cut_lo, cut_hi = np.quantile(r, [share, 1.0 - share])
-    edge = ((raw <= cut_lo) | (raw >= cut_hi)) & np.isfinite(raw)
+    edge = reference_edge(raw, reference_values, share)
     lo2 = np.clip(raw - (value - lo), 0.0, 1.0)
     hi2 = np.clip(raw + (hi - value), 0.0, 1.0)
     return np.where(edge, np.minimum(lo, lo2), lo), np.where(edge, np.maximum(hi, hi2), hi)
@@ -308,7 +303,7 @@ def with_irt_hulls(
         Graded scores: ``irt``, ``gp_irt`` and ``p_irt`` each hold the hull of ``irt``'s and
         ``gp_irt``'s calibrated intervals (:func:`interval_hull`). 0/1 scores: a model whose
         raw ``irt`` value lies in the sources' lowest or highest :data:`IRT_EDGE_SHARE` of
-        ``irt_reference_values`` gets ``gp_irt``'s interval widened to hold ``irt``'s, and
+        ``irt_reference_values`` (:func:`reference_edge`) gets ``gp_irt``'s interval widened to hold ``irt``'s, and
         ``p_irt``'s interval holds ``gp_irt``'s (widened or not); ``irt`` is unchanged.
     replaced_notes : dict of str to tuple of str
         Per estimator, the caveats (measured without the hull) its note drops when widened.
@@ -343,7 +338,7 @@ def with_irt_hulls(
         lo, hi = interval_hull(irt.ci_low, irt.ci_high, gp.ci_low, gp.ci_high)
         hulls = {name: (lo, hi, GRADED_IRT_HULL_NOTE) for name in IRT_HULLED}
     else:
-        edge = irt_edge(irt.raw_value, irt_reference_values)
+        edge = reference_edge(irt.raw_value, irt_reference_values, IRT_EDGE_SHARE)
         g_lo, g_hi = interval_hull(irt.ci_low, irt.ci_high, gp.ci_low, gp.ci_high)
         lo, hi = np.where(edge, g_lo, gp.ci_low), np.where(edge, g_hi, gp.ci_high)
         hulls = {"p_irt": (lo, hi, P_IRT_HOLDS_GP_IRT_NOTE)}
@@ -354,8 +349,8 @@ def with_irt_hulls(
         if b.estimator not in hulls or b.interval != "reference_calibrated":
             out.append(b)
             continue
-        lo, hi, said = hulls[b.estimator]
-        b_lo, b_hi = interval_hull(b.ci_low, b.ci_high, lo, hi)
+        h_lo, h_hi, said = hulls[b.estimator]
+        b_lo, b_hi = interval_hull(b.ci_low, b.ci_high, h_lo, h_hi)
         note = b.note or ""
         for caveat in replaced_notes.get(b.estimator, ()):  # caveats may hold "; " themselves
             note = note.replace(caveat, "")
@@ -364,28 +359,27 @@ def with_irt_hulls(
     return out
 
 
-def irt_edge(irt_raw, irt_reference_values, share: float | None = None) -> np.ndarray:
-    """Models whose raw ``irt`` value lies at or beyond the sources' lowest or highest ``share``
-    (default :data:`IRT_EDGE_SHARE`) of ``irt_reference_values``.
+def reference_edge(raw, reference_values, share: float) -> np.ndarray:
+    """Models whose ``raw`` value lies at or beyond the references' lowest or highest ``share``
+    of ``reference_values`` (the same estimator on the references).
 
     Parameters
     ----------
-    irt_raw : array_like, shape (m,)
-    irt_reference_values : array_like, shape (r,) or None
-    share : float, optional
+    raw : array_like, shape (m,)
+    reference_values : array_like, shape (r,) or None
+    share : float
 
     Returns
     -------
     ndarray of bool, shape (m,)
-        All False without finite reference values.
+        All False without finite reference values; False where ``raw`` is not finite.
     """
-    raw = np.asarray(irt_raw, dtype=np.float64)
-    r = np.asarray([] if irt_reference_values is None else irt_reference_values, dtype=np.float64)
+    raw = np.asarray(raw, dtype=np.float64)
+    r = np.asarray([] if reference_values is None else reference_values, dtype=np.float64).ravel()
     r = r[np.isfinite(r)]
     if r.size == 0:
         return np.zeros(raw.shape, dtype=bool)
-    q = IRT_EDGE_SHARE if share is None else share
-    cut_lo, cut_hi = np.quantile(r, [q, 1.0 - q])
+    cut_lo, cut_hi = np.quantile(r, [share, 1.0 - share])
     return np.isfinite(raw) & ((raw <= cut_lo) | (raw >= cut_hi))
 
 
@@ -401,8 +395,8 @@ __all__ = [
     "SPARSE_OUTCOMES",
     "edge_hull",
     "interval_hull",
-    "irt_edge",
     "model_assisted",
+    "reference_edge",
     "reference_estimates",
     "reference_predictions",
     "with_irt_hulls",
